@@ -1,0 +1,3 @@
+module github.com/MrVSiK/gotry
+
+go 1.25

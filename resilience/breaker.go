@@ -1,0 +1,369 @@
+package resilience
+
+import (
+	"fmt"
+	"hash/maphash"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// BreakerState is the state of one circuit breaker.
+type BreakerState int
+
+// The breaker states.
+const (
+	BreakerClosed   BreakerState = iota // requests flow; failures are counted
+	BreakerOpen                         // requests are rejected until OpenDuration passes
+	BreakerHalfOpen                     // a few probe requests decide whether to close
+)
+
+// String returns "closed", "open" or "half-open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", int(s))
+}
+
+// Breaker defaults, used for zero fields of BreakerConfig.
+const (
+	DefaultFailureThreshold = 5
+	DefaultOpenDuration     = 30 * time.Second
+	DefaultHalfOpenProbes   = 1
+	DefaultMaxBreakers      = 10000
+)
+
+// BreakerConfig configures the circuit breakers. Zero fields take the
+// defaults above.
+type BreakerConfig struct {
+	// FailureThreshold is the number of consecutive failures that opens a
+	// closed breaker. Default 5.
+	FailureThreshold int
+	// OpenDuration is how long an open breaker rejects requests before it
+	// admits probes. Default 30s.
+	OpenDuration time.Duration
+	// HalfOpenProbes is how many probe requests a half-open breaker admits at
+	// once. Default 1.
+	HalfOpenProbes int
+	// MaxBreakers bounds how many keys (hosts) are tracked. When a new key
+	// would exceed it, the least recently used idle closed breakers are
+	// evicted first; if every tracked breaker is open or failing, the least
+	// recently used ones go regardless, so memory stays bounded. Default
+	// 10000.
+	MaxBreakers int
+}
+
+// withDefaults validates c and fills zero fields; it panics naming the field
+// when a value makes no sense.
+func (c BreakerConfig) withDefaults() BreakerConfig {
+	if c.FailureThreshold < 0 {
+		panic(fmt.Sprintf("resilience: BreakerConfig.FailureThreshold must not be negative, got %d", c.FailureThreshold))
+	}
+	if c.OpenDuration < 0 {
+		panic(fmt.Sprintf("resilience: BreakerConfig.OpenDuration must not be negative, got %v", c.OpenDuration))
+	}
+	if c.HalfOpenProbes < 0 {
+		panic(fmt.Sprintf("resilience: BreakerConfig.HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes))
+	}
+	if c.MaxBreakers < 0 {
+		panic(fmt.Sprintf("resilience: BreakerConfig.MaxBreakers must not be negative, got %d", c.MaxBreakers))
+	}
+	if c.FailureThreshold == 0 {
+		c.FailureThreshold = DefaultFailureThreshold
+	}
+	if c.OpenDuration == 0 {
+		c.OpenDuration = DefaultOpenDuration
+	}
+	if c.HalfOpenProbes == 0 {
+		c.HalfOpenProbes = DefaultHalfOpenProbes
+	}
+	if c.MaxBreakers == 0 {
+		c.MaxBreakers = DefaultMaxBreakers
+	}
+	return c
+}
+
+// Outcome is what one admitted attempt tells its breaker.
+type Outcome int
+
+// Outcomes reported to a breaker.
+const (
+	OutcomeIgnore  Outcome = iota // neither success nor failure (caller cancelled, non-retryable error)
+	OutcomeSuccess                // a non-retryable result
+	OutcomeFailure                // a retryable result
+)
+
+// Transition is a breaker state change, to be reported once no lock is held.
+type Transition struct {
+	Key      string
+	From, To BreakerState
+}
+
+// Changed reports whether t records a change.
+func (t Transition) Changed() bool { return t.From != t.To }
+
+// Ticket is an admission by a breaker; hand it back with Done. The zero
+// Ticket (no breaker) accepts Done as a no-op.
+type Ticket struct {
+	b     *breaker
+	gen   uint64
+	probe bool
+}
+
+// Probe reports whether the ticket admits a half-open probe.
+func (t Ticket) Probe() bool { return t.probe }
+
+// Breakers is a bounded set of circuit breakers, one per key. State is
+// evaluated lazily when it is read: there are no timers and no background
+// goroutines. Lookups are sharded, so requests to different keys do not
+// contend on one lock. Safe for concurrent use.
+type Breakers struct {
+	cfg      BreakerConfig
+	seed     maphash.Seed
+	shards   []breakerShard
+	shardCap int
+}
+
+type breakerShard struct {
+	mu sync.RWMutex
+	m  map[string]*breaker // guarded by mu
+	_  [40]byte            // keep shards on separate cache lines
+}
+
+// breaker is the state machine for one key.
+type breaker struct {
+	key      string       // immutable
+	lastUsed atomic.Int64 // unix nanos of the last admission; for eviction
+
+	mu       sync.Mutex // guards the fields below
+	state    BreakerState
+	failures int       // consecutive failures while closed
+	openedAt time.Time // when the breaker last opened
+	probes   int       // probes in flight while half-open
+	gen      uint64    // bumped on every state change; stale tickets are ignored
+}
+
+// NewBreakers returns an empty set configured by cfg (zero fields take their
+// defaults). It panics if a field is negative.
+func NewBreakers(cfg BreakerConfig) *Breakers {
+	cfg = cfg.withDefaults()
+	n := 16
+	if cfg.MaxBreakers < 64 {
+		n = 1
+	}
+	b := &Breakers{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
+	b.shardCap = max(1, cfg.MaxBreakers/n)
+	for i := range b.shards {
+		b.shards[i].m = make(map[string]*breaker)
+	}
+	return b
+}
+
+// Config returns the effective configuration, defaults filled in.
+func (b *Breakers) Config() BreakerConfig { return b.cfg }
+
+func (b *Breakers) shard(key string) *breakerShard {
+	if len(b.shards) == 1 {
+		return &b.shards[0]
+	}
+	return &b.shards[maphash.String(b.seed, key)%uint64(len(b.shards))]
+}
+
+// get returns key's breaker, creating (and evicting to make room) if needed.
+func (b *Breakers) get(key string, now time.Time) *breaker {
+	s := b.shard(key)
+	s.mu.RLock()
+	br := s.m[key]
+	s.mu.RUnlock()
+	if br != nil {
+		return br
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if br = s.m[key]; br != nil {
+		return br
+	}
+	if len(s.m) >= b.shardCap {
+		s.evictLocked(b.shardCap, now)
+	}
+	br = &breaker{key: key}
+	br.lastUsed.Store(now.UnixNano())
+	s.m[key] = br
+	return br
+}
+
+// evictLocked removes about an eighth of the shard, idle closed breakers
+// first, least recently used first. Requires s.mu held.
+func (s *breakerShard) evictLocked(capacity int, now time.Time) {
+	type cand struct {
+		key   string
+		idle  bool
+		stamp int64
+	}
+	cands := make([]cand, 0, len(s.m))
+	for k, br := range s.m {
+		br.mu.Lock()
+		idle := br.state == BreakerClosed && br.failures == 0
+		br.mu.Unlock()
+		cands = append(cands, cand{k, idle, br.lastUsed.Load()})
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].idle != cands[j].idle {
+			return cands[i].idle
+		}
+		return cands[i].stamp < cands[j].stamp
+	})
+	n := max(1, capacity/8)
+	for i := 0; i < n && i < len(cands); i++ {
+		delete(s.m, cands[i].key)
+	}
+}
+
+// Len returns the number of tracked keys.
+func (b *Breakers) Len() int {
+	n := 0
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// State returns key's state at now; an untracked key is closed.
+func (b *Breakers) State(key string, now time.Time) BreakerState {
+	s := b.shard(key)
+	s.mu.RLock()
+	br := s.m[key]
+	s.mu.RUnlock()
+	if br == nil {
+		return BreakerClosed
+	}
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
+		return BreakerHalfOpen // what the next admission will see
+	}
+	return br.state
+}
+
+// Each calls fn with every tracked key and its state at now. fn runs without
+// any breaker lock held; states may change while Each runs.
+func (b *Breakers) Each(now time.Time, fn func(key string, state BreakerState)) {
+	type kv struct {
+		k string
+		s BreakerState
+	}
+	var snap []kv
+	for i := range b.shards {
+		s := &b.shards[i]
+		s.mu.RLock()
+		for k, br := range s.m {
+			br.mu.Lock()
+			st := br.state
+			if st == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
+				st = BreakerHalfOpen
+			}
+			br.mu.Unlock()
+			snap = append(snap, kv{k, st})
+		}
+		s.mu.RUnlock()
+	}
+	for _, e := range snap {
+		fn(e.k, e.s)
+	}
+}
+
+// Admit asks key's breaker to admit the first attempt of a request. A closed
+// breaker admits; an open one rejects with ErrCircuitOpen until OpenDuration
+// has passed, then turns half-open and admits up to HalfOpenProbes probes at
+// once. The returned transition (if Changed) must be reported by the caller
+// after Admit returns.
+func (b *Breakers) Admit(key string, now time.Time) (Ticket, Transition, error) {
+	return b.allow(key, now, true)
+}
+
+// AdmitRetry asks key's breaker to admit a later attempt of a request that is
+// already running (a retry or hedge). Only a closed breaker admits: a
+// half-open breaker's probes are whole requests, not retries.
+func (b *Breakers) AdmitRetry(key string, now time.Time) (Ticket, Transition, error) {
+	return b.allow(key, now, false)
+}
+
+func (b *Breakers) allow(key string, now time.Time, admission bool) (Ticket, Transition, error) {
+	br := b.get(key, now)
+	br.lastUsed.Store(now.UnixNano())
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	tr := Transition{Key: key, From: br.state, To: br.state}
+	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
+		br.setLocked(BreakerHalfOpen)
+		tr.To = BreakerHalfOpen
+	}
+	switch {
+	case br.state == BreakerClosed:
+		return Ticket{b: br, gen: br.gen}, tr, nil
+	case br.state == BreakerHalfOpen && admission && br.probes < b.cfg.HalfOpenProbes:
+		br.probes++
+		return Ticket{b: br, gen: br.gen, probe: true}, tr, nil
+	}
+	return Ticket{}, tr, &CircuitOpenError{Key: key, State: br.state}
+}
+
+// Done reports the outcome of an admitted attempt. Results from a previous
+// generation (the breaker changed state since the ticket was issued) are
+// dropped. A probe's slot is released whatever the outcome.
+func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
+	br := t.b
+	if br == nil {
+		return Transition{}
+	}
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	tr := Transition{Key: br.key, From: br.state, To: br.state}
+	if t.gen != br.gen {
+		return tr
+	}
+	switch br.state {
+	case BreakerClosed:
+		switch o {
+		case OutcomeSuccess:
+			br.failures = 0
+		case OutcomeFailure:
+			br.failures++
+			if br.failures >= b.cfg.FailureThreshold {
+				br.openedAt = now
+				br.setLocked(BreakerOpen)
+			}
+		}
+	case BreakerHalfOpen:
+		if t.probe {
+			br.probes--
+		}
+		switch o {
+		case OutcomeSuccess:
+			br.setLocked(BreakerClosed)
+		case OutcomeFailure:
+			br.openedAt = now
+			br.setLocked(BreakerOpen)
+		}
+	}
+	tr.To = br.state
+	return tr
+}
+
+// setLocked moves to state s and starts a new generation. Requires br.mu held.
+func (br *breaker) setLocked(s BreakerState) {
+	br.state = s
+	br.failures = 0
+	br.probes = 0
+	br.gen++
+}

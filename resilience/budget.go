@@ -1,0 +1,148 @@
+package resilience
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// BudgetWindow is how long a request's deposit stays in a Budget.
+const BudgetWindow = 10 * time.Second
+
+const (
+	budgetBuckets = 10                           // one-second buckets across BudgetWindow
+	bucketWidth   = BudgetWindow / budgetBuckets // 1s
+	countBits     = 40                           // low bits of a bucket word hold a count
+	countMask     = 1<<countBits - 1
+)
+
+// Budget caps how many retries (and hedges) a client may add on top of its
+// own traffic, so retries cannot amplify an outage.
+//
+// Every original request deposits ratio tokens; deposits expire after
+// BudgetWindow. Each retry or hedge that launches spends one token. On top of
+// that, minPerSec retries per second are always allowed, so a client with
+// little traffic can still retry. Over any window, then, retries never exceed
+// ratio × requests + minPerSec per second.
+//
+// Time is a parameter of every method (the engine passes its clock), and the
+// bookkeeping is lock-free: per-second buckets of atomic counters, so
+// concurrent requests never queue on a mutex. A nil *Budget allows
+// everything. Safe for concurrent use.
+type Budget struct {
+	ratio     float64
+	minPerSec int64
+
+	// Each word packs a bucket's epoch (seconds since the Unix epoch, high
+	// bits) with a count (low countBits bits). A word whose epoch is stale
+	// reads as zero and is reset by the next writer.
+	requests [budgetBuckets]atomic.Uint64 // original requests per second
+	spent    [budgetBuckets]atomic.Uint64 // retries paid from deposits per second
+	floor    [budgetBuckets]atomic.Uint64 // retries paid from the per-second floor
+}
+
+// NewBudget returns a budget. ratio must be a finite number ≥ 0 and minPerSec
+// ≥ 0; NewBudget panics otherwise, naming the argument. NewBudget(0, 0)
+// returns nil: no budget, every retry allowed.
+func NewBudget(ratio float64, minPerSec int) *Budget {
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
+		panic(fmt.Sprintf("resilience: budget ratio must be a finite number >= 0, got %v", ratio))
+	}
+	if minPerSec < 0 {
+		panic(fmt.Sprintf("resilience: budget minPerSec must not be negative, got %d", minPerSec))
+	}
+	if ratio == 0 && minPerSec == 0 {
+		return nil
+	}
+	return &Budget{ratio: ratio, minPerSec: int64(minPerSec)}
+}
+
+func epochOf(now time.Time) uint64 { return uint64(now.UnixNano() / int64(bucketWidth)) }
+
+// add increments the bucket for epoch by delta (which may be -1 to undo).
+func add(w *atomic.Uint64, epoch uint64, delta int64) {
+	for {
+		old := w.Load()
+		var n uint64
+		if old>>countBits == epoch {
+			n = uint64(int64(old&countMask) + delta)
+		} else if delta > 0 {
+			n = uint64(delta)
+		} else {
+			return // the bucket rolled over; nothing left to undo
+		}
+		if w.CompareAndSwap(old, epoch<<countBits|n&countMask) {
+			return
+		}
+	}
+}
+
+// read returns the bucket's count if it belongs to epoch.
+func read(w *atomic.Uint64, epoch uint64) int64 {
+	v := w.Load()
+	if v>>countBits != epoch {
+		return 0
+	}
+	return int64(v & countMask)
+}
+
+// sum adds up the buckets inside the window ending at epoch.
+func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
+	var n int64
+	for i := uint64(0); i < budgetBuckets; i++ {
+		e := epoch - i
+		n += read(&ws[e%budgetBuckets], e)
+	}
+	return n
+}
+
+// Deposit records one original request at now.
+func (b *Budget) Deposit(now time.Time) {
+	if b == nil || b.ratio == 0 {
+		return
+	}
+	e := epochOf(now)
+	add(&b.requests[e%budgetBuckets], e, 1)
+}
+
+// Withdraw spends one token for a retry or hedge about to launch at now and
+// reports whether it was allowed. It first uses the per-second floor, then
+// the deposits.
+func (b *Budget) Withdraw(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	e := epochOf(now)
+	if b.minPerSec > 0 {
+		w := &b.floor[e%budgetBuckets]
+		add(w, e, 1)
+		if read(w, e) <= b.minPerSec {
+			return true
+		}
+		add(w, e, -1)
+	}
+	if b.ratio == 0 {
+		return false
+	}
+	w := &b.spent[e%budgetBuckets]
+	add(w, e, 1)
+	allowed := math.Floor(b.ratio * float64(sum(&b.requests, e)))
+	if float64(sum(&b.spent, e)) <= allowed {
+		return true
+	}
+	add(w, e, -1)
+	return false
+}
+
+// Tokens returns how many retries could launch at now: the unspent deposits
+// plus what is left of this second's floor.
+func (b *Budget) Tokens(now time.Time) float64 {
+	if b == nil {
+		return math.Inf(1)
+	}
+	e := epochOf(now)
+	dep := b.ratio*float64(sum(&b.requests, e)) - float64(sum(&b.spent, e))
+	fl := float64(b.minPerSec - read(&b.floor[e%budgetBuckets], e))
+	return max(dep, 0) + max(fl, 0)
+}

@@ -1,0 +1,699 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
+)
+
+// Engine runs calls: it admits them through the breakers, launches attempts,
+// hedges slow ones, sleeps between retries, spends the budget and decides when
+// to give up. It knows nothing of what an attempt does; the caller supplies
+// that in a Call. An Engine is safe for concurrent use and is meant to be
+// shared by every call to one downstream, so its budget and breakers have
+// memory.
+type Engine struct {
+	clock    clock.Clock
+	budget   *Budget
+	breakers *Breakers
+	hooks    Hooks
+}
+
+// EngineConfig configures an Engine. Every field is optional.
+type EngineConfig struct {
+	// Budget limits retries and hedges; nil allows them all.
+	Budget *Budget
+	// Breakers keeps a circuit breaker per call key; nil disables breaking.
+	Breakers *Breakers
+	// Hooks observe every call.
+	Hooks Hooks
+	// Clock is the time source; nil means the real clock. Tests inject a fake.
+	Clock clock.Clock
+}
+
+// NewEngine returns an engine for cfg.
+func NewEngine(cfg EngineConfig) *Engine {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	return &Engine{clock: cfg.Clock, budget: cfg.Budget, breakers: cfg.Breakers, hooks: cfg.Hooks}
+}
+
+// Budget returns the engine's retry budget (nil when there is none).
+func (e *Engine) Budget() *Budget { return e.budget }
+
+// Breakers returns the engine's breakers (nil when breaking is off).
+func (e *Engine) Breakers() *Breakers { return e.breakers }
+
+// Hooks returns the engine's hooks.
+func (e *Engine) Hooks() Hooks { return e.hooks }
+
+// Now reads the engine's clock.
+func (e *Engine) Now() time.Time { return e.clock.Now() }
+
+// BudgetTokens returns the budget's tokens now (+Inf without a budget).
+func (e *Engine) BudgetTokens() float64 { return e.budget.Tokens(e.clock.Now()) }
+
+// Policy is the retry and hedging policy of one call.
+type Policy struct {
+	// MaxAttempts bounds the attempts of a call, retries and hedges
+	// together. Values below 1 mean 1.
+	MaxAttempts int
+	// MaxHedges is how many extra attempts may be in flight beside the
+	// first. Hedging is on when both MaxHedges and HedgeDelay are positive.
+	MaxHedges int
+	// HedgeDelay is how long to wait for a result before launching a hedge.
+	HedgeDelay time.Duration
+	// Backoff gives the delay before a retry when nothing else is in flight;
+	// nil means retry at once.
+	Backoff Backoff
+	// PerAttemptTimeout cuts off one attempt (not the whole call) until its
+	// result arrives; 0 means none. Such a timeout is retryable.
+	PerAttemptTimeout time.Duration
+	// MaxRetryAfter is the longest server-dictated delay the engine will
+	// honour; a longer one ends the call. Negative means no cap (the
+	// caller's deadline still applies).
+	MaxRetryAfter time.Duration
+}
+
+func (p Policy) hedging() bool { return p.MaxHedges > 0 && p.HedgeDelay > 0 }
+
+// Verdict is the classification of one attempt's result.
+type Verdict struct {
+	// Retryable reports that another attempt may succeed.
+	Retryable bool
+	// Code is a status code to report in events and hooks (0 if none).
+	Code int
+	// RetryAfter is a server-dictated delay for the next retry, used instead
+	// of the backoff when HasRetryAfter is set.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+// AttemptInfo describes an attempt to Call.Do.
+type AttemptInfo struct {
+	Number int // 1-based
+	Kind   AttemptKind
+	Probe  bool // a half-open breaker's probe: the call's only attempt
+	// Context may be set by Do to the context it derived for the attempt
+	// (for example one carrying a span); later events for the attempt carry
+	// it. It starts as the context passed to Do.
+	Context context.Context
+}
+
+// Operation is what a call does, supplied by the adapter (the transport, or
+// Retry). The engine calls its methods; Do and Classify may run on attempt
+// goroutines, concurrently with each other, when hedging is on.
+type Operation[T any] interface {
+	// Prepare runs once after admission and before the first attempt with
+	// the number of attempts the call may make (1 for a probe). It returns
+	// the number it allows (at most that) and, when it allows fewer, the
+	// reason to report if a retry is later wanted (ReasonNotIdempotent,
+	// ReasonBodyNotReplayable). A non-nil error ends the call before any
+	// attempt.
+	Prepare(maxAttempts int) (int, EndReason, error)
+	// Do makes one attempt.
+	Do(ctx context.Context, a *AttemptInfo) (T, error)
+	// Classify judges an attempt's result.
+	Classify(v T, err error, a *AttemptInfo) Verdict
+	// Release disposes of a result that will not be returned (a loser, or a
+	// retryable result superseded by a later one).
+	Release(v T)
+}
+
+// Call is one unit of work for Execute.
+type Call[T any] struct {
+	// Key selects the breaker (the host, for the transport) and names the
+	// call in events. An empty key skips the breaker.
+	Key string
+	// Subject is passed through to every event unchanged.
+	Subject any
+	// Policy is this call's policy.
+	Policy Policy
+	// Op makes and judges the attempts.
+	Op Operation[T]
+}
+
+// Result is what Execute returns.
+type Result[T any] struct {
+	// Value is the returned result: the winner's, or the most recent
+	// retryable one on give-up. Err is nil when Value is set.
+	Value T
+	// Err is the returned error: the caller's context error, a
+	// *CircuitOpenError, an attempt's error, or an *Error wrapping the last
+	// one when more than one attempt launched.
+	Err error
+	// Code is the returned result's status code from its Verdict.
+	Code int
+	// Attempt is the number of the attempt that produced Value (0 if none).
+	Attempt int
+	// Context is that attempt's context.
+	Context context.Context
+	// Finish releases the returned attempt's context. Call it once the value
+	// is no longer in use (for HTTP: when the response body is closed). It
+	// is nil when there is nothing to release.
+	Finish func()
+}
+
+// attempt is one attempt in flight or done.
+type attempt[T any] struct {
+	info   AttemptInfo
+	cancel context.CancelCauseFunc // nil when the attempt shares the call's context
+	timer  clock.Timer             // the per-attempt timeout, if any
+	ticket Ticket
+	start  time.Time
+	dur    time.Duration
+	v      T
+	err    error
+	verd   Verdict
+}
+
+// run is the state of one Execute. Fields are owned by the goroutine
+// running Execute, except where noted.
+type run[T any] struct {
+	e      *Engine
+	c      Call[T]
+	parent context.Context // the caller's context
+	ctx    context.Context // the call's context (after OnCallStart)
+	pol    Policy
+	start  time.Time
+
+	maxAttempts int
+	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
+	probe       bool
+	hedge       bool // hedging is on: attempts run on goroutines
+
+	launched, retries, hedges, inflight int
+	backoffRetries                      int // retries that used the backoff
+	prevDelay, slept                    time.Duration
+	retained                            *attempt[T] // most recent retryable result with a value
+	errs                                []error
+
+	ready   *attempt[T]      // the finished attempt, in sequential mode
+	results chan *attempt[T] // finished attempts, in hedging mode; sized so no sender blocks
+	timer   clock.Timer      // the hedge timer
+
+	first attempt[T] // the first attempt, allocated with the run
+
+	mu      sync.Mutex    // guards decided and active
+	decided bool          // the call has returned; late attempts release themselves
+	active  []*attempt[T] // attempts in flight, for cancellation
+}
+
+// Execute runs c on e and returns its result. It never panics on a
+// well-formed call; a panicking hook or Do propagates.
+func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
+	r := &run[T]{e: e, c: c, parent: ctx, ctx: ctx, pol: c.Policy, start: e.clock.Now()}
+	r.maxAttempts = max(1, r.pol.MaxAttempts)
+	if h := e.hooks.OnCallStart; h != nil {
+		r.ctx = h(ctx, CallStartEvent{Key: c.Key, Subject: c.Subject, Start: r.start})
+	}
+	if err := ctx.Err(); err != nil {
+		return r.end(Result[T]{Err: err}, ReasonCanceled)
+	}
+
+	var ticket Ticket
+	if e.breakers != nil && c.Key != "" {
+		t, tr, err := e.breakers.Admit(c.Key, r.start)
+		r.report(tr)
+		if err != nil {
+			if h := e.hooks.OnBreakerReject; h != nil {
+				var coe *CircuitOpenError
+				errors.As(err, &coe)
+				h(BreakerRejectEvent{Context: r.ctx, Key: c.Key, Subject: c.Subject, State: coe.State})
+			}
+			return r.end(Result[T]{Err: err}, ReasonCircuitOpen)
+		}
+		ticket = t
+	}
+	if ticket.Probe() {
+		r.probe = true
+		r.maxAttempts = 1
+	}
+	r.limitReason = ReasonAttemptsExhausted
+	n, why, err := c.Op.Prepare(r.maxAttempts)
+	if err != nil {
+		r.report(e.breakers.Done(ticket, OutcomeIgnore, e.clock.Now()))
+		return r.end(Result[T]{Err: err}, ReasonNotRetryable)
+	}
+	if n < r.maxAttempts {
+		r.maxAttempts = max(1, n)
+		r.limitReason = why
+	}
+	if r.probe {
+		r.limitReason = ReasonCircuitOpen
+	}
+	e.budget.Deposit(r.start)
+	r.hedge = r.maxAttempts > 1 && r.pol.hedging()
+	if r.hedge {
+		r.results = make(chan *attempt[T], r.maxAttempts)
+	}
+	r.launch(KindInitial, ticket)
+	return r.loop()
+}
+
+// report forwards a breaker transition to the hook. Never called with a lock held.
+func (r *run[T]) report(tr Transition) {
+	if tr.Changed() && r.e.hooks.OnBreakerStateChange != nil {
+		r.e.hooks.OnBreakerStateChange(tr.Key, tr.From, tr.To)
+	}
+}
+
+// launch starts attempt number launched+1 of kind k with breaker ticket t.
+func (r *run[T]) launch(k AttemptKind, t Ticket) {
+	r.launched++
+	switch k {
+	case KindRetry:
+		r.retries++
+	case KindHedge:
+		r.hedges++
+	}
+	a := &r.first
+	if r.launched > 1 {
+		a = new(attempt[T])
+	}
+	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
+	ctx := r.ctx
+	if r.hedge || r.pol.PerAttemptTimeout > 0 {
+		ctx, a.cancel = context.WithCancelCause(r.ctx)
+	}
+	a.info.Context = ctx
+	r.inflight++
+	if !r.hedge {
+		r.exec(ctx, a)
+		r.ready = a
+		return
+	}
+	r.mu.Lock()
+	r.active = append(r.active, a)
+	r.mu.Unlock()
+	go func() {
+		r.exec(ctx, a)
+		r.mu.Lock()
+		if !r.decided {
+			r.results <- a // never blocks: the channel holds maxAttempts
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		r.discard(a)
+	}()
+	r.armHedge()
+}
+
+// errTimeoutCause is the cancellation cause of a per-attempt timeout.
+var errTimeoutCause = errors.New("resilience: per-attempt timeout")
+
+// exec runs one attempt and classifies its result.
+func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
+	e := r.e
+	if d := r.pol.PerAttemptTimeout; d > 0 {
+		cancel := a.cancel
+		a.timer = e.clock.AfterFunc(d, func() { cancel(errTimeoutCause) })
+	}
+	a.start = e.clock.Now()
+	a.v, a.err = r.c.Op.Do(ctx, &a.info)
+	a.dur = e.clock.Now().Sub(a.start)
+	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil && context.Cause(ctx) == errTimeoutCause {
+		// The timeout fired: the attempt (and any body it returned) is cut off.
+		if a.err == nil {
+			r.c.Op.Release(a.v)
+			var zero T
+			a.v = zero
+		}
+		if a.err == nil {
+			a.err = context.DeadlineExceeded
+		}
+		a.err = &attemptTimeoutError{timeout: r.pol.PerAttemptTimeout, err: a.err}
+	}
+	a.verd = r.c.Op.Classify(a.v, a.err, &a.info)
+}
+
+// outcome maps a classified attempt to its breaker outcome.
+func (a *attempt[T]) outcome() Outcome {
+	switch {
+	case a.verd.Retryable:
+		return OutcomeFailure
+	case a.err == nil:
+		return OutcomeSuccess
+	}
+	return OutcomeIgnore
+}
+
+// settle reports a finished attempt to its breaker and to OnAttemptEnd.
+func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo Outcome) {
+	r.report(r.e.breakers.Done(a.ticket, bo, r.e.clock.Now()))
+	if h := r.e.hooks.OnAttemptEnd; h != nil {
+		h(AttemptEndEvent{Context: a.info.Context, Key: r.c.Key, Subject: r.c.Subject,
+			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Code: a.verd.Code,
+			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o})
+	}
+}
+
+// release disposes of an attempt's value and context.
+func (r *run[T]) release(a *attempt[T]) {
+	if a.err == nil {
+		r.c.Op.Release(a.v)
+	}
+	if a.cancel != nil {
+		a.cancel(errHedgeLost)
+	}
+}
+
+// discard handles an attempt that finished after the call was decided.
+func (r *run[T]) discard(a *attempt[T]) {
+	bo := OutcomeIgnore
+	if a.err == nil {
+		bo = a.outcome()
+	}
+	r.release(a)
+	r.settle(a, AttemptCancelled, bo)
+}
+
+// armHedge (re)arms the hedge timer when another hedge could launch.
+func (r *run[T]) armHedge() {
+	if !r.hedge || r.launched >= r.maxAttempts || r.inflight >= 1+r.pol.MaxHedges {
+		r.stopHedge()
+		return
+	}
+	if r.timer == nil {
+		r.timer = r.e.clock.NewTimer(r.pol.HedgeDelay)
+		return
+	}
+	r.timer.Stop()
+	r.timer.Reset(r.pol.HedgeDelay)
+}
+
+func (r *run[T]) stopHedge() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+}
+
+// admitNext asks the breaker and the budget for one more attempt of kind k.
+// It returns the reason when refused.
+func (r *run[T]) admitNext(k AttemptKind) (Ticket, EndReason, bool) {
+	e := r.e
+	now := e.clock.Now()
+	var t Ticket
+	if e.breakers != nil && r.c.Key != "" {
+		var tr Transition
+		var err error
+		t, tr, err = e.breakers.AdmitRetry(r.c.Key, now)
+		r.report(tr)
+		if err != nil {
+			if h := e.hooks.OnBreakerReject; h != nil {
+				var coe *CircuitOpenError
+				errors.As(err, &coe)
+				h(BreakerRejectEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, State: coe.State})
+			}
+			return t, ReasonCircuitOpen, false
+		}
+	}
+	if !e.budget.Withdraw(now) {
+		if h := e.hooks.OnBudgetExhausted; h != nil {
+			h(BudgetEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, Kind: k})
+		}
+		return t, ReasonBudgetExhausted, false
+	}
+	return t, 0, true
+}
+
+// loop drives the call until it ends.
+func (r *run[T]) loop() Result[T] {
+	for {
+		var a *attempt[T]
+		if !r.hedge {
+			a, r.ready = r.ready, nil
+		} else {
+			var fire <-chan time.Time
+			if r.timer != nil {
+				fire = r.timer.C()
+			}
+			select {
+			case a = <-r.results:
+			case <-fire:
+				r.timer = nil
+				r.tryHedge()
+				continue
+			case <-r.parent.Done():
+				return r.finish(ReasonCanceled)
+			}
+		}
+		r.inflight--
+		r.forget(a)
+		if !a.verd.Retryable {
+			return r.win(a)
+		}
+		if res, done := r.retryable(a); done {
+			return res
+		}
+	}
+}
+
+// forget removes a from the in-flight list.
+func (r *run[T]) forget(a *attempt[T]) {
+	if !r.hedge {
+		return
+	}
+	r.mu.Lock()
+	for i, x := range r.active {
+		if x == a {
+			r.active = append(r.active[:i], r.active[i+1:]...)
+			break
+		}
+	}
+	r.mu.Unlock()
+}
+
+// tryHedge launches a hedge if the limits allow it.
+func (r *run[T]) tryHedge() {
+	if r.launched >= r.maxAttempts || r.inflight >= 1+r.pol.MaxHedges {
+		return
+	}
+	t, _, ok := r.admitNext(KindHedge)
+	if !ok {
+		return // no re-arm: the next launch re-arms the timer
+	}
+	if h := r.e.hooks.OnHedge; h != nil {
+		h(HedgeEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, InFlight: r.inflight + 1})
+	}
+	r.launch(KindHedge, t)
+}
+
+// win returns a non-retryable result.
+func (r *run[T]) win(a *attempt[T]) Result[T] {
+	if r.parent.Err() != nil && a.err != nil {
+		r.settle(a, AttemptCancelled, OutcomeIgnore)
+		return r.finish(ReasonCanceled)
+	}
+	o, reason := AttemptSuccess, ReasonSuccess
+	if a.err != nil {
+		o, reason = AttemptFailure, ReasonNotRetryable
+	}
+	r.settle(a, o, a.outcome())
+	if a.err != nil {
+		r.errs = append(r.errs, a.err)
+		r.drop(r.retained)
+		r.retained = nil
+		if a.cancel != nil {
+			a.cancel(nil)
+		}
+		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
+	}
+	r.drop(r.retained)
+	r.retained = nil
+	return r.end(r.resultOf(a), reason)
+}
+
+// drop releases a retained result, if any.
+func (r *run[T]) drop(a *attempt[T]) {
+	if a != nil {
+		r.release(a)
+	}
+}
+
+func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
+	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.info.Context}
+	if a.cancel != nil {
+		cancel := a.cancel
+		res.Finish = func() { cancel(nil) }
+	}
+	return res
+}
+
+// retryable handles a retryable result; it reports done with the final
+// result when the call ends.
+func (r *run[T]) retryable(a *attempt[T]) (Result[T], bool) {
+	r.settle(a, AttemptRetryable, OutcomeFailure)
+	if a.err == nil {
+		r.drop(r.retained)
+		r.retained = a
+	} else {
+		r.errs = append(r.errs, a.err)
+		if a.cancel != nil {
+			a.cancel(nil)
+		}
+	}
+	if r.parent.Err() != nil {
+		return r.finish(ReasonCanceled), true
+	}
+	if r.launched >= r.maxAttempts {
+		if r.inflight > 0 {
+			return Result[T]{}, false
+		}
+		return r.finish(r.limitReason), true
+	}
+	if r.inflight > 0 {
+		// Another attempt is still running: replace this one at once.
+		t, _, ok := r.admitNext(KindRetry)
+		if ok {
+			r.onRetry(a, 0, false)
+			r.launch(KindRetry, t)
+		}
+		return Result[T]{}, false
+	}
+
+	delay, fromServer := r.pol.Backoff, a.verd.HasRetryAfter
+	var d time.Duration
+	if fromServer {
+		d = max(a.verd.RetryAfter, 0)
+		if r.pol.MaxRetryAfter >= 0 && d > r.pol.MaxRetryAfter {
+			return r.finish(ReasonRetryAfterTooLong), true
+		}
+	} else if delay != nil {
+		d = clampDelay(delay.Delay(r.backoffRetries+1, r.prevDelay))
+	}
+	if dl, ok := r.parent.Deadline(); ok && r.e.clock.Now().Add(d).After(dl) {
+		return r.finish(ReasonPastDeadline), true
+	}
+	if !fromServer {
+		r.backoffRetries++
+		r.prevDelay = d
+	}
+	r.onRetry(a, d, fromServer)
+	if d > 0 && !r.sleep(d, fromServer) {
+		return r.finish(ReasonCanceled), true
+	}
+	t, why, ok := r.admitNext(KindRetry)
+	if !ok {
+		return r.finish(why), true
+	}
+	r.launch(KindRetry, t)
+	return Result[T]{}, false
+}
+
+func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
+	if h := r.e.hooks.OnRetry; h != nil {
+		h(RetryEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: a.info.Number,
+			Delay: d, FromRetryAfter: fromServer, Code: a.verd.Code, Err: a.err})
+	}
+}
+
+// sleep waits d unless the caller's context ends first; it reports whether
+// the full delay passed. The hedge timer is paused (nothing is in flight).
+func (r *run[T]) sleep(d time.Duration, fromServer bool) bool {
+	r.stopHedge()
+	start := r.e.clock.Now()
+	t := r.e.clock.NewTimer(d)
+	ok := true
+	select {
+	case <-t.C():
+	case <-r.parent.Done():
+		t.Stop()
+		ok = false
+	}
+	slept := r.e.clock.Now().Sub(start)
+	if ok {
+		slept = max(slept, d)
+	}
+	r.slept += slept
+	if h := r.e.hooks.OnBackoff; h != nil {
+		h(BackoffEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Retry: r.retries + 1,
+			Start: start, Delay: d, Slept: slept, FromRetryAfter: fromServer, Interrupted: !ok})
+	}
+	return ok
+}
+
+// finish ends the call without a winner.
+func (r *run[T]) finish(reason EndReason) Result[T] {
+	r.decide()
+	if err := r.parent.Err(); err != nil {
+		r.drop(r.retained)
+		r.retained = nil
+		return r.end(Result[T]{Err: err}, ReasonCanceled)
+	}
+	if a := r.retained; a != nil {
+		r.retained = nil
+		return r.end(r.resultOf(a), reason)
+	}
+	var last error
+	if n := len(r.errs); n > 0 {
+		last = r.errs[n-1]
+	} else {
+		last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
+	}
+	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason)
+}
+
+// wrap wraps a final error in *Error when more than one attempt launched.
+func (r *run[T]) wrap(err error, reason EndReason) error {
+	if r.launched <= 1 {
+		return err
+	}
+	return &Error{Attempts: r.launched, Err: err, Errs: r.errs, Reason: reason}
+}
+
+// decide marks the call decided, cancels the attempts in flight and discards
+// results that arrived but were not read. Attempts finishing later discard
+// themselves.
+func (r *run[T]) decide() {
+	r.stopHedge()
+	if !r.hedge {
+		return
+	}
+	r.mu.Lock()
+	if r.decided {
+		r.mu.Unlock()
+		return
+	}
+	r.decided = true
+	active := r.active
+	r.active = nil
+	var late []*attempt[T]
+	for {
+		select {
+		case a := <-r.results:
+			late = append(late, a)
+			continue
+		default:
+		}
+		break
+	}
+	r.mu.Unlock()
+	for _, a := range active {
+		if a.cancel != nil {
+			a.cancel(errHedgeLost)
+		}
+	}
+	for _, a := range late {
+		r.discard(a)
+	}
+}
+
+// end fires OnCallEnd and returns res.
+func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
+	r.decide()
+	if h := r.e.hooks.OnCallEnd; h != nil {
+		now := r.e.clock.Now()
+		h(CallEndEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Start: r.start,
+			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
+			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe})
+	}
+	return res
+}

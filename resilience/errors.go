@@ -1,0 +1,95 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrCircuitOpen is returned (wrapped in a *CircuitOpenError) when a request
+// is rejected at admission because its key's breaker is open, or half-open
+// with every probe slot taken. Match it with errors.Is.
+var ErrCircuitOpen = errors.New("circuit breaker is open")
+
+// ErrAttemptTimeout marks an attempt that ran past its per-attempt timeout.
+// Unlike an expired caller deadline, it is retryable. The error an attempt
+// returns in that case matches both ErrAttemptTimeout and
+// context.DeadlineExceeded.
+var ErrAttemptTimeout = errors.New("attempt timed out")
+
+// errHedgeLost is the cancellation cause of an attempt that lost the race.
+var errHedgeLost = errors.New("resilience: attempt lost to another attempt")
+
+// CircuitOpenError is the rejection of a request by its breaker.
+type CircuitOpenError struct {
+	Key   string       // the breaker's key (the host, for the transport)
+	State BreakerState // open, or half-open with no probe slot free
+}
+
+func (e *CircuitOpenError) Error() string {
+	return fmt.Sprintf("resilience: %s: %v (%s)", e.Key, ErrCircuitOpen, e.State)
+}
+
+// Is makes errors.Is(err, ErrCircuitOpen) true.
+func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }
+
+// attemptTimeoutError is the error of an attempt cut off by its per-attempt
+// timeout. It wraps the error the attempt returned.
+type attemptTimeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	return fmt.Sprintf("resilience: attempt timed out after %v: %v", e.timeout, e.err)
+}
+
+func (e *attemptTimeoutError) Unwrap() []error {
+	return []error{ErrAttemptTimeout, context.DeadlineExceeded, e.err}
+}
+
+// Timeout reports true, like other network timeouts.
+func (e *attemptTimeoutError) Timeout() bool { return true }
+
+// Error is returned when the engine gives up after more than one attempt with
+// no result to return but an error. Err is the last attempt's error; Errs
+// holds every attempt's error in the order they ended, so errors.Is and
+// errors.As find an error from any attempt.
+type Error struct {
+	// Attempts is the number of attempts launched (retries and hedges
+	// included).
+	Attempts int
+	// Err is the error of the last attempt to end.
+	Err error
+	// Errs is every attempt's error, oldest first (Err is the last one).
+	Errs []error
+	// Reason says why no further attempt was made.
+	Reason EndReason
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gotry: gave up after %d attempts (%s): %v", e.Attempts, e.Reason, e.Err)
+	if n := len(e.Errs); n > 1 {
+		b.WriteString(" (earlier: ")
+		for i, err := range e.Errs[:n-1] {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(err.Error())
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Unwrap returns every attempt's error, so errors.Is and errors.As look
+// through all of them.
+func (e *Error) Unwrap() []error {
+	if len(e.Errs) == 0 && e.Err != nil {
+		return []error{e.Err}
+	}
+	return e.Errs
+}
