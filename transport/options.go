@@ -1,0 +1,203 @@
+package transport
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Defaults of a Transport built with no options.
+const (
+	DefaultMaxAttempts     = 3
+	DefaultBudgetRatio     = 0.1
+	DefaultBudgetMinPerSec = 10
+	DefaultMaxRetryAfter   = 30 * time.Second
+	DefaultMaxBufferedBody = 1 << 20 // 1 MiB
+	// drainLimit is how much of a discarded response body is read so its
+	// connection can be reused; past it the connection is closed instead.
+	drainLimit = 64 << 10
+)
+
+// DefaultBackoff is the backoff of a Transport built without WithBackoff:
+// full jitter from 100ms, capped at 5s.
+func DefaultBackoff() resilience.Backoff {
+	return resilience.ExponentialJitter(100*time.Millisecond, 5*time.Second)
+}
+
+// config is a Transport's settings; options write it once at New.
+type config struct {
+	maxAttempts       int
+	backoff           resilience.Backoff
+	budgetRatio       float64
+	budgetMinPerSec   int
+	hedgeDelay        time.Duration
+	maxHedges         int
+	breaker           *resilience.BreakerConfig
+	hooks             Hooks
+	perAttemptTimeout time.Duration
+	classifier        Classifier
+	statuses          statusSet
+	maxRetryAfter     time.Duration
+	maxBufferedBody   int64
+	nonIdempotent     bool
+	clock             clock.Clock
+}
+
+func defaultConfig() config {
+	return config{
+		maxAttempts:     DefaultMaxAttempts,
+		backoff:         DefaultBackoff(),
+		budgetRatio:     DefaultBudgetRatio,
+		budgetMinPerSec: DefaultBudgetMinPerSec,
+		statuses:        defaultStatuses,
+		maxRetryAfter:   DefaultMaxRetryAfter,
+		maxBufferedBody: DefaultMaxBufferedBody,
+		clock:           clock.Real(),
+	}
+}
+
+// Option configures a Transport. Options are applied in order at New; a
+// later option overrides an earlier one, except WithHooks, which adds.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// invalid panics with a message naming the option and the value.
+func invalid(option string, format string, args ...any) {
+	panic(fmt.Sprintf("gotry: %s: %s", option, fmt.Sprintf(format, args...)))
+}
+
+// WithMaxAttempts sets how many attempts a request may make, retries and
+// hedges together (default 3). 1 disables retries and hedging. New panics if
+// n < 1.
+func WithMaxAttempts(n int) Option {
+	if n < 1 {
+		invalid("WithMaxAttempts", "attempts must be at least 1, got %d", n)
+	}
+	return optionFunc(func(c *config) { c.maxAttempts = n })
+}
+
+// WithBackoff sets the delay between retries when nothing else is in flight
+// (default DefaultBackoff). It panics on nil; use resilience.Constant(0) to
+// retry without waiting.
+func WithBackoff(b resilience.Backoff) Option {
+	if b == nil {
+		invalid("WithBackoff", "backoff must not be nil (use resilience.Constant(0) for no delay)")
+	}
+	return optionFunc(func(c *config) { c.backoff = b })
+}
+
+// WithBudget sets the retry budget: each request deposits ratio tokens that
+// expire after 10s, each retry or hedge spends one, and minPerSec retries per
+// second are always allowed (default 0.1 and 10). WithBudget(0, 0) disables
+// the budget. It panics on a negative, NaN or infinite ratio or a negative
+// minPerSec.
+func WithBudget(ratio float64, minPerSec int) Option {
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
+		invalid("WithBudget", "ratio must be a finite number >= 0, got %v", ratio)
+	}
+	if minPerSec < 0 {
+		invalid("WithBudget", "minPerSec must not be negative, got %d", minPerSec)
+	}
+	return optionFunc(func(c *config) { c.budgetRatio, c.budgetMinPerSec = ratio, minPerSec })
+}
+
+// WithHedging launches another attempt when delay passes without a result, up
+// to maxHedges extra attempts in flight (default off). Hedging is on when
+// both are positive; zero turns it off. It panics on negative values.
+func WithHedging(delay time.Duration, maxHedges int) Option {
+	if delay < 0 {
+		invalid("WithHedging", "delay must not be negative, got %v", delay)
+	}
+	if maxHedges < 0 {
+		invalid("WithHedging", "maxHedges must not be negative, got %d", maxHedges)
+	}
+	return optionFunc(func(c *config) { c.hedgeDelay, c.maxHedges = delay, maxHedges })
+}
+
+// WithCircuitBreaker turns on a circuit breaker per req.URL.Host (default
+// off). Zero fields of cfg take resilience's defaults; it panics on negative
+// fields.
+func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
+	defer func() {
+		if r := recover(); r != nil {
+			invalid("WithCircuitBreaker", "%v", r)
+		}
+	}()
+	resilience.NewBreakers(cfg) // validates
+	return optionFunc(func(c *config) { c.breaker = &cfg })
+}
+
+// WithHooks adds observation hooks. Several WithHooks options combine: each
+// hook set sees every event, in the order the options were given.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *config) { c.hooks = CombineHooks(c.hooks, h) })
+}
+
+// WithPerAttemptTimeout bounds each attempt until its response headers
+// arrive (default none). An attempt that times out is retried; the response
+// body of a successful attempt is never cut off by it. It panics if d < 0.
+func WithPerAttemptTimeout(d time.Duration) Option {
+	if d < 0 {
+		invalid("WithPerAttemptTimeout", "timeout must not be negative, got %v", d)
+	}
+	return optionFunc(func(c *config) { c.perAttemptTimeout = d })
+}
+
+// WithClassifier installs a classifier consulted before the built-in rules;
+// when it returns Default the built-in rules decide. It panics on nil.
+func WithClassifier(cl Classifier) Option {
+	if cl == nil {
+		invalid("WithClassifier", "classifier must not be nil")
+	}
+	return optionFunc(func(c *config) { c.classifier = cl })
+}
+
+// WithRetryableStatuses replaces the retryable statuses (default 502, 503,
+// 504). 429 stays retryable. It panics on a code outside 100..599.
+func WithRetryableStatuses(codes ...int) Option {
+	for _, code := range codes {
+		if code < 100 || code > 599 {
+			invalid("WithRetryableStatuses", "status code must be in 100..599, got %d", code)
+		}
+	}
+	s := statusSet{}.with(codes...)
+	return optionFunc(func(c *config) { c.statuses = s })
+}
+
+// WithMaxRetryAfter sets the longest Retry-After the transport will wait for
+// (default 30s); a longer one ends the request with that response. 0 honours
+// only "Retry-After: 0". It panics if d < 0.
+func WithMaxRetryAfter(d time.Duration) Option {
+	if d < 0 {
+		invalid("WithMaxRetryAfter", "duration must not be negative, got %v", d)
+	}
+	return optionFunc(func(c *config) { c.maxRetryAfter = d })
+}
+
+// WithMaxBufferedBody sets how many bytes of a request body without GetBody
+// may be buffered so it can be replayed (default 1 MiB). A larger body is
+// sent once, never retried or hedged. 0 never buffers. It panics if n < 0.
+func WithMaxBufferedBody(n int64) Option {
+	if n < 0 {
+		invalid("WithMaxBufferedBody", "limit must not be negative, got %d", n)
+	}
+	return optionFunc(func(c *config) { c.maxBufferedBody = n })
+}
+
+// WithNonIdempotentRetries lets POST, PATCH and other non-idempotent requests
+// be retried and hedged (default false). Enable it only when the server
+// deduplicates; an Idempotency-Key header already makes one request eligible.
+func WithNonIdempotentRetries(on bool) Option {
+	return optionFunc(func(c *config) { c.nonIdempotent = on })
+}
+
+// withClock injects a clock; tests only.
+func withClock(cl clock.Clock) Option {
+	return optionFunc(func(c *config) { c.clock = cl })
+}

@@ -1,0 +1,63 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Policy overrides a Transport's settings for one request; attach it with
+// WithPolicy. Zero fields inherit the transport's setting. The budget,
+// breaker and hooks are transport-wide and cannot be overridden.
+type Policy struct {
+	// MaxAttempts, if positive, replaces the transport's attempt limit.
+	MaxAttempts int
+	// MaxHedges, if positive, replaces the transport's hedge limit; -1
+	// turns hedging off for this request.
+	MaxHedges int
+	// HedgeDelay, if positive, replaces the transport's hedge delay.
+	HedgeDelay time.Duration
+	// Backoff, if set, replaces the transport's backoff.
+	Backoff resilience.Backoff
+	// PerAttemptTimeout, if positive, replaces the transport's.
+	PerAttemptTimeout time.Duration
+	// Classifier, if set, replaces the transport's classifier.
+	Classifier Classifier
+	// RetryNonIdempotent lets this request be retried and hedged whatever
+	// its method.
+	RetryNonIdempotent bool
+}
+
+// NoRetry is the policy of a request that must be sent exactly once: one
+// attempt, no hedges.
+func NoRetry() Policy { return Policy{MaxAttempts: 1, MaxHedges: -1} }
+
+type policyKey struct{}
+
+// WithPolicy returns a context carrying p for requests made with it.
+func WithPolicy(ctx context.Context, p Policy) context.Context {
+	return context.WithValue(ctx, policyKey{}, p)
+}
+
+// PolicyFrom returns the policy attached to ctx, if any.
+func PolicyFrom(ctx context.Context) (Policy, bool) {
+	p, ok := ctx.Value(policyKey{}).(Policy)
+	return p, ok
+}
+
+// validate reports the first field of p that makes no sense.
+func (p Policy) validate() error {
+	switch {
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("gotry: invalid Policy.MaxAttempts %d: must not be negative", p.MaxAttempts)
+	case p.MaxHedges < -1:
+		return fmt.Errorf("gotry: invalid Policy.MaxHedges %d: must be -1 (off), 0 (inherit) or positive", p.MaxHedges)
+	case p.HedgeDelay < 0:
+		return fmt.Errorf("gotry: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
+	case p.PerAttemptTimeout < 0:
+		return fmt.Errorf("gotry: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
+	}
+	return nil
+}

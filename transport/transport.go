@@ -1,0 +1,278 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Transport is a retrying, hedging, circuit-breaking http.RoundTripper. Build
+// it with New; it is safe for concurrent use.
+type Transport struct {
+	base   http.RoundTripper
+	cfg    config
+	engine *resilience.Engine
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New wraps base (http.DefaultTransport when nil). With no options the
+// transport retries idempotent requests up to 3 attempts with full-jitter
+// backoff, under a budget of 10% of requests plus 10 retries per second; the
+// breaker and hedging are off. New panics, naming the option, when an option
+// makes no sense.
+func New(base http.RoundTripper, opts ...Option) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	ec := resilience.EngineConfig{
+		Budget: resilience.NewBudget(cfg.budgetRatio, cfg.budgetMinPerSec),
+		Hooks:  engineHooks(cfg.hooks),
+		Clock:  cfg.clock,
+	}
+	if cfg.breaker != nil {
+		ec.Breakers = resilience.NewBreakers(*cfg.breaker)
+	}
+	return &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
+}
+
+// BudgetTokens returns how many retries or hedges the budget would allow
+// right now (+Inf when the budget is disabled). For gauges.
+func (t *Transport) BudgetTokens() float64 { return t.engine.BudgetTokens() }
+
+// BreakerState returns host's breaker state (closed when the breaker is off
+// or the host is not tracked).
+func (t *Transport) BreakerState(host string) resilience.BreakerState {
+	if b := t.engine.Breakers(); b != nil {
+		return b.State(host, t.engine.Now())
+	}
+	return resilience.BreakerClosed
+}
+
+// EachBreaker calls fn for every tracked host with its breaker state. fn runs
+// with no lock held. For gauges; does nothing when the breaker is off.
+func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState)) {
+	if b := t.engine.Breakers(); b != nil {
+		b.Each(t.engine.Now(), fn)
+	}
+}
+
+// Unwrap returns the base transport.
+func (t *Transport) Unwrap() http.RoundTripper { return t.base }
+
+// RoundTrip sends req, retrying and hedging as configured. It follows the
+// http.RoundTripper contract: req is not modified, req.Body is closed on
+// every path, and an error is returned only when there is no response.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := &call{t: t, req: req, bodyFresh: true}
+	pol, err := c.policy()
+	if err != nil {
+		c.closeBody()
+		return nil, err
+	}
+	res := resilience.Execute[*http.Response](req.Context(), t.engine, resilience.Call[*http.Response]{
+		Key: req.URL.Host, Subject: req, Policy: pol, Op: c,
+	})
+	if c.bodyFresh {
+		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	resp := res.Value
+	if res.Finish != nil || t.cfg.hooks.OnBodyClosed != nil {
+		finish, hook, ctx, n := res.Finish, t.cfg.hooks.OnBodyClosed, res.Context, res.Attempt
+		track(resp, func(err error) {
+			if finish != nil {
+				finish()
+			}
+			if hook != nil {
+				hook(BodyClosedEvent{Context: ctx, Request: req, Attempt: n, Err: err})
+			}
+		})
+	}
+	return resp, nil
+}
+
+// call is one RoundTrip: the resilience.Operation the engine drives.
+type call struct {
+	t               *Transport
+	req             *http.Request
+	cl              Classifier
+	getBody         func() (io.ReadCloser, error) // fresh bodies for replays; nil without a body
+	first           io.ReadCloser                 // the body the first attempt sends
+	nonIdempotentOK bool                          // the request's Policy allows repeating it
+	// bodyFresh reports that req.Body has not been handed to any attempt,
+	// so RoundTrip still owns (and must close) it.
+	bodyFresh bool
+}
+
+// policy merges the transport's settings with the request's Policy.
+func (c *call) policy() (resilience.Policy, error) {
+	cfg := &c.t.cfg
+	p := resilience.Policy{
+		MaxAttempts:       cfg.maxAttempts,
+		MaxHedges:         cfg.maxHedges,
+		HedgeDelay:        cfg.hedgeDelay,
+		Backoff:           cfg.backoff,
+		PerAttemptTimeout: cfg.perAttemptTimeout,
+		MaxRetryAfter:     cfg.maxRetryAfter,
+	}
+	c.cl = cfg.classifier
+	if rp, ok := PolicyFrom(c.req.Context()); ok {
+		if err := rp.validate(); err != nil {
+			return p, err
+		}
+		if rp.MaxAttempts > 0 {
+			p.MaxAttempts = rp.MaxAttempts
+		}
+		switch {
+		case rp.MaxHedges > 0:
+			p.MaxHedges = rp.MaxHedges
+		case rp.MaxHedges < 0:
+			p.MaxHedges = 0
+		}
+		if rp.HedgeDelay > 0 {
+			p.HedgeDelay = rp.HedgeDelay
+		}
+		if rp.Backoff != nil {
+			p.Backoff = rp.Backoff
+		}
+		if rp.PerAttemptTimeout > 0 {
+			p.PerAttemptTimeout = rp.PerAttemptTimeout
+		}
+		if rp.Classifier != nil {
+			c.cl = rp.Classifier
+		}
+		if rp.RetryNonIdempotent && !c.idempotent() {
+			c.nonIdempotentOK = true
+		}
+	}
+	// A hedged Upgrade could leave a live 101 connection behind as a loser.
+	if c.req.Header.Get("Upgrade") != "" {
+		p.MaxHedges = 0
+	}
+	return p, nil
+}
+
+// idempotent reports whether req may be sent more than once.
+func (c *call) idempotent() bool {
+	switch c.req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	h := c.req.Header
+	return h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != ""
+}
+
+func (c *call) closeBody() {
+	if c.bodyFresh && c.req.Body != nil {
+		c.bodyFresh = false
+		c.req.Body.Close()
+	}
+}
+
+// Prepare settles eligibility before the body is touched: a request that
+// gets one attempt has its body passed through unread.
+func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
+	// From here the first attempt, which the engine launches as soon as
+	// Prepare succeeds, owns req.Body.
+	c.first = c.req.Body
+	c.bodyFresh = false
+	if n <= 1 {
+		return 1, resilience.ReasonAttemptsExhausted, nil
+	}
+	if !c.idempotent() && !c.t.cfg.nonIdempotent && !c.nonIdempotentOK {
+		return 1, resilience.ReasonNotIdempotent, nil
+	}
+	if replayable(c.req) {
+		c.getBody = c.req.GetBody
+		return n, 0, nil
+	}
+	limit := c.t.cfg.maxBufferedBody
+	if c.req.ContentLength > limit {
+		return 1, resilience.ReasonBodyNotReplayable, nil
+	}
+	getBody, once, err := bufferBody(c.req, limit)
+	if err != nil {
+		return 0, 0, errors.Join(errors.New("gotry: reading request body to buffer it"), err)
+	}
+	if once != nil {
+		c.first = once
+		return 1, resilience.ReasonBodyNotReplayable, nil
+	}
+	c.getBody = getBody
+	c.first, _ = getBody()
+	return n, 0, nil
+}
+
+// Do sends one attempt.
+func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Response, error) {
+	req := c.req
+	body := c.first
+	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
+		b, err := c.getBody()
+		if err != nil {
+			return nil, errors.Join(errors.New("gotry: GetBody failed"), err)
+		}
+		body = b
+	}
+	var header http.Header
+	if h := c.t.cfg.hooks.OnAttemptStart; h != nil {
+		header = req.Header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		ctx = h(ctx, AttemptStartEvent{Request: req, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe, Header: header})
+		a.Context = ctx
+	}
+	out := req.WithContext(ctx)
+	out.Body = body
+	if c.getBody != nil {
+		out.GetBody = c.getBody
+	}
+	if header != nil {
+		out.Header = header
+	}
+	resp, err := c.t.base.RoundTrip(out)
+	if err != nil && resp != nil {
+		drain(resp) // a broken RoundTripper returned both
+		resp = nil
+	}
+	return resp, err
+}
+
+// Classify applies the classifier and reads Retry-After.
+func (c *call) Classify(resp *http.Response, err error, a *resilience.AttemptInfo) resilience.Verdict {
+	at := Attempt{Request: c.req, Response: resp, Err: err, Number: a.Number}
+	d := Default
+	if c.cl != nil {
+		d = c.cl(at)
+	}
+	if d == Default {
+		d = decide(at, &c.t.cfg.statuses)
+	}
+	v := resilience.Verdict{Retryable: d == Retry}
+	if resp == nil {
+		return v
+	}
+	v.Code = resp.StatusCode
+	if v.Retryable && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			v.RetryAfter, v.HasRetryAfter = parseRetryAfter(ra, c.t.engine.Now())
+		}
+	}
+	return v
+}
+
+// Release drains and closes a response that will not be returned.
+func (c *call) Release(resp *http.Response) { drain(resp) }
