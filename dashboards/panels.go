@@ -1,0 +1,326 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// Grafana units used by the panels.
+const (
+	unitReqPerSec = "reqps"
+	unitPerSec    = "ops"
+	unitRatio     = "percentunit"
+	unitSeconds   = "s"
+	unitTimes     = "suffix:×"
+	unitCount     = "short"
+)
+
+// target is one PromQL query of a panel.
+type target struct {
+	expr   string
+	legend string
+}
+
+// t is shorthand for a target.
+func t(expr, legend string) target { return target{expr: expr, legend: legend} }
+
+// queries turns targets into the SDK's query builders, with ref ids A, B, ...
+func queries(ts []target) []cog.Builder[cog.Dataquery] {
+	var out []cog.Builder[cog.Dataquery]
+	for i, tg := range ts {
+		out = append(out, prometheus.NewDataqueryBuilder().
+			Datasource(datasource()).
+			RefId(string(rune('A'+i))).
+			Expr(tg.expr).
+			LegendFormat(tg.legend).
+			Range())
+	}
+	return out
+}
+
+// steps returns absolute thresholds: base colour, then value/colour pairs.
+func steps(base string, pairs ...any) *dashboard.ThresholdsConfigBuilder {
+	ss := []dashboard.Threshold{{Color: base}}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		v := pairs[i].(float64)
+		ss = append(ss, dashboard.Threshold{Value: cog.ToPtr(v), Color: pairs[i+1].(string)})
+	}
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(ss)
+}
+
+// graph returns a time series panel.
+func graph(title, description, unit string, width uint32, ts ...target) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource()).
+		Targets(queries(ts)).
+		Unit(unit).
+		Min(0).
+		Span(width).
+		Height(8).
+		FillOpacity(10).
+		LineWidth(1).
+		ShowPoints(common.VisibilityModeNever).
+		Legend(common.NewVizLegendOptionsBuilder().
+			ShowLegend(true).
+			DisplayMode(common.LegendDisplayModeList).
+			Placement(common.LegendPlacementBottom)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().
+			Mode(common.TooltipDisplayModeMulti).
+			Sort(common.SortOrderDescending))
+}
+
+// single returns a stat panel showing the last value of one query.
+func single(title, description, unit string, thresholds *dashboard.ThresholdsConfigBuilder, expr string) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource()).
+		Targets(queries([]target{t(expr, title)})).
+		Unit(unit).
+		Decimals(2).
+		Span(4).
+		Height(4).
+		Thresholds(thresholds).
+		ColorMode(common.BigValueColorModeValue).
+		GraphMode(common.BigValueGraphModeArea).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
+}
+
+// overviewRow: the health of the client in six numbers and four graphs.
+func overviewRow() row {
+	all := sumBy(rate(selector(requestCount)))
+	giveUps := sumBy(rate(selector(requestCount, giveUp())))
+	successes := sumBy(rate(selector(requestCount, eq(LabelReason, ReasonSuccess))))
+	attempts := sumBy(rate(selector(MetricAttempts)))
+	openBreakers := "count(" + agg("max", selector(MetricBreakerState, eq(LabelBreakerState, BreakerOpen)), LabelJob, LabelServer) + " == 1) or vector(0)"
+	return row{title: "Overview", panels: []cog.Builder[dashboard.Panel]{
+		single("Request rate",
+			"Requests completed per second, whatever their result. One request counts once however many attempts it took.",
+			unitReqPerSec, steps("blue"), all),
+		single("Success ratio",
+			"Share of requests that ended with gotry_reason=\"success\". not_retryable results (a 404, a non-idempotent error) and give-ups count against it.",
+			unitRatio, steps("red", 0.95, "yellow", 0.99, "green"), div(successes, all)),
+		single("Retry amplification",
+			"Attempts per request (gotry_attempts_total / requests): 1.0 means no retries or hedges; GotryRetryStorm fires above 1.5.",
+			unitTimes, steps("green", 1.2, "yellow", 1.5, "red"), div(attempts, all)),
+		single("Give-up ratio",
+			"Share of requests gotry gave up on: every gotry_reason except success and not_retryable (attempts or budget exhausted, circuit open, Retry-After too long, past deadline, ...). GotryHighGiveUpRatio fires above 5%.",
+			unitRatio, steps("green", 0.01, "yellow", 0.05, "red"), div(giveUps, all)),
+		single("Request p99",
+			"99th percentile of whole-request latency, all attempts and backoff sleeps included.",
+			unitSeconds, steps("green"), quantile(0.99, selector(requestBucket))),
+		single("Open breakers",
+			"Hosts whose circuit breaker is open now (in any job selected).",
+			unitCount, steps("green", 1.0, "red"), openBreakers).Decimals(0),
+		graph("Requests by result",
+			"Requests per second by gotry_reason: success, not_retryable, or why gotry gave up.",
+			unitReqPerSec, 12,
+			t(sumBy(rate(selector(requestCount)), LabelReason), "{{"+LabelReason+"}}")),
+		graph("Request rate by host",
+			"Requests per second by server_address.",
+			unitReqPerSec, 12,
+			t(sumBy(rate(selector(requestCount)), LabelServer), "{{"+LabelServer+"}}")),
+		graph("Retry amplification by host",
+			"Attempts per request for each host. Retries and hedges both add attempts.",
+			unitTimes, 12,
+			t(div(sumBy(rate(selector(MetricAttempts)), LabelServer), sumBy(rate(selector(requestCount)), LabelServer)), "{{"+LabelServer+"}}")),
+		graph("Give-up ratio by host",
+			"Share of each host's requests that gotry gave up on. A host with no give-ups draws no line.",
+			unitRatio, 12,
+			t(div(sumBy(rate(selector(requestCount, giveUp())), LabelServer), sumBy(rate(selector(requestCount)), LabelServer)), "{{"+LabelServer+"}}")),
+	}}
+}
+
+// latencyRow: what the caller waits for (the request) against what one
+// round trip costs (the attempt). The gap is retries, backoff and hedging.
+func latencyRow() row {
+	var req, att []target
+	for _, q := range []struct {
+		q      float64
+		legend string
+	}{{0.5, "p50"}, {0.95, "p95"}, {0.99, "p99"}} {
+		req = append(req, t(quantile(q.q, selector(requestBucket)), q.legend))
+		att = append(att, t(quantile(q.q, selector(attemptBucket)), q.legend))
+	}
+	return row{title: "Latency", panels: []cog.Builder[dashboard.Panel]{
+		graph("Request latency",
+			"p50/p95/p99 of gotry_request_duration_seconds: the whole request as the caller sees it, every attempt and backoff sleep included.",
+			unitSeconds, 12, req...),
+		graph("Attempt latency",
+			"p50/p95/p99 of gotry_attempt_duration_seconds: one physical attempt, until response headers or an error.",
+			unitSeconds, 12, att...),
+		graph("p99 by host: request vs attempt",
+			"Per host, p99 of whole requests against p99 of single attempts. A wide gap means requests wait on retries and backoff.",
+			unitSeconds, 12,
+			t(quantile(0.99, selector(requestBucket), LabelServer), "{{"+LabelServer+"}} request"),
+			t(quantile(0.99, selector(attemptBucket), LabelServer), "{{"+LabelServer+"}} attempt")),
+		graph("Attempt p95 by kind",
+			"p95 of single attempts by gotry_attempt_kind: initial, retry or hedge.",
+			unitSeconds, 12,
+			t(quantile(0.95, selector(attemptBucket), LabelAttemptKind), "{{"+LabelAttemptKind+"}}")),
+		heatmap.NewPanelBuilder().
+			Title("Request latency distribution").
+			Description("Requests per second in each gotry_request_duration_seconds bucket.").
+			Datasource(datasource()).
+			WithTarget(prometheus.NewDataqueryBuilder().
+				Datasource(datasource()).
+				RefId("A").
+				Expr(sumBy(rate(selector(requestBucket)), LabelBucket)).
+				LegendFormat("{{"+LabelBucket+"}}").
+				Format(prometheus.PromQueryFormatHeatmap).
+				Range()).
+			Calculate(false).
+			YAxis(heatmap.NewYAxisConfigBuilder().Unit(unitSeconds)).
+			Color(heatmap.NewHeatmapColorOptionsBuilder().
+				Mode(heatmap.HeatmapColorModeScheme).
+				Scheme("Oranges").
+				Scale(heatmap.HeatmapColorScaleExponential).
+				Exponent(0.5).
+				Steps(64).
+				Fill("dark-orange").
+				Reverse(false)).
+			CellGap(1).
+			Span(24).
+			Height(8),
+	}}
+}
+
+// retriesRow: why retries happen, how long they wait, and which were not
+// made.
+func retriesRow() row {
+	var backoff []target
+	for _, q := range []struct {
+		q      float64
+		legend string
+	}{{0.5, "p50"}, {0.95, "p95"}, {0.99, "p99"}} {
+		backoff = append(backoff, t(quantile(q.q, selector(backoffBucket), LabelDelaySource), q.legend+" {{"+LabelDelaySource+"}}"))
+	}
+	return row{title: "Retries", panels: []cog.Builder[dashboard.Panel]{
+		graph("Retries by trigger",
+			"Retries per second by gotry_retry_trigger: a status class such as 5xx or 429, or an error type such as timeout or connection_reset.",
+			unitPerSec, 12,
+			t(sumBy(rate(selector(MetricRetries)), LabelRetryTrigger), "{{"+LabelRetryTrigger+"}}")),
+		graph("Retries by delay source",
+			"Retries per second by where their delay came from: backoff, the server's Retry-After, or immediate.",
+			unitPerSec, 12,
+			t(sumBy(rate(selector(MetricRetries)), LabelDelaySource), "{{"+LabelDelaySource+"}}")),
+		graph("Retries suppressed by reason",
+			"Retries gotry wanted but did not make, per second, by gotry_reason: attempts or budget exhausted, circuit open, Retry-After too long, past the deadline, body not replayable, method not idempotent.",
+			unitPerSec, 12,
+			t(sumBy(rate(selector(MetricRetriesSuppressed)), LabelReason), "{{"+LabelReason+"}}")),
+		graph("Backoff delay",
+			"p50/p95/p99 of the delays slept before retries, by delay source.",
+			unitSeconds, 12, backoff...),
+		graph("Attempts by kind and outcome",
+			"Attempts per second by gotry_attempt_kind (initial, retry, hedge) and gotry_attempt_outcome (success, retryable, failure, cancelled).",
+			unitPerSec, 24,
+			t(sumBy(rate(selector(MetricAttempts)), LabelAttemptKind, LabelAttemptOutcome), "{{"+LabelAttemptKind+"}} {{"+LabelAttemptOutcome+"}}")),
+	}}
+}
+
+// hedgingRow: how often hedges launch, how often they win, and the attempts
+// cancelled because another won.
+func hedgingRow() row {
+	hedges := selector(MetricAttempts, eq(LabelAttemptKind, KindHedge))
+	wins := selector(MetricAttempts, eq(LabelAttemptKind, KindHedge), eq(LabelAttemptOutcome, OutcomeSuccess))
+	return row{title: "Hedging", panels: []cog.Builder[dashboard.Panel]{
+		graph("Hedge rate",
+			"Hedged attempts launched per second, by host.",
+			unitPerSec, 8,
+			t(sumBy(rate(selector(MetricHedges)), LabelServer), "{{"+LabelServer+"}}")),
+		graph("Hedge win ratio",
+			"Share of hedged attempts that won the race (gotry_attempt_kind=\"hedge\", gotry_attempt_outcome=\"success\"). Low means hedges add load without cutting latency.",
+			unitRatio, 8,
+			t(div(sumBy(rate(wins), LabelServer), sumBy(rate(hedges), LabelServer)), "{{"+LabelServer+"}}")),
+		graph("Cancelled losers",
+			"Attempts cancelled because another attempt of the same request won, per second, by the loser's kind.",
+			unitPerSec, 8,
+			t(sumBy(rate(selector(MetricAttempts, eq(LabelAttemptOutcome, OutcomeCancelled))), LabelAttemptKind), "{{"+LabelAttemptKind+"}}")),
+	}}
+}
+
+// budgetRow: the retry budget's tokens and what it refused.
+func budgetRow() row {
+	return row{title: "Retry budget", panels: []cog.Builder[dashboard.Panel]{
+		graph("Budget tokens",
+			"Retries (and hedges) the budget would allow right now, per transport. Requests deposit tokens; each retry or hedge spends one. Only the job filter applies: a budget is shared by all hosts and methods.",
+			unitCount, 12,
+			t(agg("max", selector(MetricBudgetTokens), LabelJob, LabelInstance, LabelTransport), "{{"+LabelInstance+"}} {{"+LabelTransport+"}}")),
+		graph("Budget refusals",
+			"Retries and hedges the budget refused per second, by host and attempt kind. Any sustained refusals fire GotryRetryBudgetExhausted.",
+			unitPerSec, 12,
+			t(sumBy(rate(selector(MetricBudgetRefusals)), LabelServer, LabelAttemptKind), "{{"+LabelServer+"}} {{"+LabelAttemptKind+"}}")),
+	}}
+}
+
+// breakerStateExpr encodes each host's breaker state as a number for the
+// state timeline: 0 closed, 1 half-open, 2 open. Every state series is 1 for
+// the current state and 0 otherwise, so scaling each by its code and taking
+// the max yields the current state's code, and the worst one when several
+// instances report the same host.
+func breakerStateExpr() string {
+	state := func(s string) string { return selector(MetricBreakerState, eq(LabelBreakerState, s)) }
+	return agg("max",
+		state(BreakerOpen)+" * 2 or "+state(BreakerHalfOpen)+" or "+state(BreakerClosed)+" * 0",
+		LabelServer)
+}
+
+// breakerMappings shows breakerStateExpr's codes as state names.
+func breakerMappings() []dashboard.ValueMapping {
+	opt := func(text, color string, index int32) dashboard.ValueMappingResult {
+		return dashboard.ValueMappingResult{Text: cog.ToPtr(text), Color: cog.ToPtr(color), Index: cog.ToPtr(index)}
+	}
+	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
+		Type: dashboard.MappingTypeValueToText,
+		Options: map[string]dashboard.ValueMappingResult{
+			"0": opt(BreakerClosed, "green", 0),
+			"1": opt(BreakerHalfOpen, "yellow", 1),
+			"2": opt(BreakerOpen, "red", 2),
+		},
+	}}}
+}
+
+// breakersRow: each host's breaker state over time, how often breakers
+// change state, and what open breakers rejected.
+func breakersRow() row {
+	return row{title: "Circuit breakers", panels: []cog.Builder[dashboard.Panel]{
+		statetimeline.NewPanelBuilder().
+			Title("Breaker state by host").
+			Description("Each host's circuit breaker state over time: closed, half-open (probing) or open (failing fast). When several instances report a host, the worst state shows.").
+			Datasource(datasource()).
+			Targets(queries([]target{t(breakerStateExpr(), "{{"+LabelServer+"}}")})).
+			Mappings(breakerMappings()).
+			Thresholds(steps("green")).
+			ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
+			ShowValue(common.VisibilityModeNever).
+			MergeValues(true).
+			RowHeight(0.9).
+			FillOpacity(80).
+			Legend(common.NewVizLegendOptionsBuilder().
+				ShowLegend(true).
+				DisplayMode(common.LegendDisplayModeList).
+				Placement(common.LegendPlacementBottom)).
+			Span(24).
+			Height(8),
+		graph("Breakers by state",
+			"How many hosts' breakers are in each state now.",
+			unitCount, 8,
+			t(agg("count", selector(MetricBreakerState)+" == 1", LabelBreakerState), "{{"+LabelBreakerState+"}}")),
+		graph("Breaker transitions",
+			"Breaker state changes per second, by host and from → to. Frequent opens fire GotryBreakerFlapping.",
+			unitPerSec, 8,
+			t(sumBy(rate(selector(MetricBreakerTransitions)), LabelServer, LabelBreakerFrom, LabelBreakerTo), "{{"+LabelServer+"}} {{"+LabelBreakerFrom+"}} → {{"+LabelBreakerTo+"}}")),
+		graph("Breaker rejections",
+			"Requests failed fast by an open breaker, per second, by host.",
+			unitPerSec, 8,
+			t(sumBy(rate(selector(MetricBreakerRejections)), LabelServer), "{{"+LabelServer+"}}")),
+	}}
+}

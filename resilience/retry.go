@@ -1,0 +1,235 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Retrier runs any func(context.Context) (T, error) with the same engine as
+// the HTTP transport: attempts, backoff, per-attempt timeout, hedging, a
+// retry budget, circuit breakers keyed by a caller-chosen key, and the same
+// Hooks and give-up semantics. Build one per dependency and reuse it, so its
+// budget and breakers have memory. Safe for concurrent use.
+type Retrier struct {
+	engine  *Engine
+	policy  Policy
+	retryIf func(error) bool
+}
+
+// RetrierOption configures a Retrier.
+type RetrierOption func(*retrierConfig)
+
+type retrierConfig struct {
+	policy  Policy
+	ratio   float64
+	minPS   int
+	breaker *BreakerConfig
+	hooks   Hooks
+	retryIf func(error) bool
+	clock   clockOverride
+}
+
+// Retrier defaults.
+const (
+	DefaultRetrierAttempts = 3
+)
+
+// WithMaxAttempts sets the attempt limit, retries and hedges together
+// (default 3). NewRetrier panics if n < 1.
+func WithMaxAttempts(n int) RetrierOption {
+	if n < 1 {
+		panic(fmt.Sprintf("resilience: WithMaxAttempts: attempts must be at least 1, got %d", n))
+	}
+	return func(c *retrierConfig) { c.policy.MaxAttempts = n }
+}
+
+// WithBackoff sets the delay between retries (default full jitter from
+// 100ms to 5s). It panics on nil.
+func WithBackoff(b Backoff) RetrierOption {
+	if b == nil {
+		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
+	}
+	return func(c *retrierConfig) { c.policy.Backoff = b }
+}
+
+// WithAttemptTimeout bounds each attempt separately from the caller's
+// deadline (default none); a timed-out attempt is retried. It panics if d < 0.
+func WithAttemptTimeout(d time.Duration) RetrierOption {
+	if d < 0 {
+		panic(fmt.Sprintf("resilience: WithAttemptTimeout: timeout must not be negative, got %v", d))
+	}
+	return func(c *retrierConfig) { c.policy.PerAttemptTimeout = d }
+}
+
+// WithHedging launches another attempt when delay passes without a result,
+// up to maxHedges extra in flight (default off). It panics on negatives.
+func WithHedging(delay time.Duration, maxHedges int) RetrierOption {
+	if delay < 0 || maxHedges < 0 {
+		panic(fmt.Sprintf("resilience: WithHedging: delay and maxHedges must not be negative, got %v, %d", delay, maxHedges))
+	}
+	return func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges }
+}
+
+// WithRetryBudget sets the budget as for NewBudget (default 0.1 and 10 per
+// second); WithRetryBudget(0, 0) disables it.
+func WithRetryBudget(ratio float64, minPerSec int) RetrierOption {
+	NewBudget(ratio, minPerSec) // validates
+	return func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec }
+}
+
+// WithBreaker turns on a breaker per call key (default off).
+func WithBreaker(cfg BreakerConfig) RetrierOption {
+	cfg.withDefaults() // validates
+	return func(c *retrierConfig) { c.breaker = &cfg }
+}
+
+// WithHooks adds hooks; several WithHooks combine.
+func WithHooks(h Hooks) RetrierOption {
+	return func(c *retrierConfig) { c.hooks = Combine(c.hooks, h) }
+}
+
+// WithRetryIf sets which errors are retried when a call gives no predicate
+// of its own (default DefaultRetryIf). It panics on nil.
+func WithRetryIf(f func(error) bool) RetrierOption {
+	if f == nil {
+		panic("resilience: WithRetryIf: predicate must not be nil")
+	}
+	return func(c *retrierConfig) { c.retryIf = f }
+}
+
+// NewRetrier returns a Retrier.
+func NewRetrier(opts ...RetrierOption) *Retrier {
+	c := retrierConfig{
+		policy: Policy{MaxAttempts: DefaultRetrierAttempts, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
+		ratio:  0.1, minPS: 10,
+		retryIf: DefaultRetryIf,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	ec := EngineConfig{Budget: NewBudget(c.ratio, c.minPS), Hooks: c.hooks, Clock: c.clock.clock}
+	if c.breaker != nil {
+		ec.Breakers = NewBreakers(*c.breaker)
+	}
+	return &Retrier{engine: NewEngine(ec), policy: c.policy, retryIf: c.retryIf}
+}
+
+// Engine returns the retrier's engine (for its budget and breakers).
+func (r *Retrier) Engine() *Engine { return r.engine }
+
+// ErrPermanent marks an error that must not be retried; see Permanent.
+var ErrPermanent = errors.New("permanent error")
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string   { return p.err.Error() }
+func (p *permanentError) Unwrap() []error { return []error{p.err, ErrPermanent} }
+
+// Permanent wraps err so DefaultRetryIf does not retry it. Permanent(nil) is
+// nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// DefaultRetryIf retries every non-nil error except permanent ones and the
+// caller's context errors; a per-attempt timeout is retried.
+func DefaultRetryIf(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrAttemptTimeout):
+		return true
+	case errors.Is(err, ErrPermanent), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return true
+}
+
+// RetryOption configures one Retry call.
+type RetryOption[T any] func(*retryOp[T])
+
+// RetryIf decides from the result and the error whether an attempt is
+// retryable, replacing the Retrier's error predicate for this call. It may
+// be called concurrently when hedging.
+func RetryIf[T any](pred func(v T, err error) bool) RetryOption[T] {
+	return func(o *retryOp[T]) { o.pred = pred }
+}
+
+// ReleaseWith is called with every successful result that is not returned:
+// a hedge loser, or a retryable result superseded by a later attempt. Use it
+// to close connections or return pooled objects.
+func ReleaseWith[T any](release func(T)) RetryOption[T] {
+	return func(o *retryOp[T]) { o.release = release }
+}
+
+// RetryAfterError may be implemented by an error to dictate the delay
+// before the next retry, as an HTTP Retry-After does.
+type RetryAfterError interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// Retry runs fn under r's policy. key selects the breaker and names the
+// operation in hooks. It returns the first non-retryable result; on give-up,
+// the most recent retryable result with a nil error if there was one,
+// otherwise the last error (an *Error when more than one attempt ran). When
+// ctx ends, ctx's error is returned. Each attempt's context is cancelled by
+// the time Retry returns.
+func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
+	op := &retryOp[T]{fn: fn, key: key, onStart: r.engine.hooks.OnAttemptStart, retryIf: r.retryIf}
+	for _, o := range opts {
+		o(op)
+	}
+	res := Execute[T](ctx, r.engine, Call[T]{Key: key, Policy: r.policy, Op: op})
+	if res.Finish != nil {
+		res.Finish()
+	}
+	return res.Value, res.Err
+}
+
+// retryOp adapts a function to Operation.
+type retryOp[T any] struct {
+	fn      func(context.Context) (T, error)
+	key     string
+	onStart func(context.Context, AttemptStartEvent) context.Context
+	retryIf func(error) bool
+	pred    func(T, error) bool
+	release func(T)
+}
+
+func (o *retryOp[T]) Prepare(n int) (int, EndReason, error) { return n, 0, nil }
+
+func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (T, error) {
+	if o.onStart != nil {
+		ctx = o.onStart(ctx, AttemptStartEvent{Key: o.key, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe})
+		a.Context = ctx
+	}
+	return o.fn(ctx)
+}
+
+func (o *retryOp[T]) Classify(v T, err error, _ *AttemptInfo) Verdict {
+	var verd Verdict
+	if o.pred != nil {
+		verd.Retryable = o.pred(v, err)
+	} else {
+		verd.Retryable = o.retryIf(err)
+	}
+	var ra RetryAfterError
+	if verd.Retryable && errors.As(err, &ra) {
+		verd.RetryAfter, verd.HasRetryAfter = ra.RetryAfter(), true
+	}
+	return verd
+}
+
+func (o *retryOp[T]) Release(v T) {
+	if o.release != nil {
+		o.release(v)
+	}
+}
