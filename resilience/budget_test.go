@@ -1,0 +1,159 @@
+package resilience
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestBudgetFloorAllowsMinPerSecond(t *testing.T) {
+	b := NewBudget(0, 3)
+	for i := 0; i < 3; i++ {
+		if !b.Withdraw(t0) {
+			t.Fatalf("withdrawal %d refused within the floor", i+1)
+		}
+	}
+	if b.Withdraw(t0.Add(999 * time.Millisecond)) {
+		t.Fatal("fourth withdrawal in the same second allowed")
+	}
+	if !b.Withdraw(t0.Add(time.Second)) {
+		t.Fatal("floor did not refill in the next second")
+	}
+}
+
+func TestBudgetRatioOfRequests(t *testing.T) {
+	b := NewBudget(0.5, 0)
+	for i := 0; i < 10; i++ {
+		b.Deposit(t0)
+	}
+	got := 0
+	for b.Withdraw(t0) {
+		got++
+	}
+	if got != 5 {
+		t.Fatalf("withdrew %d, want 5 (0.5 x 10 requests)", got)
+	}
+	if tok := b.Tokens(t0); tok != 0 {
+		t.Fatalf("Tokens = %v after spending all", tok)
+	}
+}
+
+func TestBudgetDepositsExpireAfterWindow(t *testing.T) {
+	b := NewBudget(1, 0)
+	b.Deposit(t0)
+	if got := b.Tokens(t0.Add(BudgetWindow - time.Second)); got != 1 {
+		t.Fatalf("Tokens inside the window = %v, want 1", got)
+	}
+	if b.Withdraw(t0.Add(BudgetWindow)) {
+		t.Fatal("a deposit older than the window was spent")
+	}
+}
+
+func TestBudgetZeroIsNil(t *testing.T) {
+	var b *Budget = NewBudget(0, 0)
+	if b != nil {
+		t.Fatal("NewBudget(0, 0) is not nil")
+	}
+	b.Deposit(t0)
+	if !b.Withdraw(t0) || !math.IsInf(b.Tokens(t0), 1) {
+		t.Fatal("nil budget must allow everything")
+	}
+}
+
+func TestNewBudgetRejectsNonsense(t *testing.T) {
+	for _, c := range []struct {
+		ratio float64
+		min   int
+		want  string
+	}{
+		{math.NaN(), 0, "ratio"},
+		{-0.1, 0, "ratio"},
+		{math.Inf(1), 0, "ratio"},
+		{0.1, -1, "minPerSec"},
+	} {
+		if msg := panicMessage(func() { NewBudget(c.ratio, c.min) }); !strings.Contains(msg, c.want) {
+			t.Errorf("NewBudget(%v, %d) panic %q, want mention of %s", c.ratio, c.min, msg, c.want)
+		}
+	}
+}
+
+// TestBudgetNeverExceedsRatioPlusFloor: under any sequence of requests and
+// retry attempts over time, the retries granted inside any window (the
+// budget's window: the current second and the nine before it) never exceed
+// ratio × requests in that window plus the floor for each of its seconds.
+func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ratio := rapid.Float64Range(0, 2).Draw(t, "ratio")
+		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
+		b := NewBudget(ratio, minPS)
+		if b == nil {
+			return
+		}
+		var granted, requests []time.Time
+		now := t0
+		steps := rapid.IntRange(1, 300).Draw(t, "steps")
+		for i := 0; i < steps; i++ {
+			now = now.Add(time.Duration(rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "dt")))
+			if rapid.Bool().Draw(t, "isRetry") {
+				if b.Withdraw(now) {
+					granted = append(granted, now)
+				}
+				continue
+			}
+			b.Deposit(now)
+			requests = append(requests, now)
+		}
+		// Check the window of every grant.
+		for _, at := range granted {
+			end := at.Truncate(time.Second).Add(time.Second)
+			start := end.Add(-BudgetWindow)
+			g, r := countIn(granted, start, end), countIn(requests, start, end)
+			limit := math.Floor(ratio*float64(r)) + float64(minPS)*BudgetWindow.Seconds()
+			if float64(g) > limit {
+				t.Fatalf("window ending %v: %d retries granted, limit %v (ratio %v, %d requests, floor %d/s)", end, g, limit, ratio, r, minPS)
+			}
+		}
+	})
+}
+
+// countIn counts the times in [start, end).
+func countIn(ts []time.Time, start, end time.Time) int {
+	n := 0
+	for _, x := range ts {
+		if !x.Before(start) && x.Before(end) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBudgetConcurrentWithdrawalsNeverOverspend(t *testing.T) {
+	b := NewBudget(0.1, 0)
+	for i := 0; i < 1000; i++ {
+		b.Deposit(t0)
+	}
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if b.Withdraw(t0) {
+					granted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := granted.Load(); got > 100 || got < 90 {
+		t.Fatalf("granted %d concurrent withdrawals, want about 100 and never more", got)
+	}
+}
