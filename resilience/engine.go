@@ -21,6 +21,7 @@ type Engine struct {
 	budget   *Budget
 	breakers *Breakers
 	hooks    Hooks
+	timers   sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
 }
 
 // EngineConfig configures an Engine. Every field is optional.
@@ -153,10 +154,10 @@ type Result[T any] struct {
 	Attempt int
 	// Context is that attempt's context.
 	Context context.Context
-	// Finish releases the returned attempt's context. Call it once the value
-	// is no longer in use (for HTTP: when the response body is closed). It
-	// is nil when there is nothing to release.
-	Finish func()
+	// Finish releases the returned attempt's context: call Finish(nil) once
+	// the value is no longer in use (for HTTP: when the response body is
+	// closed). It is nil when there is nothing to release.
+	Finish context.CancelCauseFunc
 }
 
 // attempt is one attempt in flight or done.
@@ -199,9 +200,10 @@ type run[T any] struct {
 
 	first attempt[T] // the first attempt, allocated with the run
 
-	mu      sync.Mutex    // guards decided and active
-	decided bool          // the call has returned; late attempts release themselves
-	active  []*attempt[T] // attempts in flight, for cancellation
+	mu        sync.Mutex     // guards decided and active
+	decided   bool           // the call has returned; late attempts release themselves
+	active    []*attempt[T]  // attempts in flight, for cancellation
+	activeBuf [4]*attempt[T] // backs active for the common small case
 }
 
 // Execute runs c on e and returns its result. It never panics on a
@@ -251,6 +253,7 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r.hedge = r.maxAttempts > 1 && r.pol.hedging()
 	if r.hedge {
 		r.results = make(chan *attempt[T], r.maxAttempts)
+		r.active = r.activeBuf[:0]
 	}
 	r.launch(KindInitial, ticket)
 	return r.loop()
@@ -291,18 +294,22 @@ func (r *run[T]) launch(k AttemptKind, t Ticket) {
 	r.mu.Lock()
 	r.active = append(r.active, a)
 	r.mu.Unlock()
-	go func() {
-		r.exec(ctx, a)
-		r.mu.Lock()
-		if !r.decided {
-			r.results <- a // never blocks: the channel holds maxAttempts
-			r.mu.Unlock()
-			return
-		}
-		r.mu.Unlock()
-		r.discard(a)
-	}()
+	go r.background(ctx, a)
 	r.armHedge()
+}
+
+// background runs an attempt on its own goroutine (hedging mode) and hands
+// the result to the driving goroutine, or discards it if the call is over.
+func (r *run[T]) background(ctx context.Context, a *attempt[T]) {
+	r.exec(ctx, a)
+	r.mu.Lock()
+	if !r.decided {
+		r.results <- a // never blocks: the channel holds maxAttempts
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.discard(a)
 }
 
 // errTimeoutCause is the cancellation cause of a per-attempt timeout.
@@ -386,6 +393,11 @@ func (r *run[T]) armHedge() {
 		return
 	}
 	if r.timer == nil {
+		if t, ok := r.e.timers.Get().(clock.Timer); ok {
+			t.Reset(r.pol.HedgeDelay)
+			r.timer = t
+			return
+		}
 		r.timer = r.e.clock.NewTimer(r.pol.HedgeDelay)
 		return
 	}
@@ -393,9 +405,13 @@ func (r *run[T]) armHedge() {
 	r.timer.Reset(r.pol.HedgeDelay)
 }
 
+// stopHedge disarms the hedge timer and returns it to the pool. With Go
+// 1.23+ timer semantics (and the fake clock's), a stopped timer delivers no
+// stale value, so a pooled timer is as good as a new one.
 func (r *run[T]) stopHedge() {
 	if r.timer != nil {
 		r.timer.Stop()
+		r.e.timers.Put(r.timer)
 		r.timer = nil
 	}
 }
@@ -443,6 +459,7 @@ func (r *run[T]) loop() Result[T] {
 			select {
 			case a = <-r.results:
 			case <-fire:
+				r.e.timers.Put(r.timer) // fired and drained: reusable
 				r.timer = nil
 				r.tryHedge()
 				continue
@@ -525,10 +542,7 @@ func (r *run[T]) drop(a *attempt[T]) {
 
 func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
 	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.info.Context}
-	if a.cancel != nil {
-		cancel := a.cancel
-		res.Finish = func() { cancel(nil) }
-	}
+	res.Finish = a.cancel
 	return res
 }
 

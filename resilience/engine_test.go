@@ -380,7 +380,7 @@ func TestEngineHedgeWinsAndLoserIsCancelled(t *testing.T) {
 	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || res.Finish == nil {
 		t.Fatalf("res %+v", res)
 	}
-	res.Finish()
+	res.Finish(nil)
 	op.mu.Lock()
 	loser := op.ctxs[0]
 	op.mu.Unlock()
@@ -408,7 +408,7 @@ func TestEngineWinnerContextLivesUntilFinish(t *testing.T) {
 	if res.Context.Err() != nil {
 		t.Fatal("winner's context cancelled before Finish")
 	}
-	res.Finish()
+	res.Finish(nil)
 	if res.Context.Err() == nil {
 		t.Fatal("Finish did not release the winner's context")
 	}

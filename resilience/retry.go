@@ -189,7 +189,7 @@ func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.C
 	}
 	res := Execute[T](ctx, r.engine, Call[T]{Key: key, Policy: r.policy, Op: op})
 	if res.Finish != nil {
-		res.Finish()
+		res.Finish(nil)
 	}
 	return res.Value, res.Err
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -54,13 +55,31 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// trackedBody wraps the returned response body so that the winning attempt's
-// context is released, and OnBodyClosed fires, exactly once: when the body
-// is closed or read to its end.
+// bodyEnd is what happens when the returned body is finished: the winning
+// attempt's context is released and OnBodyClosed fires.
+type bodyEnd struct {
+	cancel  context.CancelCauseFunc
+	hook    func(BodyClosedEvent)
+	ctx     context.Context
+	req     *http.Request
+	attempt int
+}
+
+func (e *bodyEnd) run(err error) {
+	if e.cancel != nil {
+		e.cancel(nil)
+	}
+	if e.hook != nil {
+		e.hook(BodyClosedEvent{Context: e.ctx, Request: e.req, Attempt: e.attempt, Err: err})
+	}
+}
+
+// trackedBody wraps the returned response body so that its end runs exactly
+// once: when the body is closed or read to its end.
 type trackedBody struct {
-	rc     io.ReadCloser
-	once   sync.Once
-	finish func(err error)
+	rc   io.ReadCloser
+	once sync.Once
+	end  bodyEnd
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
@@ -81,7 +100,9 @@ func (b *trackedBody) Close() error {
 	return err
 }
 
-func (b *trackedBody) done(err error) { b.once.Do(func() { b.finish(err) }) }
+func (b *trackedBody) done(err error) {
+	b.once.Do(func() { b.end.run(err) })
+}
 
 // trackedRWBody keeps io.Writer for 101 Switching Protocols bodies, which
 // are live connections.
@@ -92,15 +113,15 @@ type trackedRWBody struct {
 
 func (b *trackedRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
-// track wraps resp.Body.
-func track(resp *http.Response, finish func(err error)) {
+// track wraps resp.Body so end runs when it is finished.
+func track(resp *http.Response, end bodyEnd) {
 	if resp.Body == nil {
-		finish(nil)
+		end.run(nil)
 		return
 	}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &trackedRWBody{trackedBody: trackedBody{rc: rw, finish: finish}, w: rw}
+		resp.Body = &trackedRWBody{trackedBody: trackedBody{rc: rw, end: end}, w: rw}
 		return
 	}
-	resp.Body = &trackedBody{rc: resp.Body, finish: finish}
+	resp.Body = &trackedBody{rc: resp.Body, end: end}
 }

@@ -90,15 +90,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp := res.Value
 	if res.Finish != nil || t.cfg.hooks.OnBodyClosed != nil {
-		finish, hook, ctx, n := res.Finish, t.cfg.hooks.OnBodyClosed, res.Context, res.Attempt
-		track(resp, func(err error) {
-			if finish != nil {
-				finish()
-			}
-			if hook != nil {
-				hook(BodyClosedEvent{Context: ctx, Request: req, Attempt: n, Err: err})
-			}
-		})
+		track(resp, bodyEnd{cancel: res.Finish, hook: t.cfg.hooks.OnBodyClosed, ctx: res.Context, req: req, attempt: res.Attempt})
 	}
 	return resp, nil
 }

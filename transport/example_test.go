@@ -1,0 +1,161 @@
+package transport_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// flaky answers 503 to the first n requests, then 200 "ok".
+func flaky(n int32) *httptest.Server {
+	var seen atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) <= n {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+}
+
+func Example() {
+	srv := flaky(2)
+	defer srv.Close()
+
+	client := &http.Client{Transport: transport.New(nil,
+		transport.WithMaxAttempts(4),
+		transport.WithBackoff(resilience.ExponentialJitter(10*time.Millisecond, 100*time.Millisecond)),
+	)}
+	resp, err := client.Get(srv.URL) // an unchanged call site
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	// Output: 200 ok
+}
+
+func ExampleWithPolicy() {
+	srv := flaky(1)
+	defer srv.Close()
+	client := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)))}
+
+	// This one call must be sent exactly once.
+	ctx := transport.WithPolicy(context.Background(), transport.NoRetry())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output: 503
+}
+
+func ExampleWithHooks() {
+	srv := flaky(2)
+	defer srv.Close()
+	client := &http.Client{Transport: transport.New(nil,
+		transport.WithBackoff(resilience.Constant(5*time.Millisecond)),
+		transport.WithHooks(transport.Hooks{
+			OnRetry: func(e transport.RetryEvent) {
+				fmt.Printf("attempt %d got %d; retrying in %v\n", e.Attempt, e.StatusCode, e.Delay)
+			},
+			OnRequestEnd: func(e transport.RequestEndEvent) {
+				fmt.Printf("done after %d attempts: %s\n", e.Attempts, e.Reason)
+			},
+		}),
+	)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	resp.Body.Close()
+	// Output:
+	// attempt 1 got 503; retrying in 5ms
+	// attempt 2 got 503; retrying in 5ms
+	// done after 3 attempts: success
+}
+
+func ExampleWithClassifier() {
+	var seen atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) == 1 {
+			w.Header().Set("X-Retryable", "true")
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: transport.New(nil,
+		transport.WithBackoff(resilience.Constant(0)),
+		transport.WithClassifier(func(a transport.Attempt) transport.Decision {
+			if a.Response != nil && a.Response.StatusCode == http.StatusConflict &&
+				a.Response.Header.Get("X-Retryable") == "true" {
+				return transport.Retry
+			}
+			return transport.Default // the built-in rules
+		}),
+	)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after", seen.Load(), "requests")
+	// Output: 204 after 2 requests
+}
+
+func ExampleWithHedging() {
+	var seen atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen.Add(1) == 1 {
+			<-r.Context().Done() // the first request stalls until it loses
+			return
+		}
+		io.WriteString(w, "fast")
+	}))
+	defer srv.Close()
+
+	var hedges atomic.Int32
+	client := &http.Client{Transport: transport.New(nil,
+		transport.WithHedging(20*time.Millisecond, 1),
+		transport.WithHooks(transport.Hooks{OnHedge: func(transport.HedgeEvent) { hedges.Add(1) }}),
+	)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(string(body), "after", hedges.Load(), "hedge")
+	// Output: fast after 1 hedge
+}
+
+func Example_giveUp() {
+	client := &http.Client{Transport: transport.New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return nil, io.ErrUnexpectedEOF
+	}), transport.WithBackoff(resilience.Constant(0)))}
+	_, err := client.Get("http://127.0.0.1:1/")
+	var ge *transport.Error
+	if errors.As(err, &ge) {
+		fmt.Println("gave up after", ge.Attempts, "attempts:", errors.Is(err, io.ErrUnexpectedEOF))
+	}
+	// Output: gave up after 3 attempts: true
+}
