@@ -312,15 +312,12 @@ func (r *run[T]) background(ctx context.Context, a *attempt[T]) {
 	r.discard(a)
 }
 
-// errTimeoutCause is the cancellation cause of a per-attempt timeout.
-var errTimeoutCause = errors.New("resilience: per-attempt timeout")
-
 // exec runs one attempt and classifies its result.
 func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	e := r.e
 	if d := r.pol.PerAttemptTimeout; d > 0 {
 		cancel := a.cancel
-		a.timer = e.clock.AfterFunc(d, func() { cancel(errTimeoutCause) })
+		a.timer = e.clock.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
 	}
 	timed := e.hooks.OnAttemptEnd != nil // timing costs two clock reads; only hooks want it
 	if timed {
@@ -330,7 +327,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	if timed {
 		a.dur = e.clock.Now().Sub(a.start)
 	}
-	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil && context.Cause(ctx) == errTimeoutCause {
+	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil && context.Cause(ctx) == ErrAttemptTimeout {
 		// The timeout fired: the attempt (and any body it returned) is cut off.
 		if a.err == nil {
 			r.c.Op.Release(a.v)
@@ -372,7 +369,7 @@ func (r *run[T]) release(a *attempt[T]) {
 		r.c.Op.Release(a.v)
 	}
 	if a.cancel != nil {
-		a.cancel(errHedgeLost)
+		a.cancel(ErrAttemptLost)
 	}
 }
 
@@ -697,7 +694,7 @@ func (r *run[T]) decide() {
 	r.mu.Unlock()
 	for _, a := range active {
 		if a.cancel != nil {
-			a.cancel(errHedgeLost)
+			a.cancel(ErrAttemptLost)
 		}
 	}
 	for _, a := range late {
@@ -712,7 +709,7 @@ func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
 		now := r.e.clock.Now()
 		h(CallEndEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Start: r.start,
 			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
-			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe})
+			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe, Returned: res.Attempt})
 	}
 	return res
 }

@@ -19,8 +19,12 @@ var ErrCircuitOpen = errors.New("circuit breaker is open")
 // context.DeadlineExceeded.
 var ErrAttemptTimeout = errors.New("attempt timed out")
 
-// errHedgeLost is the cancellation cause of an attempt that lost the race.
-var errHedgeLost = errors.New("resilience: attempt lost to another attempt")
+// ErrAttemptLost is the cancellation cause (context.Cause) of an attempt
+// that was cancelled on purpose because another attempt won, or because the
+// call ended without it. Code running inside an attempt can tell it from the
+// caller's cancellation and from a per-attempt timeout, whose cause is
+// ErrAttemptTimeout.
+var ErrAttemptLost = errors.New("attempt lost to another attempt")
 
 // CircuitOpenError is the rejection of a request by its breaker.
 type CircuitOpenError struct {

@@ -212,6 +212,9 @@ type CallEndEvent struct {
 	Err      error         // the returned error, if any
 	Reason   EndReason
 	Probe    bool // the call was a half-open breaker's probe
+	// Returned is the number of the attempt whose result was returned (0
+	// when an error was returned).
+	Returned int
 }
 
 // Hooks observe the engine. Every field is optional; a nil field costs

@@ -15,3 +15,9 @@ var ErrAttemptTimeout error = resilience.ErrAttemptTimeout
 // error and Errs every attempt's error, so errors.Is and errors.As find an
 // error from any attempt.
 type Error = resilience.Error
+
+// ErrAttemptLost is the context.Cause of an attempt cancelled on purpose: it
+// lost a hedge race, or the request ended without it. Code running inside an
+// attempt (a base RoundTripper) can use it to tell such a cancellation from
+// the caller's.
+var ErrAttemptLost error = resilience.ErrAttemptLost

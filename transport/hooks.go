@@ -145,6 +145,10 @@ type RequestEndEvent struct {
 	Err        error         // the returned error, if any
 	Reason     resilience.EndReason
 	Probe      bool // the request was a half-open breaker's probe
+	// Returned is the number of the attempt whose response was returned
+	// (0 when an error was returned); its span, say, should stay open until
+	// OnBodyClosed.
+	Returned int
 }
 
 // BodyClosedEvent describes the returned response body being finished.
@@ -252,7 +256,7 @@ func engineHooks(h Hooks) resilience.Hooks {
 		eh.OnCallEnd = func(e resilience.CallEndEvent) {
 			f(RequestEndEvent{Context: e.Context, Request: req(e.Subject), Start: e.Start, Duration: e.Duration,
 				Attempts: e.Attempts, Retries: e.Retries, Hedges: e.Hedges, Backoff: e.Backoff,
-				StatusCode: e.Code, Err: e.Err, Reason: e.Reason, Probe: e.Probe})
+				StatusCode: e.Code, Err: e.Err, Reason: e.Reason, Probe: e.Probe, Returned: e.Returned})
 		}
 	}
 	return eh

@@ -1,0 +1,279 @@
+package telemetry
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Attribute keys. The HTTP, server, url and error keys are the OpenTelemetry
+// semantic conventions' (semconv v1.43.0). OpenTelemetry has no convention
+// for retries, hedges, budgets or breakers, so every other key is invented
+// here and starts with "gotry.". Spans, metrics and log fields use the same
+// keys, so the three join.
+const (
+	// KeyMethod is http.request.method: the request method, or "_OTHER" for
+	// a method the conventions do not know.
+	KeyMethod = semconv.HTTPRequestMethodKey
+	// KeyMethodOriginal is http.request.method_original, on spans only, when
+	// KeyMethod is "_OTHER".
+	KeyMethodOriginal = semconv.HTTPRequestMethodOriginalKey
+	// KeyServerAddress is server.address: the URL's host, without the port.
+	KeyServerAddress = semconv.ServerAddressKey
+	// KeyServerPort is server.port: the URL's port, or the scheme's default.
+	KeyServerPort = semconv.ServerPortKey
+	// KeyURLFull is url.full, on attempt spans only, without credentials,
+	// query or fragment.
+	KeyURLFull = semconv.URLFullKey
+	// KeyStatusCode is http.response.status_code.
+	KeyStatusCode = semconv.HTTPResponseStatusCodeKey
+	// KeyErrorType is error.type: the status code for a response >= 400, or
+	// ErrorType's class of an error.
+	KeyErrorType = semconv.ErrorTypeKey
+	// KeyResendCount is http.request.resend_count: attempt number - 1, set
+	// only on resent attempts (retries and hedges).
+	KeyResendCount = semconv.HTTPRequestResendCountKey
+
+	// KeyOperation (invented) names a generic Retrier call: its key. It
+	// replaces the HTTP attributes on everything RetrierHooks records.
+	KeyOperation = attribute.Key("gotry.operation")
+	// KeyTransport (invented) names a transport passed to ObserveTransport.
+	KeyTransport = attribute.Key("gotry.transport")
+
+	// KeyAttempts (invented, request span) is how many attempts launched,
+	// retries and hedges included.
+	KeyAttempts = attribute.Key("gotry.attempts")
+	// KeyRetries (invented, request span) is how many of them were retries.
+	KeyRetries = attribute.Key("gotry.retries")
+	// KeyHedges (invented, request span) is how many of them were hedges.
+	KeyHedges = attribute.Key("gotry.hedges")
+	// KeyBackoffTotal (invented, request span) is the seconds slept between
+	// attempts, as a float.
+	KeyBackoffTotal = attribute.Key("gotry.backoff.total")
+	// KeyReason (invented) is why the request ended: resilience.EndReason's
+	// String, e.g. "success" or "attempts_exhausted".
+	KeyReason = attribute.Key("gotry.reason")
+	// KeyRequestDuration (invented, logs only) is the request's seconds.
+	KeyRequestDuration = attribute.Key("gotry.request.duration")
+
+	// KeyAttempt (invented, span events and logs; never a metric label) is
+	// an attempt's 1-based number.
+	KeyAttempt = attribute.Key("gotry.attempt")
+	// KeyAttemptKind (invented) is "initial", "retry" or "hedge".
+	KeyAttemptKind = attribute.Key("gotry.attempt.kind")
+	// KeyAttemptOutcome (invented) is "success", "retryable", "failure" or
+	// "cancelled" (lost a hedge race or the caller gave up; not an error).
+	KeyAttemptOutcome = attribute.Key("gotry.attempt.outcome")
+	// KeyAttemptProbe (invented) is true on a half-open breaker's probe.
+	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// KeyAttemptDuration (invented, logs only) is the attempt's seconds until
+	// response headers or an error.
+	KeyAttemptDuration = attribute.Key("gotry.attempt.duration")
+
+	// KeyRetryTrigger (invented) is what made a retry: "429", "5xx", "4xx"
+	// for a status, or the error's ErrorType.
+	KeyRetryTrigger = attribute.Key("gotry.retry.trigger")
+	// KeyDelaySource (invented) is where a retry's delay came from:
+	// "backoff", "retry_after" or "immediate" (no wait).
+	KeyDelaySource = attribute.Key("gotry.retry.delay_source")
+
+	// KeyBackoffDelay (invented) is a planned backoff in seconds (float).
+	KeyBackoffDelay = attribute.Key("gotry.backoff.delay")
+	// KeyBackoffRetryAfter (invented, backoff span) is true when the delay
+	// came from a Retry-After header.
+	KeyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")
+	// KeyBackoffInterrupted (invented, backoff span) is true when the
+	// caller's context ended during the sleep.
+	KeyBackoffInterrupted = attribute.Key("gotry.backoff.interrupted")
+
+	// KeyHedgeInFlight (invented, span event and logs) is how many attempts
+	// were in flight when a hedge launched, the hedge included.
+	KeyHedgeInFlight = attribute.Key("gotry.hedge.in_flight")
+
+	// KeyBreakerState (invented) is a breaker's state: "closed", "open" or
+	// "half-open".
+	KeyBreakerState = attribute.Key("gotry.breaker.state")
+	// KeyBreakerFrom and KeyBreakerTo (invented) are a transition's states.
+	KeyBreakerFrom = attribute.Key("gotry.breaker.from")
+	KeyBreakerTo   = attribute.Key("gotry.breaker.to")
+
+	// KeySuppressed (invented, logs only) is how many like lines the rate
+	// limiter dropped since the previous one.
+	KeySuppressed = attribute.Key("gotry.suppressed")
+)
+
+// Values of KeyDelaySource.
+const (
+	DelayBackoff    = "backoff"
+	DelayRetryAfter = "retry_after"
+	DelayImmediate  = "immediate"
+)
+
+// OtherHost is the server.address of metrics for hosts past the host limit.
+const OtherHost = "other"
+
+// delaySource names where a retry's delay came from.
+func delaySource(d float64, retryAfter bool) string {
+	switch {
+	case retryAfter:
+		return DelayRetryAfter
+	case d > 0:
+		return DelayBackoff
+	}
+	return DelayImmediate
+}
+
+// retryTrigger is the low-cardinality cause of a retry: a status class, or
+// the error's type.
+func retryTrigger(code int, err error) string {
+	switch {
+	case code == http.StatusTooManyRequests:
+		return "429"
+	case code >= 500 && code < 600:
+		return "5xx"
+	case code >= 400 && code < 500:
+		return "4xx"
+	case err != nil:
+		return ErrorType(err)
+	}
+	return ErrorTypeOther
+}
+
+// statusErrorType is error.type for a status code: the code for >= 400 (as
+// the HTTP conventions say), "" otherwise.
+func statusErrorType(code int) string {
+	if code >= 400 {
+		return strconv.Itoa(code)
+	}
+	return ""
+}
+
+// resultErrorType is error.type for a result: the error's class, else the
+// status's, else "".
+func resultErrorType(code int, err error) string {
+	if err != nil {
+		return ErrorType(err)
+	}
+	return statusErrorType(code)
+}
+
+// method returns the conventions' http.request.method for m ("_OTHER" for an
+// unknown method) and, for the request and attempt spans, their names. The
+// strings are constants, so a known method costs no allocation.
+func method(m string) (name, requestSpan, attemptSpan string) {
+	switch m {
+	case "", http.MethodGet:
+		return http.MethodGet, "gotry GET", "GET"
+	case http.MethodHead:
+		return m, "gotry HEAD", m
+	case http.MethodPost:
+		return m, "gotry POST", m
+	case http.MethodPut:
+		return m, "gotry PUT", m
+	case http.MethodPatch:
+		return m, "gotry PATCH", m
+	case http.MethodDelete:
+		return m, "gotry DELETE", m
+	case http.MethodOptions:
+		return m, "gotry OPTIONS", m
+	case http.MethodConnect:
+		return m, "gotry CONNECT", m
+	case http.MethodTrace:
+		return m, "gotry TRACE", m
+	case "QUERY":
+		return m, "gotry QUERY", m
+	}
+	// The conventions name a span of an unknown method "HTTP".
+	return "_OTHER", "gotry HTTP", "HTTP"
+}
+
+// hostPort splits a URL host ("h", "h:p", "[::1]:p") into server.address
+// and server.port, defaulting the port from the scheme (0 when unknown).
+func hostPort(u *url.URL) (string, int) {
+	if u == nil {
+		return "", 0
+	}
+	host := u.Hostname()
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err == nil {
+			return host, n
+		}
+		return host, 0
+	}
+	switch u.Scheme {
+	case "https":
+		return host, 443
+	case "http":
+		return host, 80
+	}
+	return host, 0
+}
+
+// splitKey splits a breaker key (the transport's req.URL.Host) the same way.
+func splitKey(key string) (string, int) {
+	host, p, err := net.SplitHostPort(key)
+	if err != nil {
+		return key, 0
+	}
+	n, _ := strconv.Atoi(p)
+	return host, n
+}
+
+// fullURL is url.full without credentials, query or fragment: queries carry
+// tokens and signatures often enough that gotry never records them.
+func fullURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return c.String()
+}
+
+// breakerState names s as the metrics and logs do.
+func breakerState(s resilience.BreakerState) string { return s.String() }
+
+// hostGuard maps hosts to their metric server.address, bounding how many
+// distinct values it hands out. Safe for concurrent use; a host seen before
+// costs one sync.Map load.
+type hostGuard struct {
+	label func(string) string // nil: the host itself
+	limit int                 // <= 0: unbounded
+
+	seen sync.Map // label -> struct{}; read without mu
+
+	mu    sync.Mutex // serializes admissions so count never passes limit
+	count int        // entries in seen; guarded by mu
+}
+
+// get returns the label for host and whether it is the real one (false when
+// it was folded into OtherHost).
+func (g *hostGuard) get(host string) (string, bool) {
+	if g.label != nil {
+		host = g.label(host)
+	}
+	if g.limit <= 0 {
+		return host, true
+	}
+	if _, ok := g.seen.Load(host); ok {
+		return host, true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.seen.Load(host); ok {
+		return host, true
+	}
+	if g.count >= g.limit {
+		return OtherHost, false
+	}
+	g.seen.Store(host, struct{}{})
+	g.count++
+	return host, true
+}

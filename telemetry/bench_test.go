@@ -1,0 +1,68 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// memRT answers 200 "ok" from memory, so the benchmarks measure the
+// layers above it.
+type memRT struct{}
+
+func (memRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: req}, nil
+}
+
+// BenchmarkRoundTrip compares, in one run: the bare base; otelhttp alone;
+// gotry without hooks; gotry with full telemetry (every span sampled and
+// recorded, metrics aggregated, zap at info writing JSON to io.Discard).
+// The request succeeds at once, the common case.
+func BenchmarkRoundTrip(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	prop := propagation.TraceContext{}
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+		zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	tel := New(WithTracerProvider(tp), WithMeterProvider(mp), WithPropagators(prop), WithLogger(logger))
+
+	for _, bc := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"bare", memRT{}},
+		{"otelhttp", otelhttp.NewTransport(memRT{}, otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp), otelhttp.WithPropagators(prop))},
+		{"gotry", transport.New(memRT{})},
+		{"gotry+telemetry", transport.New(memRT{}, transport.WithHooks(tel.TransportHooks()))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodGet, "http://api.example:8080/items", nil)
+				resp, err := bc.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}

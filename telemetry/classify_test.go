@@ -1,0 +1,131 @@
+package telemetry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+type quotaErr struct{}
+
+func (quotaErr) Error() string     { return "quota" }
+func (quotaErr) ErrorType() string { return "quota_exceeded" }
+
+func TestErrorType(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"breaker rejection", &resilience.CircuitOpenError{Key: "h", State: resilience.BreakerOpen}, ErrorTypeCircuitOpen},
+		{"per-attempt timeout (also a deadline)", errors.Join(resilience.ErrAttemptTimeout, context.DeadlineExceeded), ErrorTypeAttemptTimeout},
+		{"caller cancelled", fmt.Errorf("x: %w", context.Canceled), ErrorTypeCanceled},
+		{"caller deadline", context.DeadlineExceeded, ErrorTypeTimeout},
+		{"dns not found", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, ErrorTypeDNSNotFound},
+		{"dns timeout", &net.DNSError{Err: "timeout", Name: "x", IsTimeout: true}, ErrorTypeTimeout},
+		{"dns other", &net.DNSError{Err: "server misbehaving", Name: "x"}, ErrorTypeDNS},
+		{"unknown authority", x509.UnknownAuthorityError{}, ErrorTypeTLS},
+		{"not tls", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, ErrorTypeTLS},
+		{"tls alert", tls.AlertError(40), ErrorTypeTLS},
+		{"refused", refused, ErrorTypeConnectionRefused},
+		{"reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, ErrorTypeConnectionReset},
+		{"broken pipe", syscall.EPIPE, ErrorTypeConnectionReset},
+		{"eof", io.EOF, ErrorTypeConnectionClosed},
+		{"unexpected eof", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), ErrorTypeConnectionClosed},
+		{"network timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, ErrorTypeTimeout},
+		{"url.Error", &url.Error{Op: "Get", URL: "http://h/?token=s", Err: refused}, ErrorTypeConnectionRefused},
+		{"give-up: the last error counts", &resilience.Error{Attempts: 2, Err: io.EOF,
+			Errs: []error{errors.Join(resilience.ErrAttemptTimeout, context.DeadlineExceeded), io.EOF}}, ErrorTypeConnectionClosed},
+		{"ErrorType method", fmt.Errorf("call: %w", quotaErr{}), "quota_exceeded"},
+		{"unknown", errors.New("boom"), ErrorTypeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ErrorType(tc.err); got != tc.want {
+				t.Errorf("ErrorType(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestErrorMessageDropsURL(t *testing.T) {
+	err := &url.Error{Op: "Get", URL: "http://h/p?token=secret", Err: syscall.ECONNREFUSED}
+	got := errorMessage(fmt.Errorf("wrapped: %w", err))
+	if strings.Contains(got, "secret") || strings.Contains(got, "http://") || !strings.Contains(got, "refused") {
+		t.Errorf("errorMessage = %q", got)
+	}
+}
+
+func TestRetryTrigger(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		err  error
+		want string
+	}{
+		{429, nil, "429"},
+		{503, nil, "5xx"},
+		{408, nil, "4xx"},
+		{0, syscall.ECONNRESET, ErrorTypeConnectionReset},
+		{0, nil, ErrorTypeOther},
+	} {
+		if got := retryTrigger(tc.code, tc.err); got != tc.want {
+			t.Errorf("retryTrigger(%d, %v) = %q, want %q", tc.code, tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestFullURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://user:pw@api.example:8443/a%2Fb/c?token=s#frag": "https://api.example:8443/a%2Fb/c",
+		"http://h/":       "http://h/",
+		"http://[::1]:80": "http://[::1]:80",
+	} {
+		u, err := url.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fullURL(u); got != want {
+			t.Errorf("fullURL(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestMethodAndHostPort(t *testing.T) {
+	for _, tc := range []struct{ in, name, span, attempt string }{
+		{"", "GET", "gotry GET", "GET"},
+		{"POST", "POST", "gotry POST", "POST"},
+		{"PURGE", "_OTHER", "gotry HTTP", "HTTP"},
+	} {
+		n, s, a := method(tc.in)
+		if n != tc.name || s != tc.span || a != tc.attempt {
+			t.Errorf("method(%q) = %q %q %q", tc.in, n, s, a)
+		}
+	}
+	for in, want := range map[string]string{
+		"https://h/": "h 443", "http://h/": "h 80", "http://h:8080/": "h 8080", "http://[::1]:9/": "::1 9",
+	} {
+		u, _ := url.Parse(in)
+		h, p := hostPort(u)
+		if got := fmt.Sprint(h, " ", p); got != want {
+			t.Errorf("hostPort(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

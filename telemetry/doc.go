@@ -1,0 +1,39 @@
+// Package telemetry makes gotry observable: OpenTelemetry spans and metrics
+// and zap or log/slog lines for every request, attempt, retry, hedge,
+// backoff, budget refusal and breaker change, all from the hooks of the
+// transport and resilience packages. Setup is one line per transport:
+//
+//	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
+//	tr := transport.New(nil, transport.WithHooks(tel.TransportHooks()))
+//	reg, err := tel.ObserveTransport("payments", tr)      // budget and breaker gauges; reg.Unregister()
+//
+// and, for the generic resilience.Retrier, resilience.WithHooks(tel.RetrierHooks()).
+//
+// Traces follow the OpenTelemetry HTTP client conventions. Each RoundTrip is
+// an INTERNAL span "gotry {method}" (attributes http.request.method,
+// server.address, server.port, the final http.response.status_code or
+// error.type, and gotry.attempts, gotry.retries, gotry.hedges,
+// gotry.backoff.total, gotry.reason). Each physical attempt is its child: a
+// CLIENT span "{method}" whose context is injected into that attempt's
+// headers (W3C traceparent with the default propagator), carrying
+// http.request.resend_count, url.full (no credentials, query or fragment),
+// gotry.attempt.kind, gotry.attempt.outcome and gotry.attempt.probe. The
+// returned attempt's span ends when its body is closed or read to EOF;
+// every other attempt's ends with the attempt. A hedge loser is cancelled,
+// not failed: its span has no error status. Each backoff sleep is an
+// INTERNAL span "gotry backoff"; retries, hedges, budget refusals and
+// breaker rejections are span events on the request span.
+//
+// Metrics are the gotry.* instruments listed in METRICS.md, with their
+// Prometheus names. They never carry a URL, path or attempt number, and
+// server.address is bounded by WithHostLimit.
+//
+// Logs go to zap (WithLogger) or slog (WithSlogLogger) with field keys equal
+// to the span attribute keys and trace_id/span_id, so logs, traces and
+// metrics join. Fields are built only when the level is enabled.
+//
+// gotry composes with otelhttp either way round; README.md shows both
+// recipes and the trace tree each produces. A Telemetry is safe for
+// concurrent use; create one per process (or per provider set) and call
+// TransportHooks once per Transport.
+package telemetry

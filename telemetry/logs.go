@@ -1,0 +1,291 @@
+package telemetry
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Log messages. The zap and slog adapters write the same messages with the
+// same fields; field keys equal the span attribute keys (KeyMethod,
+// KeyServerAddress, KeyReason, KeyErrorType, ...), durations are float
+// seconds like the span attributes, and "trace_id"/"span_id" are added when
+// the event's context holds a valid span. Headers, bodies and URLs are never
+// logged; "error" is the error's text without the URL a *url.Error carries.
+const (
+	// MsgAttempt (Debug) ends every attempt.
+	MsgAttempt = "gotry: attempt finished"
+	// MsgRetry (Info) is a scheduled retry.
+	MsgRetry = "gotry: retry scheduled"
+	// MsgHedge (Debug) is a hedge launch.
+	MsgHedge = "gotry: hedge launched"
+	// MsgGaveUp (Warn; Error when the request ended in an error; Info when
+	// the caller cancelled) is a request that wanted another attempt but
+	// ended: attempts or budget exhausted, breaker open, and so on.
+	MsgGaveUp = "gotry: gave up"
+	// MsgRequest (Debug) ends a request that did not give up.
+	MsgRequest = "gotry: request finished"
+	// MsgBudget (Warn) is a retry or hedge refused by the budget, at most
+	// one line per second per hooks value, with KeySuppressed counting the
+	// lines dropped since the last.
+	MsgBudget = "gotry: retry budget exhausted"
+	// MsgBreakerState (Error when the breaker opens, Info otherwise) is a
+	// breaker's state change.
+	MsgBreakerState = "gotry: circuit breaker state changed"
+	// MsgBreakerReject (Debug) is a request or attempt a breaker refused.
+	MsgBreakerReject = "gotry: circuit breaker rejected"
+
+	// Log keys with no span attribute of their own.
+	logKeyError   = "error"
+	logKeyTraceID = "trace_id"
+	logKeySpanID  = "span_id"
+)
+
+// level is a log level, mapped by each sink to its own.
+type level int8
+
+const (
+	levelDebug level = iota
+	levelInfo
+	levelWarn
+	levelError
+)
+
+// field is one typed log field; sinks convert it without boxing.
+type field struct {
+	key  string
+	kind fieldKind
+	s    string
+	n    int64
+	f    float64
+}
+
+type fieldKind uint8
+
+const (
+	kindString fieldKind = iota
+	kindInt
+	kindFloat
+	kindBool
+)
+
+func fstr(k attribute.Key, s string) field { return field{key: string(k), s: s} }
+func fint(k attribute.Key, n int) field    { return field{key: string(k), kind: kindInt, n: int64(n)} }
+func fsec(k attribute.Key, d time.Duration) field {
+	return field{key: string(k), kind: kindFloat, f: d.Seconds()}
+}
+func fbool(k attribute.Key, b bool) field {
+	f := field{key: string(k), kind: kindBool}
+	if b {
+		f.n = 1
+	}
+	return f
+}
+
+// logSink is a logger adapter: zapSink or slogSink.
+type logSink interface {
+	// enabled reports whether a line at l would be written; it must be
+	// cheap, since it guards building the fields.
+	enabled(ctx context.Context, l level) bool
+	write(ctx context.Context, l level, msg string, fs []field)
+}
+
+// logEnabled reports whether any sink writes level l.
+func (t *Telemetry) logEnabled(ctx context.Context, l level) bool {
+	for _, s := range t.logs {
+		if s.enabled(ctx, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// emit writes a line to every sink enabled at l, adding trace_id and
+// span_id from ctx's span when it is valid.
+func (t *Telemetry) emit(ctx context.Context, l level, msg string, fs []field) {
+	if ctx != nil {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			fs = append(fs, field{key: logKeyTraceID, s: sc.TraceID().String()},
+				field{key: logKeySpanID, s: sc.SpanID().String()})
+		}
+	}
+	for _, s := range t.logs {
+		if s.enabled(ctx, l) {
+			s.write(ctx, l, msg, fs)
+		}
+	}
+}
+
+// logIdentity appends the call's identity: method, real server address and
+// port for HTTP, gotry.operation otherwise.
+func (c *call) logIdentity(fs []field) []field {
+	if c.method == "" {
+		return append(fs, fstr(KeyOperation, c.op))
+	}
+	fs = append(fs, fstr(KeyMethod, c.method), fstr(KeyServerAddress, c.host))
+	if c.port > 0 {
+		fs = append(fs, fint(KeyServerPort, c.port))
+	}
+	return fs
+}
+
+// logResult appends the status code and error.type and text, as present.
+func logResult(fs []field, code int, err error) []field {
+	if code > 0 {
+		fs = append(fs, fint(KeyStatusCode, code))
+	}
+	if et := resultErrorType(code, err); et != "" {
+		fs = append(fs, fstr(KeyErrorType, et))
+	}
+	if err != nil {
+		fs = append(fs, field{key: logKeyError, s: errorMessage(err)})
+	}
+	return fs
+}
+
+func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
+	t := a.c.hs.t
+	if !t.logEnabled(ctx, levelDebug) {
+		return
+	}
+	fs := make([]field, 0, 14)
+	fs = a.c.logIdentity(fs)
+	fs = append(fs, fint(KeyAttempt, a.num), fstr(KeyAttemptKind, a.kind.String()),
+		fstr(KeyAttemptOutcome, o.String()), fsec(KeyAttemptDuration, dur))
+	if a.probe {
+		fs = append(fs, fbool(KeyAttemptProbe, true))
+	}
+	if o == resilience.AttemptCancelled {
+		fs = logResult(fs, code, nil) // not an error
+	} else {
+		fs = logResult(fs, code, err)
+	}
+	t.emit(ctx, levelDebug, MsgAttempt, fs)
+}
+
+func (c *call) logRetry(ctx context.Context, n int, delay time.Duration, trigger, source string, code int, err error) {
+	t := c.hs.t
+	if !t.logEnabled(ctx, levelInfo) {
+		return
+	}
+	fs := make([]field, 0, 14)
+	fs = c.logIdentity(fs)
+	fs = append(fs, fint(KeyAttempt, n), fsec(KeyBackoffDelay, delay),
+		fstr(KeyDelaySource, source), fstr(KeyRetryTrigger, trigger))
+	fs = logResult(fs, code, err)
+	t.emit(ctx, levelInfo, MsgRetry, fs)
+}
+
+func (c *call) logHedge(ctx context.Context, n, inFlight int) {
+	t := c.hs.t
+	if !t.logEnabled(ctx, levelDebug) {
+		return
+	}
+	fs := make([]field, 0, 8)
+	fs = c.logIdentity(fs)
+	fs = append(fs, fint(KeyAttempt, n), fint(KeyHedgeInFlight, inFlight))
+	t.emit(ctx, levelDebug, MsgHedge, fs)
+}
+
+func (c *call) logEnd(ctx context.Context, e callEnd) {
+	t := c.hs.t
+	l := levelDebug
+	msg := MsgRequest
+	if e.reason.GaveUp() {
+		msg = MsgGaveUp
+		switch {
+		case e.reason == resilience.ReasonCanceled:
+			// The caller chose to stop; not gotry's failure.
+			l = levelInfo
+		case e.err != nil:
+			l = levelError
+		default:
+			l = levelWarn
+		}
+	}
+	if !t.logEnabled(ctx, l) {
+		return
+	}
+	fs := make([]field, 0, 16)
+	fs = c.logIdentity(fs)
+	fs = append(fs, fstr(KeyReason, e.reason.String()), fint(KeyAttempts, e.attempts),
+		fint(KeyRetries, e.retries), fint(KeyHedges, e.hedges),
+		fsec(KeyBackoffTotal, e.backoff), fsec(KeyRequestDuration, e.dur))
+	fs = logResult(fs, e.code, e.err)
+	t.emit(ctx, l, msg, fs)
+}
+
+func (c *call) logBudget(ctx context.Context, n int, k resilience.AttemptKind) {
+	t := c.hs.t
+	if !t.logEnabled(ctx, levelWarn) {
+		return
+	}
+	dropped, ok := c.hs.budget.allow(t.cfg.now())
+	if !ok {
+		return
+	}
+	fs := make([]field, 0, 10)
+	fs = c.logIdentity(fs)
+	fs = append(fs, fint(KeyAttempt, n), fstr(KeyAttemptKind, k.String()), fint(KeySuppressed, dropped))
+	t.emit(ctx, levelWarn, MsgBudget, fs)
+}
+
+func (c *call) logBreakerReject(ctx context.Context, n int, s resilience.BreakerState) {
+	t := c.hs.t
+	if !t.logEnabled(ctx, levelDebug) {
+		return
+	}
+	fs := make([]field, 0, 8)
+	fs = c.logIdentity(fs)
+	fs = append(fs, fint(KeyAttempt, n), fstr(KeyBreakerState, breakerState(s)))
+	t.emit(ctx, levelDebug, MsgBreakerReject, fs)
+}
+
+func (hs *hookSet) logTransition(key string, from, to resilience.BreakerState) {
+	t := hs.t
+	l := levelInfo
+	if to == resilience.BreakerOpen {
+		l = levelError
+	}
+	ctx := context.Background()
+	if !t.logEnabled(ctx, l) {
+		return
+	}
+	fs := make([]field, 0, 6)
+	if hs.http {
+		host, port := splitKey(key)
+		fs = append(fs, fstr(KeyServerAddress, host))
+		if port > 0 {
+			fs = append(fs, fint(KeyServerPort, port))
+		}
+	} else {
+		fs = append(fs, fstr(KeyOperation, key))
+	}
+	fs = append(fs, fstr(KeyBreakerFrom, breakerState(from)), fstr(KeyBreakerTo, breakerState(to)))
+	t.emit(ctx, l, MsgBreakerState, fs)
+}
+
+// rateLimiter lets one line through per second and counts the rest.
+type rateLimiter struct {
+	mu      sync.Mutex
+	last    time.Time // when a line last went through; zero before the first
+	dropped int       // lines dropped since then
+}
+
+// allow reports whether a line may be written at now and, if so, how many
+// were dropped before it.
+func (r *rateLimiter) allow(now time.Time) (dropped int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last.IsZero() && now.Sub(r.last) < time.Second {
+		r.dropped++
+		return 0, false
+	}
+	dropped, r.dropped, r.last = r.dropped, 0, now
+	return dropped, true
+}

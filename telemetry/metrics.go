@@ -1,0 +1,379 @@
+package telemetry
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Metric names. OpenTelemetry has no semantic convention for retries,
+// hedges, budgets or breakers, so every name here is invented and starts
+// with "gotry."; the attributes on them follow the HTTP conventions where
+// they exist. METRICS.md lists each with its Prometheus name (the OTel
+// Prometheus exporter turns dots into underscores and adds the unit and
+// _total suffixes: gotry.request.duration → gotry_request_duration_seconds).
+const (
+	MetricRequestDuration    = "gotry.request.duration"
+	MetricAttemptDuration    = "gotry.attempt.duration"
+	MetricAttempts           = "gotry.attempts"
+	MetricRetries            = "gotry.retries"
+	MetricHedges             = "gotry.hedges"
+	MetricRetriesSuppressed  = "gotry.retries.suppressed"
+	MetricBackoffDelay       = "gotry.backoff.delay"
+	MetricBudgetTokens       = "gotry.budget.tokens"
+	MetricBudgetRefusals     = "gotry.budget.refusals"
+	MetricBreakerState       = "gotry.breaker.state"
+	MetricBreakerTransitions = "gotry.breaker.transitions"
+	MetricBreakerRejections  = "gotry.breaker.rejections"
+)
+
+// durationBuckets are the explicit histogram boundaries, in seconds, of every
+// duration histogram: from 5ms to 30s, where retries and backoffs live.
+func durationBuckets() []float64 {
+	return []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+}
+
+// instruments are the Telemetry's metric instruments, created once by New.
+type instruments struct {
+	meter metric.Meter
+
+	requestDuration    metric.Float64Histogram
+	attemptDuration    metric.Float64Histogram
+	attempts           metric.Int64Counter
+	retries            metric.Int64Counter
+	hedges             metric.Int64Counter
+	suppressed         metric.Int64Counter
+	backoffDelay       metric.Float64Histogram
+	budgetRefusals     metric.Int64Counter
+	breakerTransitions metric.Int64Counter
+	breakerRejections  metric.Int64Counter
+	budgetTokens       metric.Float64ObservableGauge
+	breakerState       metric.Int64ObservableGauge
+}
+
+// newInstruments creates every instrument; one that fails is reported to
+// otel.Handle and replaced by a no-op, so recording never needs a nil check.
+func newInstruments(mp metric.MeterProvider) instruments {
+	m := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	nm := noop.NewMeterProvider().Meter(ScopeName)
+	hist := func(name, desc string) metric.Float64Histogram {
+		opts := []metric.Float64HistogramOption{metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(durationBuckets()...)}
+		h, err := m.Float64Histogram(name, opts...)
+		if err != nil || h == nil {
+			otel.Handle(err)
+			h, _ = nm.Float64Histogram(name)
+		}
+		return h
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if err != nil || c == nil {
+			otel.Handle(err)
+			c, _ = nm.Int64Counter(name)
+		}
+		return c
+	}
+	in := instruments{
+		meter:              m,
+		requestDuration:    hist(MetricRequestDuration, "Duration of whole requests through gotry, every attempt and backoff included."),
+		attemptDuration:    hist(MetricAttemptDuration, "Duration of single attempts, until response headers or an error."),
+		attempts:           counter(MetricAttempts, "{attempt}", "Attempts launched, by kind and outcome."),
+		retries:            counter(MetricRetries, "{retry}", "Retries scheduled, by trigger and delay source."),
+		hedges:             counter(MetricHedges, "{hedge}", "Hedged attempts launched."),
+		suppressed:         counter(MetricRetriesSuppressed, "{request}", "Requests that wanted another attempt but gave up, by reason."),
+		backoffDelay:       hist(MetricBackoffDelay, "Delays scheduled before retries (0 for an immediate retry)."),
+		budgetRefusals:     counter(MetricBudgetRefusals, "{attempt}", "Retries and hedges the retry budget refused."),
+		breakerTransitions: counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes."),
+		breakerRejections:  counter(MetricBreakerRejections, "{request}", "Requests and attempts a circuit breaker refused."),
+	}
+	var err error
+	in.budgetTokens, err = m.Float64ObservableGauge(MetricBudgetTokens, metric.WithUnit("{token}"),
+		metric.WithDescription("Retries or hedges the retry budget would allow now."))
+	if err != nil || in.budgetTokens == nil {
+		otel.Handle(err)
+		in.budgetTokens, _ = nm.Float64ObservableGauge(MetricBudgetTokens)
+	}
+	in.breakerState, err = m.Int64ObservableGauge(MetricBreakerState,
+		metric.WithDescription("1 for each host's current breaker state, 0 for its other states."))
+	if err != nil || in.breakerState == nil {
+		otel.Handle(err)
+		in.breakerState, _ = nm.Int64ObservableGauge(MetricBreakerState)
+	}
+	return in
+}
+
+// metricIdentity appends the call's identity for metrics: method, guarded
+// server.address and server.port for HTTP, gotry.operation otherwise. Never
+// the URL, path or attempt number.
+func (c *call) metricIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
+	if c.method == "" {
+		return append(kv, KeyOperation.String(c.op))
+	}
+	kv = append(kv, KeyMethod.String(c.method), KeyServerAddress.String(c.mhost))
+	if c.mport > 0 {
+		kv = append(kv, KeyServerPort.Int(c.mport))
+	}
+	return kv
+}
+
+// metricHost appends only the server (or operation).
+func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
+	if c.method == "" {
+		return append(kv, KeyOperation.String(c.op))
+	}
+	return append(kv, KeyServerAddress.String(c.mhost))
+}
+
+// keyHost is metricHost for a breaker key, when there is no call.
+func (hs *hookSet) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue {
+	if !hs.http {
+		return append(kv, KeyOperation.String(key))
+	}
+	host, _ := splitKey(key)
+	h, _ := hs.t.hosts.get(host)
+	return append(kv, KeyServerAddress.String(h))
+}
+
+// record records gotry.attempt.duration and gotry.attempts. Their
+// attribute sets come from the Telemetry's set cache.
+func (a *attempt) record(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
+	c := a.c
+	in := &c.hs.t.inst
+	k := setKey{shape: shapeAttempt, method: c.method, host: c.mhost, port: c.mport, op: c.op,
+		a: a.kind.String(), b: o.String(), code: code}
+	if o != resilience.AttemptCancelled {
+		k.et = resultErrorType(code, err)
+	}
+	sets, ok := c.hs.t.sets.get(k)
+	if !ok {
+		var buf [7]attribute.KeyValue
+		kv := c.metricIdentity(buf[:0])
+		kv = append(kv, KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
+		sets[0] = attribute.NewSet(kv...) // sorts kv in place; appending stays correct
+		if code > 0 {
+			kv = append(kv, KeyStatusCode.Int(code))
+		}
+		if k.et != "" {
+			kv = append(kv, KeyErrorType.String(k.et))
+		}
+		sets[1] = attribute.NewSet(kv...)
+		c.hs.t.sets.put(k, sets)
+	}
+	in.attempts.Add(ctx, 1, metric.WithAttributeSet(sets[0]))
+	in.attemptDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[1]))
+}
+
+// recordRetry records gotry.retries and the scheduled delay in
+// gotry.backoff.delay.
+func (c *call) recordRetry(ctx context.Context, trigger, source string, delay time.Duration) {
+	in := &c.hs.t.inst
+	var buf [6]attribute.KeyValue
+	kv := c.metricIdentity(buf[:0])
+	kv = append(kv, KeyRetryTrigger.String(trigger), KeyDelaySource.String(source))
+	in.retries.Add(ctx, 1, metric.WithAttributes(kv...))
+	kv = c.metricHost(buf[:0])
+	kv = append(kv, KeyDelaySource.String(source))
+	in.backoffDelay.Record(ctx, delay.Seconds(), metric.WithAttributes(kv...))
+}
+
+func (c *call) recordHedge(ctx context.Context) {
+	var buf [3]attribute.KeyValue
+	c.hs.t.inst.hedges.Add(ctx, 1, metric.WithAttributes(c.metricIdentity(buf[:0])...))
+}
+
+func (c *call) recordBudgetRefusal(ctx context.Context, k resilience.AttemptKind) {
+	var buf [2]attribute.KeyValue
+	kv := append(c.metricHost(buf[:0]), KeyAttemptKind.String(k.String()))
+	c.hs.t.inst.budgetRefusals.Add(ctx, 1, metric.WithAttributes(kv...))
+}
+
+func (c *call) recordBreakerReject(ctx context.Context) {
+	var buf [1]attribute.KeyValue
+	c.hs.t.inst.breakerRejections.Add(ctx, 1, metric.WithAttributes(c.metricHost(buf[:0])...))
+}
+
+func (hs *hookSet) recordTransition(key string, from, to resilience.BreakerState) {
+	var buf [3]attribute.KeyValue
+	kv := append(hs.keyHost(buf[:0], key), KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
+	hs.t.inst.breakerTransitions.Add(context.Background(), 1, metric.WithAttributes(kv...))
+}
+
+// recordEnd records gotry.request.duration and, for a give-up,
+// gotry.retries.suppressed.
+func (c *call) recordEnd(ctx context.Context, e callEnd) {
+	in := &c.hs.t.inst
+	k := setKey{shape: shapeEnd, method: c.method, host: c.mhost, port: c.mport, op: c.op,
+		a: e.reason.String(), code: e.code, et: resultErrorType(e.code, e.err)}
+	sets, ok := c.hs.t.sets.get(k)
+	if !ok {
+		// NewSet sorts its argument in place: build each from scratch.
+		var buf [6]attribute.KeyValue
+		reason := KeyReason.String(k.a)
+		sets[1] = attribute.NewSet(append(c.metricIdentity(buf[:0]), reason)...)
+		kv := append(c.metricIdentity(buf[:0]), reason)
+		if e.code > 0 {
+			kv = append(kv, KeyStatusCode.Int(e.code))
+		}
+		if k.et != "" {
+			kv = append(kv, KeyErrorType.String(k.et))
+		}
+		sets[0] = attribute.NewSet(kv...)
+		c.hs.t.sets.put(k, sets)
+	}
+	in.requestDuration.Record(ctx, e.dur.Seconds(), metric.WithAttributeSet(sets[0]))
+	if e.reason.GaveUp() {
+		in.suppressed.Add(ctx, 1, metric.WithAttributeSet(sets[1]))
+	}
+}
+
+// setCacheLimit bounds the set cache. Past it, sets are built per
+// measurement as before; nothing is evicted.
+const setCacheLimit = 4096
+
+// setCache keeps the attribute sets of the per-attempt and per-request
+// measurements: building a set sorts and copies its attributes, which was a
+// quarter of the hooks' cost. The keys are the metric attributes (already
+// bounded by the host guard), so the cache is bounded too; setCacheLimit
+// caps it regardless. Safe for concurrent use.
+type setCache struct {
+	m sync.Map     // setKey -> [2]attribute.Set
+	n atomic.Int64 // entries stored
+}
+
+// setKey is what determines a measurement's attributes.
+type setKey struct {
+	shape  uint8
+	method string
+	host   string
+	port   int
+	op     string
+	a, b   string // kind and outcome, or the reason
+	code   int
+	et     string
+}
+
+const (
+	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration]
+	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed]
+)
+
+func (sc *setCache) get(k setKey) ([2]attribute.Set, bool) {
+	v, ok := sc.m.Load(k)
+	if !ok {
+		return [2]attribute.Set{}, false
+	}
+	return v.([2]attribute.Set), true
+}
+
+func (sc *setCache) put(k setKey, sets [2]attribute.Set) {
+	if sc.n.Load() >= setCacheLimit {
+		return
+	}
+	if _, loaded := sc.m.LoadOrStore(k, sets); !loaded {
+		sc.n.Add(1)
+	}
+}
+
+// TransportState is what ObserveTransport reads at each collection:
+// *transport.Transport has both methods.
+type TransportState interface {
+	// BudgetTokens returns the retry budget's tokens (+Inf when disabled).
+	BudgetTokens() float64
+	// EachBreaker calls fn for each tracked host's breaker.
+	EachBreaker(fn func(host string, s resilience.BreakerState))
+}
+
+// ObserveTransport reports tr's budget (gotry.budget.tokens) and breakers
+// (gotry.breaker.state) at each metric collection, labelled
+// gotry.transport=name (omitted when name is ""). Nothing is reported for a
+// disabled budget. Breakers are grouped by server.address (after the host
+// guard); when several ports of one host have breakers, the most severe
+// state (open, then half-open) is reported. Call Unregister on the result
+// when tr is retired. The error is the meter provider's.
+func (t *Telemetry) ObserveTransport(name string, tr TransportState) (metric.Registration, error) {
+	in := &t.inst
+	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if tok := tr.BudgetTokens(); !math.IsInf(tok, 0) && !math.IsNaN(tok) {
+			var buf [1]attribute.KeyValue
+			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
+		}
+		worst := map[string]resilience.BreakerState{}
+		tr.EachBreaker(func(key string, s resilience.BreakerState) {
+			host, _ := splitKey(key)
+			h, _ := t.hosts.get(host)
+			if prev, ok := worst[h]; !ok || severity(s) > severity(prev) {
+				worst[h] = s
+			}
+		})
+		for h, s := range worst {
+			observeBreaker(o, in.breakerState, KeyServerAddress.String(h), name, s)
+		}
+		return nil
+	}, in.budgetTokens, in.breakerState)
+}
+
+// RetrierState is what ObserveRetrier reads: *resilience.Retrier's engine.
+type RetrierState interface{ Engine() *resilience.Engine }
+
+// ObserveRetrier is ObserveTransport for a generic resilience.Retrier: its
+// breakers are labelled gotry.operation (their key) instead of
+// server.address.
+func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registration, error) {
+	in := &t.inst
+	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		e := r.Engine()
+		if tok := e.BudgetTokens(); !math.IsInf(tok, 0) && !math.IsNaN(tok) {
+			var buf [1]attribute.KeyValue
+			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
+		}
+		if b := e.Breakers(); b != nil {
+			b.Each(e.Now(), func(key string, s resilience.BreakerState) {
+				observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
+			})
+		}
+		return nil
+	}, in.budgetTokens, in.breakerState)
+}
+
+// named appends gotry.transport unless name is empty.
+func named(kv []attribute.KeyValue, name string) []attribute.KeyValue {
+	if name == "" {
+		return kv
+	}
+	return append(kv, KeyTransport.String(name))
+}
+
+// observeBreaker writes one series per state: 1 for s, 0 for the others.
+func observeBreaker(o metric.Observer, g metric.Int64ObservableGauge, who attribute.KeyValue, name string, s resilience.BreakerState) {
+	for _, st := range [...]resilience.BreakerState{resilience.BreakerClosed, resilience.BreakerOpen, resilience.BreakerHalfOpen} {
+		var v int64
+		if st == s {
+			v = 1
+		}
+		var buf [3]attribute.KeyValue
+		kv := append(buf[:0], who, KeyBreakerState.String(breakerState(st)))
+		o.ObserveInt64(g, v, metric.WithAttributes(named(kv, name)...))
+	}
+}
+
+// severity orders breaker states for grouping: open > half-open > closed.
+func severity(s resilience.BreakerState) int {
+	switch s {
+	case resilience.BreakerOpen:
+		return 2
+	case resilience.BreakerHalfOpen:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,397 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// exercise drives every metric at least once through real transports and
+// loopback servers: retries on 503 (backoff) and 429 (Retry-After: 0), a
+// give-up after exhausted attempts, a hedge won against a stalled attempt,
+// a budget refusal, and a breaker that opens, rejects and closes after a
+// probe. It registers the gauges of the breaker transport as "payments" and
+// of the budgeted one as "budgeted", and a budget-less one as "nobudget".
+func exercise(t *testing.T, tel *Telemetry) {
+	t.Helper()
+	backoff := transport.WithBackoff(resilience.Constant(time.Millisecond))
+
+	// Retries: 503 then 429 with Retry-After: 0, then 200.
+	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
+	tr := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), backoff)
+	mustGet(t, tr, srv.URL)
+
+	// Give-up: always 503.
+	down := newServer(t, status(503))
+	mustGet(t, tr, down.URL)
+
+	// Hedge.
+	done := make(chan struct{})
+	slow := newServer(t, stall(done), status(200))
+	t.Cleanup(func() { close(done) })
+	hedged := transport.New(base(t), transport.WithHooks(tel.TransportHooks()),
+		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
+	mustGet(t, hedged, slow.URL)
+
+	// Budget refusal: deposits of 0.01 never pay for a retry.
+	budgeted := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), backoff, transport.WithBudget(0.01, 0))
+	mustGet(t, budgeted, down.URL)
+
+	// Breaker: open on a 503, reject, then close on a probe.
+	flaky := newServer(t, status(503), status(200))
+	breaker := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), transport.WithMaxAttempts(1),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	mustGet(t, breaker, flaky.URL)
+	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
+		t.Fatalf("want a rejection, got %v", err)
+	}
+	time.Sleep(breakerOpen + 50*time.Millisecond)
+	mustGet(t, breaker, flaky.URL)
+	// Re-open it so the state gauge shows open.
+	flaky2 := newServer(t, status(503))
+	mustGet(t, breaker, flaky2.URL)
+
+	for name, tr := range map[string]*transport.Transport{
+		"payments": breaker, "budgeted": budgeted,
+		"nobudget": transport.New(base(t), transport.WithBudget(0, 0)),
+	} {
+		reg, err := tel.ObserveTransport(name, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := reg.Unregister(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func mustGet(t *testing.T, tr *transport.Transport, u string) {
+	t.Helper()
+	resp, err := get(t, tr, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+}
+
+// point is one data point, flattened.
+type point struct {
+	attrs attribute.Set
+	value float64 // sum, gauge value or histogram sum
+	count uint64  // histogram count
+}
+
+func find(t *testing.T, rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, []point) {
+	t.Helper()
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			if sm.Scope.Name != ScopeName {
+				t.Errorf("%s: scope %q, want %q", name, sm.Scope.Name, ScopeName)
+			}
+			var ps []point
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{attrs: p.Attributes, value: float64(p.Value)})
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{attrs: p.Attributes, value: float64(p.Value)})
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{attrs: p.Attributes, value: p.Value})
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{attrs: p.Attributes, value: p.Sum, count: p.Count})
+					if !equalFloats(p.Bounds, durationBuckets()) {
+						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, durationBuckets())
+					}
+				}
+			default:
+				t.Fatalf("%s: unexpected data %T", name, m.Data)
+			}
+			return m, ps
+		}
+	}
+	t.Fatalf("metric %s not exported", name)
+	return metricdata.Metrics{}, nil
+}
+
+func equalFloats(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// render writes a point's attributes as "k=v,k=v" (sorted; the server port
+// is replaced by "P" so expectations do not depend on it).
+func render(s attribute.Set) string {
+	var parts []string
+	for _, kv := range s.ToSlice() {
+		v := kv.Value.Emit()
+		if kv.Key == KeyServerPort {
+			v = "P"
+		}
+		parts = append(parts, string(kv.Key)+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// sums maps rendered attributes to summed values (histograms: counts).
+func sums(ps []point) map[string]float64 {
+	m := map[string]float64{}
+	for _, p := range ps {
+		v := p.value
+		if p.count > 0 {
+			v = float64(p.count)
+		}
+		m[render(p.attrs)] += v
+	}
+	return m
+}
+
+// normalize sorts the attributes of each hand-written key as render does.
+func normalize(m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		parts := strings.Split(k, ",")
+		sort.Strings(parts)
+		out[strings.Join(parts, ",")] = v
+	}
+	return out
+}
+
+func sumCounter(t *testing.T, rm metricdata.ResourceMetrics, name string) int {
+	_, ps := find(t, rm, name)
+	var n float64
+	for _, p := range ps {
+		n += p.value
+	}
+	return int(n)
+}
+
+func TestMetricsContract(t *testing.T) {
+	r := newRig(t)
+	exercise(t, r.tel)
+	// Hedge losers settle on their own goroutines: wait for every attempt.
+	deadline := time.Now().Add(5 * time.Second)
+	for sumCounter(t, r.collect(t), MetricAttempts) < 12 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	rm := r.collect(t)
+
+	const h = "http.request.method=GET,server.address=127.0.0.1,server.port=P"
+	tests := []struct {
+		name, unit string
+		// want maps rendered attribute sets to the value expected (sum for
+		// counters, count for histograms, value for gauges); sets not
+		// listed may exist only if allowed is false.
+		want map[string]float64
+	}{
+		{MetricRequestDuration, "s", map[string]float64{
+			"gotry.reason=success,http.response.status_code=200," + h:                           3,
+			"error.type=503,gotry.reason=attempts_exhausted,http.response.status_code=503," + h: 3,
+			"error.type=503,gotry.reason=budget_exhausted,http.response.status_code=503," + h:   1,
+			"error.type=circuit_open,gotry.reason=circuit_open," + h:                            1,
+		}},
+		{MetricAttemptDuration, "s", map[string]float64{
+			"error.type=503,gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,http.response.status_code=503," + h: 5,
+			"error.type=429,gotry.attempt.kind=retry,gotry.attempt.outcome=retryable,http.response.status_code=429," + h:   1,
+			"error.type=503,gotry.attempt.kind=retry,gotry.attempt.outcome=retryable,http.response.status_code=503," + h:   2,
+			"gotry.attempt.kind=retry,gotry.attempt.outcome=success,http.response.status_code=200," + h:                    1,
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=cancelled," + h:                                              1,
+			"gotry.attempt.kind=hedge,gotry.attempt.outcome=success,http.response.status_code=200," + h:                    1,
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=success,http.response.status_code=200," + h:                  1,
+		}},
+		{MetricAttempts, "{attempt}", map[string]float64{
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable," + h: 5,
+			"gotry.attempt.kind=retry,gotry.attempt.outcome=retryable," + h:   3,
+			"gotry.attempt.kind=retry,gotry.attempt.outcome=success," + h:     1,
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=cancelled," + h: 1,
+			"gotry.attempt.kind=hedge,gotry.attempt.outcome=success," + h:     1,
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=success," + h:   1,
+		}},
+		{MetricRetries, "{retry}", map[string]float64{
+			"gotry.retry.delay_source=backoff,gotry.retry.trigger=5xx," + h:     4,
+			"gotry.retry.delay_source=retry_after,gotry.retry.trigger=429," + h: 1,
+		}},
+		{MetricHedges, "{hedge}", map[string]float64{h: 1}},
+		{MetricRetriesSuppressed, "{request}", map[string]float64{
+			"gotry.reason=attempts_exhausted," + h: 3,
+			"gotry.reason=budget_exhausted," + h:   1,
+			"gotry.reason=circuit_open," + h:       1,
+		}},
+		{MetricBackoffDelay, "s", map[string]float64{
+			"gotry.retry.delay_source=backoff,server.address=127.0.0.1":     4,
+			"gotry.retry.delay_source=retry_after,server.address=127.0.0.1": 1,
+		}},
+		{MetricBudgetRefusals, "{attempt}", map[string]float64{
+			"gotry.attempt.kind=retry,server.address=127.0.0.1": 1,
+		}},
+		{MetricBreakerTransitions, "{transition}", map[string]float64{
+			"gotry.breaker.from=closed,gotry.breaker.to=open,server.address=127.0.0.1":      2,
+			"gotry.breaker.from=open,gotry.breaker.to=half-open,server.address=127.0.0.1":   1,
+			"gotry.breaker.from=half-open,gotry.breaker.to=closed,server.address=127.0.0.1": 1,
+		}},
+		{MetricBreakerRejections, "{request}", map[string]float64{"server.address=127.0.0.1": 1}},
+		{MetricBreakerState, "", map[string]float64{
+			"gotry.breaker.state=closed,gotry.transport=payments,server.address=127.0.0.1":    0,
+			"gotry.breaker.state=open,gotry.transport=payments,server.address=127.0.0.1":      1,
+			"gotry.breaker.state=half-open,gotry.transport=payments,server.address=127.0.0.1": 0,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ps := find(t, rm, tc.name)
+			if m.Unit != tc.unit {
+				t.Errorf("unit %q, want %q", m.Unit, tc.unit)
+			}
+			got := sums(ps)
+			tc.want = normalize(tc.want)
+			for k, v := range tc.want {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("{%s} = %v (present %v), want %v", k, g, ok, v)
+				}
+			}
+			for k := range got {
+				if _, ok := tc.want[k]; !ok {
+					t.Errorf("unexpected series {%s} = %v", k, got[k])
+				}
+			}
+		})
+	}
+
+	t.Run(MetricBudgetTokens, func(t *testing.T) {
+		m, ps := find(t, rm, MetricBudgetTokens)
+		if m.Unit != "{token}" {
+			t.Errorf("unit %q", m.Unit)
+		}
+		if len(ps) != 2 {
+			t.Fatalf("%d series, want 2 (payments and budgeted; nobudget has no budget): %v", len(ps), sums(ps))
+		}
+		for _, p := range ps {
+			name, _ := p.attrs.Value(KeyTransport)
+			if p.attrs.Len() != 1 || (name.AsString() != "payments" && name.AsString() != "budgeted") || p.value < 0 {
+				t.Errorf("series {%s} = %v", render(p.attrs), p.value)
+			}
+		}
+	})
+
+	t.Run("never a URL, path or attempt number", func(t *testing.T) {
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				_, ps := find(t, rm, m.Name)
+				for _, p := range ps {
+					for _, k := range []attribute.Key{KeyURLFull, KeyAttempt, KeyResendCount, "url.path"} {
+						if p.attrs.HasValue(k) {
+							t.Errorf("%s carries %s", m.Name, k)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// The generic Retrier's metrics carry gotry.operation instead of HTTP
+// attributes.
+func TestMetricsRetrier(t *testing.T) {
+	r := newRig(t)
+	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.RetrierHooks()),
+		resilience.WithBackoff(resilience.Constant(time.Millisecond)), resilience.WithMaxAttempts(2),
+		resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}))
+	reg, err := r.tel.ObserveRetrier("jobs", rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Unregister()
+	_, _ = resilience.Retry(t.Context(), rt, "sync-users", func(context.Context) (int, error) { return 0, errors.New("down") })
+	rm := r.collect(t)
+
+	want := map[string]map[string]float64{
+		MetricAttempts: {
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,gotry.operation=sync-users": 1,
+		},
+		MetricRetriesSuppressed: {"gotry.operation=sync-users,gotry.reason=circuit_open": 1},
+		MetricRetries:           {"gotry.operation=sync-users,gotry.retry.delay_source=backoff,gotry.retry.trigger=_OTHER": 1},
+		MetricBreakerTransitions: {
+			"gotry.breaker.from=closed,gotry.breaker.to=open,gotry.operation=sync-users": 1,
+		},
+		MetricBreakerRejections: {"gotry.operation=sync-users": 1},
+		MetricRequestDuration:   {"error.type=_OTHER,gotry.operation=sync-users,gotry.reason=circuit_open": 1},
+		MetricBreakerState: {
+			"gotry.breaker.state=closed,gotry.operation=sync-users,gotry.transport=jobs":    0,
+			"gotry.breaker.state=open,gotry.operation=sync-users,gotry.transport=jobs":      1,
+			"gotry.breaker.state=half-open,gotry.operation=sync-users,gotry.transport=jobs": 0,
+		},
+	}
+	for name, series := range want {
+		_, ps := find(t, rm, name)
+		got := sums(ps)
+		for k, v := range normalize(series) {
+			if got[k] != v {
+				t.Errorf("%s{%s} = %v, want %v (have %v)", name, k, got[k], v, got)
+			}
+		}
+	}
+}
+
+// Past the host limit, new hosts are "other" without a port.
+func TestHostLimit(t *testing.T) {
+	r := newRig(t, WithHostLimit(1))
+	a, b := newServer(t, status(200)), newServer(t, status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()))
+	mustGet(t, tr, a.URL)
+	mustGet(t, tr, strings.Replace(b.URL, "127.0.0.1", "localhost", 1))
+	_, ps := find(t, r.collect(t), MetricAttempts)
+	got := sums(ps)
+	for _, k := range []string{
+		"gotry.attempt.kind=initial,gotry.attempt.outcome=success,http.request.method=GET,server.address=127.0.0.1,server.port=P",
+		"gotry.attempt.kind=initial,gotry.attempt.outcome=success,http.request.method=GET,server.address=other",
+	} {
+		if got[k] != 1 {
+			t.Errorf("{%s} = %v, want 1 (have %v)", k, got[k], got)
+		}
+	}
+}
+
+func TestHostGuard(t *testing.T) {
+	g := hostGuard{limit: 2, label: func(h string) string { return strings.TrimPrefix(h, "eu.") }}
+	for _, tc := range []struct {
+		host, want string
+		real       bool
+	}{
+		{"a", "a", true},
+		{"eu.a", "a", true},
+		{"b", "b", true},
+		{"c", OtherHost, false},
+		{"a", "a", true},
+	} {
+		if got, real := g.get(tc.host); got != tc.want || real != tc.real {
+			t.Errorf("get(%q) = %q, %v; want %q, %v", tc.host, got, real, tc.want, tc.real)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package telemetry
+
+import (
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+)
+
+// DefaultHostLimit is how many distinct server.address values the metrics
+// carry before new hosts are reported as OtherHost.
+const DefaultHostLimit = 100
+
+// Option configures a Telemetry. Options are applied in order after the
+// defaults; a nil Option, and an option given a nil value, change nothing.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is what New builds a Telemetry from; options write it once.
+type config struct {
+	tp          trace.TracerProvider
+	mp          metric.MeterProvider
+	propagators propagation.TextMapPropagator
+	zap         *zap.Logger
+	slog        *slog.Logger
+	hostLimit   int
+	hostLabel   func(string) string
+	otelhttp    bool
+	now         func() time.Time // the clock of the log rate limiter; tests inject one
+}
+
+// defaultConfig reads the otel globals. The global providers delegate to
+// whatever is installed later, so New may run before otel.SetTracerProvider.
+func defaultConfig() config {
+	return config{
+		tp:          otel.GetTracerProvider(),
+		mp:          otel.GetMeterProvider(),
+		propagators: otel.GetTextMapPropagator(),
+		hostLimit:   DefaultHostLimit,
+		now:         time.Now,
+	}
+}
+
+// WithTracerProvider sets where spans go (default otel.GetTracerProvider()).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) {
+		if tp != nil {
+			c.tp = tp
+		}
+	})
+}
+
+// WithMeterProvider sets where metrics go (default otel.GetMeterProvider()).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.mp = mp
+		}
+	})
+}
+
+// WithPropagators sets how each attempt's span context is written into its
+// request headers (default otel.GetTextMapPropagator(), which is a no-op
+// until the application installs one, e.g. propagation.TraceContext{}).
+func WithPropagators(p propagation.TextMapPropagator) Option {
+	return optionFunc(func(c *config) {
+		if p != nil {
+			c.propagators = p
+		}
+	})
+}
+
+// WithLogger logs retries, give-ups, breaker changes and budget exhaustion
+// to l (default: no logging). It may be combined with WithSlogLogger; both
+// then receive every line.
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.zap = l
+		}
+	})
+}
+
+// WithSlogLogger logs the same lines with the same fields as WithLogger to a
+// standard library logger (default: no logging).
+func WithSlogLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.slog = l
+		}
+	})
+}
+
+// WithHostLimit bounds the distinct server.address values that metrics carry
+// (default DefaultHostLimit). Once n hosts have been seen, every new one is
+// reported as OtherHost without a server.port, so a client that talks to
+// unbounded hosts cannot explode the metric cardinality. n <= 0 removes the
+// bound. Spans and logs always carry the real host.
+func WithHostLimit(n int) Option {
+	return optionFunc(func(c *config) { c.hostLimit = n })
+}
+
+// WithHostLabel maps each host to the server.address value its metrics carry
+// (default: the host itself), e.g. to fold "eu-1.api.example.com" and
+// "us-2.api.example.com" into "api.example.com". It runs before the host
+// limit, which then counts labels. It must be safe for concurrent use.
+func WithHostLabel(f func(host string) string) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.hostLabel = f
+		}
+	})
+}
+
+// WithOtelhttpAttempts is for the composition gotry → otelhttp → base, where
+// otelhttp already makes a CLIENT span per attempt and injects its headers:
+// gotry then makes no attempt span and injects nothing, and
+// Telemetry.AttemptAnnotator, placed inside otelhttp, copies the attempt's
+// attributes onto otelhttp's span. See the package README.
+func WithOtelhttpAttempts() Option {
+	return optionFunc(func(c *config) { c.otelhttp = true })
+}
+
+// withClock injects the clock of the log rate limiter; tests only.
+func withClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.now = now })
+}

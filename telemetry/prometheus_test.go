@@ -1,0 +1,140 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// The metric contract as Prometheus sees it: the names the OTel Prometheus
+// exporter writes and the attribute labels each family may carry (dots
+// become underscores). Dashboards and alerts are built against these.
+var promContract = []struct {
+	family string
+	series []string // histogram: _bucket, _sum, _count
+	labels []string
+}{
+	{"gotry_request_duration_seconds", hist("gotry_request_duration_seconds"),
+		[]string{"http_request_method", "server_address", "server_port", "http_response_status_code", "error_type", "gotry_reason"}},
+	{"gotry_attempt_duration_seconds", hist("gotry_attempt_duration_seconds"),
+		[]string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome", "http_response_status_code", "error_type"}},
+	{"gotry_attempts_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome"}},
+	{"gotry_retries_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_retry_trigger", "gotry_retry_delay_source"}},
+	{"gotry_hedges_total", nil, []string{"http_request_method", "server_address", "server_port"}},
+	{"gotry_retries_suppressed_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_reason"}},
+	{"gotry_backoff_delay_seconds", hist("gotry_backoff_delay_seconds"), []string{"server_address", "gotry_retry_delay_source"}},
+	{"gotry_budget_tokens", nil, []string{"gotry_transport"}},
+	{"gotry_budget_refusals_total", nil, []string{"server_address", "gotry_attempt_kind"}},
+	{"gotry_breaker_state", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
+	{"gotry_breaker_transitions_total", nil, []string{"server_address", "gotry_breaker_from", "gotry_breaker_to"}},
+	{"gotry_breaker_rejections_total", nil, []string{"server_address"}},
+}
+
+func hist(name string) []string { return []string{name + "_bucket", name + "_sum", name + "_count"} }
+
+// Scrape a real OTel Prometheus exporter over loopback HTTP and check every
+// contract name and label.
+func TestPrometheusNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	exercise(t, New(WithMeterProvider(mp)))
+
+	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer scrape.Close()
+	client := &http.Client{Transport: base(t)}
+	resp, err := client.Get(scrape.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := parseExposition(string(body))
+
+	for _, c := range promContract {
+		t.Run(c.family, func(t *testing.T) {
+			names := c.series
+			if names == nil {
+				names = []string{c.family}
+			}
+			allowed := map[string]bool{"otel_scope_name": true, "otel_scope_version": true, "otel_scope_schema_url": true, "le": true}
+			for _, l := range c.labels {
+				allowed[l] = true
+			}
+			seen := map[string]bool{}
+			for _, n := range names {
+				ls, ok := series[n]
+				if !ok {
+					t.Errorf("series %s not exported", n)
+					continue
+				}
+				for _, set := range ls {
+					if set["otel_scope_name"] != ScopeName {
+						t.Errorf("%s: otel_scope_name=%q, want %q", n, set["otel_scope_name"], ScopeName)
+					}
+					for l := range set {
+						seen[l] = true
+						if !allowed[l] {
+							t.Errorf("%s: unexpected label %s", n, l)
+						}
+					}
+				}
+			}
+			for _, l := range c.labels {
+				if !seen[l] {
+					t.Errorf("label %s never seen on %s", l, c.family)
+				}
+			}
+		})
+	}
+	if t.Failed() {
+		var names []string
+		for n := range series {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		t.Logf("exported series: %s", strings.Join(names, " "))
+	}
+}
+
+// parseExposition reads the text format: series name → label sets. It
+// handles what this exporter writes (no escaped quotes in our values).
+func parseExposition(s string) map[string][]map[string]string {
+	out := map[string][]map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, "{")
+		labels := map[string]string{}
+		if rest != "" {
+			body, _, _ := strings.Cut(rest, "}")
+			for _, kv := range strings.Split(body, ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				if ok {
+					labels[k] = strings.Trim(v, `"`)
+				}
+			}
+		} else {
+			name, _, _ = strings.Cut(line, " ")
+		}
+		out[name] = append(out[name], labels)
+	}
+	return out
+}

@@ -1,0 +1,191 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// ScopeName is the instrumentation scope of every span and metric; the
+// Prometheus exporter writes it to the otel_scope_name label.
+const ScopeName = "github.com/MrVSiK/gotry/telemetry"
+
+// Telemetry turns gotry's hooks into OpenTelemetry spans and metrics and
+// into zap or slog log lines. Build one with New and share it: it is safe
+// for concurrent use, and its instruments are created once. Its zero value
+// is not usable.
+type Telemetry struct {
+	cfg    config
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	inst   instruments
+	logs   []logSink
+	hosts  hostGuard
+	sets   setCache
+	// Span kind options, made once: each costs an allocation.
+	internal, client trace.SpanStartOption
+}
+
+// New returns a Telemetry. With no options it uses the otel global tracer
+// provider, meter provider and propagator, and logs nothing. Instruments it
+// cannot create are reported to otel.Handle and replaced by no-ops; New never
+// fails.
+func New(opts ...Option) *Telemetry {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	t := &Telemetry{
+		cfg:      cfg,
+		tracer:   cfg.tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		prop:     cfg.propagators,
+		hosts:    hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
+		internal: trace.WithSpanKind(trace.SpanKindInternal),
+		client:   trace.WithSpanKind(trace.SpanKindClient),
+	}
+	t.inst = newInstruments(cfg.mp)
+	if cfg.zap != nil {
+		t.logs = append(t.logs, zapSink{cfg.zap})
+	}
+	if cfg.slog != nil {
+		t.logs = append(t.logs, slogSink{cfg.slog})
+	}
+	return t
+}
+
+// hookSet is the state of one TransportHooks or RetrierHooks value: the
+// per-transport log rate limiter.
+type hookSet struct {
+	t      *Telemetry
+	http   bool        // transport events (HTTP attributes), not generic ones
+	budget rateLimiter // "retry budget exhausted" lines
+}
+
+// call is the telemetry of one request (or one generic call), made at
+// OnRequestStart and carried in the request's context. Fields above mu are
+// written before the context is handed out and read-only after.
+type call struct {
+	hs   *hookSet
+	span trace.Span // the request span; non-recording when unsampled or off
+
+	// For HTTP: method is the conventions' method ("_OTHER" if unknown),
+	// methodOrig the original when it differs; host and port name the
+	// server; url is url.full, set only when the span records. For generic
+	// calls: op is the key and method is "".
+	method, methodOrig string
+	host               string
+	port               int
+	url                string
+	op                 string
+	spanName           string // the request span's name
+	attemptName        string // the attempt spans' name
+
+	// mhost and mport are the metric server.address and server.port, after
+	// the host guard; mport is 0 when the host was folded into OtherHost.
+	mhost string
+	mport int
+
+	mu sync.Mutex // guards winner and retained
+	// winner is the attempt that succeeded, and retained the latest
+	// retryable attempt with a response; their spans stay open because the
+	// transport may return their response, whose body ends the span.
+	winner, retained *attempt
+}
+
+// attempt is the telemetry of one attempt, carried in the attempt's context.
+type attempt struct {
+	c     *call
+	num   int
+	kind  resilience.AttemptKind
+	probe bool
+	span  trace.Span // gotry's attempt span; nil in otelhttp mode
+	// outer is otelhttp's span for the attempt, set by AttemptAnnotator on
+	// the attempt's goroutine before OnAttemptEnd reads it (the engine
+	// orders the two).
+	outer trace.Span
+	ended atomic.Bool // span has ended
+}
+
+// callKey and attemptKey carry a Telemetry's call and attempt in contexts.
+// They hold the Telemetry, so two Telemetry values hooked into one
+// transport never see each other's state; a pointer-shaped key costs no
+// allocation.
+type (
+	callKey    struct{ t *Telemetry }
+	attemptKey struct{ t *Telemetry }
+)
+
+func (t *Telemetry) callFrom(ctx context.Context) *call {
+	if ctx == nil {
+		return nil
+	}
+	c, _ := ctx.Value(callKey{t}).(*call)
+	return c
+}
+
+func (t *Telemetry) attemptFrom(ctx context.Context) *attempt {
+	if ctx == nil {
+		return nil
+	}
+	a, _ := ctx.Value(attemptKey{t}).(*attempt)
+	return a
+}
+
+// newHTTPCall describes req; the span is started by startCall.
+func (hs *hookSet) newHTTPCall(req *http.Request) *call {
+	c := &call{hs: hs, span: noSpan()}
+	if req == nil {
+		c.method, c.spanName, c.attemptName = method("?")
+		c.mhost = OtherHost
+		return c
+	}
+	c.method, c.spanName, c.attemptName = method(req.Method)
+	if c.method == "_OTHER" {
+		c.methodOrig = req.Method
+	}
+	c.host, c.port = hostPort(req.URL)
+	var real bool
+	c.mhost, real = hs.t.hosts.get(c.host)
+	if real {
+		c.mport = c.port
+	}
+	return c
+}
+
+// newOpCall describes a generic call named key.
+func (hs *hookSet) newOpCall(key string) *call {
+	return &call{hs: hs, span: noSpan(), op: key, spanName: "gotry " + key, attemptName: "gotry " + key + " attempt"}
+}
+
+// callFor returns the call in ctx, or a detached one describing req or key
+// when a hook sees a context that did not pass through OnRequestStart.
+func (hs *hookSet) callFor(ctx context.Context, req *http.Request, key string) *call {
+	if c := hs.t.callFrom(ctx); c != nil {
+		return c
+	}
+	if hs.http {
+		return hs.newHTTPCall(req)
+	}
+	return hs.newOpCall(key)
+}
+
+// attemptFor returns the attempt in ctx, or a detached one.
+func (hs *hookSet) attemptFor(ctx context.Context, req *http.Request, key string, n int, k resilience.AttemptKind, probe bool) *attempt {
+	if a := hs.t.attemptFrom(ctx); a != nil {
+		return a
+	}
+	return &attempt{c: hs.callFor(ctx, req, key), num: n, kind: k, probe: probe}
+}
+
+// noSpan returns a span that records nothing (no allocation), for calls
+// without one.
+func noSpan() trace.Span { return trace.SpanFromContext(context.Background()) }

@@ -1,0 +1,271 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
+
+// Span names. The request span is INTERNAL and named "gotry {method}"
+// (e.g. "gotry GET"; "gotry HTTP" for a method the conventions do not
+// know); each physical attempt is a CLIENT span named "{method}", as the
+// HTTP client conventions name it. A generic call is "gotry {key}" with
+// INTERNAL attempts "gotry {key} attempt". Every name is low-cardinality:
+// never a path.
+const (
+	// BackoffSpanName names the INTERNAL span of one backoff sleep.
+	BackoffSpanName = "gotry backoff"
+
+	eventRetry         = "gotry.retry"
+	eventHedge         = "gotry.hedge"
+	eventBudget        = "gotry.budget.exhausted"
+	eventBreakerReject = "gotry.breaker.reject"
+)
+
+// spanIdentity appends the call's identity to kv: method, server and port
+// for HTTP, gotry.operation otherwise.
+func (c *call) spanIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
+	if c.method == "" {
+		return append(kv, KeyOperation.String(c.op))
+	}
+	kv = append(kv, KeyMethod.String(c.method))
+	if c.methodOrig != "" {
+		kv = append(kv, KeyMethodOriginal.String(c.methodOrig))
+	}
+	kv = append(kv, KeyServerAddress.String(c.host))
+	if c.port > 0 {
+		kv = append(kv, KeyServerPort.Int(c.port))
+	}
+	return kv
+}
+
+// startCall opens the request span, a child of whatever span ctx holds.
+func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time) context.Context {
+	t := c.hs.t
+	var buf [4]attribute.KeyValue
+	ctx, c.span = t.tracer.Start(ctx, c.spanName, t.internal,
+		trace.WithTimestamp(start), trace.WithAttributes(c.spanIdentity(buf[:0])...))
+	if req != nil && c.span.IsRecording() {
+		c.url = fullURL(req.URL)
+	}
+	return ctx
+}
+
+// startSpan opens a's span as a child of the request span in ctx and
+// writes its context into header (HTTP only).
+func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Context {
+	c := a.c
+	t := c.hs.t
+	kind := t.internal
+	if c.method != "" {
+		kind = t.client
+	}
+	var buf [9]attribute.KeyValue
+	kv := c.spanIdentity(buf[:0])
+	if c.url != "" {
+		kv = append(kv, KeyURLFull.String(c.url))
+	}
+	kv = a.attrs(kv)
+	ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...))
+	if header != nil {
+		t.prop.Inject(ctx, propagation.HeaderCarrier(header))
+	}
+	return ctx
+}
+
+// attrs appends the attempt's own attributes: resend count (only for a
+// resend, as the conventions say), kind and probe.
+func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
+	if a.num > 1 && a.c.method != "" {
+		kv = append(kv, KeyResendCount.Int(a.num-1))
+	}
+	kv = append(kv, KeyAttemptKind.String(a.kind.String()))
+	if a.probe {
+		kv = append(kv, KeyAttemptProbe.Bool(true))
+	}
+	return kv
+}
+
+// spanResult records an attempt's result on its span. A cancelled attempt
+// (a hedge loser, or the caller gave up) is not an error: no error.type, no
+// status. In otelhttp mode only the outcome is added to otelhttp's span,
+// and only while it still records (it ends at once on a transport error).
+func (a *attempt) spanResult(code int, err error, o resilience.AttemptOutcome) {
+	if a.span == nil {
+		if a.outer != nil && a.outer.IsRecording() {
+			a.outer.SetAttributes(KeyAttemptOutcome.String(o.String()))
+		}
+		return
+	}
+	s := a.span
+	if !s.IsRecording() {
+		return
+	}
+	var buf [3]attribute.KeyValue
+	kv := append(buf[:0], KeyAttemptOutcome.String(o.String()))
+	if code > 0 {
+		kv = append(kv, KeyStatusCode.Int(code))
+	}
+	if o != resilience.AttemptCancelled {
+		if et := resultErrorType(code, err); et != "" {
+			kv = append(kv, KeyErrorType.String(et))
+			if err != nil {
+				s.SetStatus(codes.Error, errorMessage(err))
+			} else {
+				s.SetStatus(codes.Error, "")
+			}
+		}
+	}
+	s.SetAttributes(kv...)
+}
+
+// endSpan ends a's span once.
+func (a *attempt) endSpan() {
+	if a.span != nil && a.ended.CompareAndSwap(false, true) {
+		a.span.End()
+	}
+}
+
+// settleSpan decides when a's span ends after its result. For the transport
+// the span of an attempt whose response may be returned (a success, or the
+// latest retryable response, which is returned on give-up) stays open until
+// the body is finished or the request ends without it; any other ends now.
+func (a *attempt) settleSpan(hasBody bool, err error, o resilience.AttemptOutcome) {
+	if a.span == nil {
+		return
+	}
+	c := a.c
+	if !hasBody || err != nil || (o != resilience.AttemptSuccess && o != resilience.AttemptRetryable) {
+		a.endSpan()
+		return
+	}
+	var superseded *attempt
+	c.mu.Lock()
+	if o == resilience.AttemptSuccess {
+		c.winner = a
+	} else {
+		superseded, c.retained = c.retained, a
+	}
+	c.mu.Unlock()
+	if superseded != nil {
+		superseded.endSpan() // the transport just released its response
+	}
+}
+
+// endCall records the request's result on its span and ends it, and ends
+// the kept attempt spans whose response is not the one returned.
+func (c *call) endCall(e callEnd) {
+	c.mu.Lock()
+	w, r := c.winner, c.retained
+	c.mu.Unlock()
+	// Only the returned attempt's span waits for its body.
+	for _, x := range [2]*attempt{w, r} {
+		if x != nil && x.num != e.returned {
+			x.endSpan()
+		}
+	}
+
+	s := c.span
+	if !s.IsRecording() {
+		return
+	}
+	var buf [8]attribute.KeyValue
+	kv := append(buf[:0],
+		KeyAttempts.Int(e.attempts),
+		KeyRetries.Int(e.retries),
+		KeyHedges.Int(e.hedges),
+		KeyBackoffTotal.Float64(e.backoff.Seconds()),
+		KeyReason.String(e.reason.String()),
+	)
+	if e.code > 0 {
+		kv = append(kv, KeyStatusCode.Int(e.code))
+	}
+	if et := resultErrorType(e.code, e.err); et != "" {
+		kv = append(kv, KeyErrorType.String(et))
+		if e.err != nil {
+			s.SetStatus(codes.Error, errorMessage(e.err))
+		} else {
+			s.SetStatus(codes.Error, "")
+		}
+	}
+	s.SetAttributes(kv...)
+	s.End(trace.WithTimestamp(e.start.Add(e.dur)))
+}
+
+// bodyDone ends the returned attempt's span when its response body is
+// closed or read to EOF; err is a read error that ended the body early.
+func (a *attempt) bodyDone(err error) {
+	if a.span == nil {
+		return
+	}
+	if err != nil && a.span.IsRecording() {
+		a.span.RecordError(err)
+		a.span.SetAttributes(KeyErrorType.String(ErrorType(err)))
+		a.span.SetStatus(codes.Error, errorMessage(err))
+	}
+	a.endSpan()
+	// Whatever else was kept open is not being read.
+	c := a.c
+	c.mu.Lock()
+	w, r := c.winner, c.retained
+	c.mu.Unlock()
+	for _, x := range [2]*attempt{w, r} {
+		if x != nil && x != a {
+			x.endSpan()
+		}
+	}
+}
+
+// backoffSpan records one finished sleep as a span of its own, from its
+// start to start+slept, under the request span.
+func (c *call) backoffSpan(ctx context.Context, start time.Time, delay, slept time.Duration, retryAfter, interrupted bool) {
+	if !c.span.IsRecording() {
+		return
+	}
+	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internal,
+		trace.WithTimestamp(start), trace.WithAttributes(
+			KeyBackoffDelay.Float64(delay.Seconds()),
+			KeyBackoffRetryAfter.Bool(retryAfter),
+			KeyBackoffInterrupted.Bool(interrupted),
+		))
+	s.End(trace.WithTimestamp(start.Add(slept)))
+}
+
+// event adds a span event to the request span.
+func (c *call) event(name string, kv ...attribute.KeyValue) {
+	if c.span.IsRecording() {
+		c.span.AddEvent(name, trace.WithAttributes(kv...))
+	}
+}
+
+// breakerRejected marks a rejection: at admission (attempt 0) the request
+// span gets error.type circuit_open and the breaker's state; a later
+// attempt's rejection is an event.
+func (c *call) breakerRejected(n int, s resilience.BreakerState) {
+	if !c.span.IsRecording() {
+		return
+	}
+	if n == 0 {
+		c.span.SetAttributes(KeyErrorType.String(ErrorTypeCircuitOpen), KeyBreakerState.String(breakerState(s)))
+		return
+	}
+	c.span.AddEvent(eventBreakerReject, trace.WithAttributes(KeyAttempt.Int(n), KeyBreakerState.String(breakerState(s))))
+}
+
+// callEnd is the end of a request or generic call, whichever hook saw it.
+type callEnd struct {
+	start                     time.Time
+	dur, backoff              time.Duration
+	attempts, retries, hedges int
+	code                      int
+	err                       error
+	reason                    resilience.EndReason
+	returned                  int // the attempt whose result was returned, 0 if none
+}

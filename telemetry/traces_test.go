@@ -1,0 +1,302 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// Two retries: the first waits for "Retry-After: 1", the second for the
+// constant backoff; the third attempt succeeds.
+func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503, "Retry-After", "1"), status(503), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
+
+	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret#frag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.rec.Ended()); got != 5 {
+		t.Fatalf("before the body is closed: %d spans ended, want 5 (all but the winner):\n%s", got, tree(r.rec.Ended()))
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 6)
+
+	const wantTree = "gotry GET internal\n" +
+		"  GET client\n" +
+		"  gotry backoff internal\n" +
+		"  GET client\n" +
+		"  gotry backoff internal\n" +
+		"  GET client\n"
+	if got := tree(spans); got != wantTree {
+		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
+	}
+	port := srv.port(t)
+	root := ordered(spans, "gotry GET")[0]
+	want(t, "request span", root.Attributes(), map[attribute.Key]any{
+		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
+		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: int64(0), KeyReason: "success",
+		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: nil,
+	})
+	if bt := attrs(root.Attributes())[KeyBackoffTotal].AsFloat64(); bt < 1.005 {
+		t.Errorf("gotry.backoff.total = %v, want >= 1.005", bt)
+	}
+	if root.Status().Code != codes.Unset {
+		t.Errorf("request span status %v, want unset", root.Status())
+	}
+	var events []string
+	for _, e := range root.Events() {
+		events = append(events, e.Name+" "+attrs(e.Attributes)[KeyDelaySource].AsString()+" "+attrs(e.Attributes)[KeyRetryTrigger].AsString())
+	}
+	if want := []string{"gotry.retry retry_after 5xx", "gotry.retry backoff 5xx"}; !equal(events, want) {
+		t.Errorf("request span events %q, want %q", events, want)
+	}
+
+	atts := ordered(spans, "GET")
+	url := srv.URL + "/pay/42"
+	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
+		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port), KeyURLFull: url,
+		KeyResendCount: nil, KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable",
+		KeyStatusCode: int64(503), KeyErrorType: "503", KeyAttemptProbe: nil,
+	})
+	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
+		KeyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "retryable", KeyStatusCode: int64(503),
+	})
+	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{
+		KeyResendCount: int64(2), KeyAttemptKind: "retry", KeyAttemptOutcome: "success",
+		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: url,
+	})
+	for i, s := range atts {
+		wantCode := codes.Error
+		if i == 2 {
+			wantCode = codes.Unset
+		}
+		if s.Status().Code != wantCode {
+			t.Errorf("attempt %d status %v, want %v", i+1, s.Status().Code, wantCode)
+		}
+	}
+	if !atts[2].EndTime().After(root.EndTime()) {
+		t.Errorf("winner ended %v, before the request span %v: it must end with the body", atts[2].EndTime(), root.EndTime())
+	}
+
+	backoffs := ordered(spans, BackoffSpanName)
+	want(t, "backoff 1", backoffs[0].Attributes(), map[attribute.Key]any{
+		KeyBackoffDelay: 1.0, KeyBackoffRetryAfter: true, KeyBackoffInterrupted: false,
+	})
+	want(t, "backoff 2", backoffs[1].Attributes(), map[attribute.Key]any{
+		KeyBackoffDelay: 0.005, KeyBackoffRetryAfter: false, KeyBackoffInterrupted: false,
+	})
+	for i, b := range backoffs {
+		if !b.StartTime().After(atts[i].StartTime()) || !b.EndTime().Before(atts[i+1].StartTime().Add(time.Millisecond)) {
+			t.Errorf("backoff %d [%v, %v] not between attempts %d and %d", i+1, b.StartTime(), b.EndTime(), i+1, i+2)
+		}
+	}
+
+	parents := srv.traceparents()
+	if len(parents) != 3 {
+		t.Fatalf("server saw %d requests, want 3", len(parents))
+	}
+	for i, s := range atts {
+		if want := traceparent(s.SpanContext()); parents[i] != want {
+			t.Errorf("attempt %d: server saw traceparent %q, want the attempt span's %q", i+1, parents[i], want)
+		}
+	}
+}
+
+// A hedge wins; the stalled first attempt is cancelled, which is no error.
+func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
+	r := newRig(t)
+	done := make(chan struct{})
+	srv := newServer(t, stall(done), status(200))
+	t.Cleanup(func() { close(done) }) // runs before srv.Close
+	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
+
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 3)
+
+	const wantTree = "gotry GET internal\n" +
+		"  GET client\n" +
+		"  GET client\n"
+	if got := tree(spans); got != wantTree {
+		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
+	}
+	root := ordered(spans, "gotry GET")[0]
+	want(t, "request span", root.Attributes(), map[attribute.Key]any{
+		KeyAttempts: int64(2), KeyRetries: int64(0), KeyHedges: int64(1), KeyReason: "success", KeyStatusCode: int64(200),
+	})
+	if len(root.Events()) != 1 || root.Events()[0].Name != "gotry.hedge" {
+		t.Errorf("request span events %v, want one gotry.hedge", root.Events())
+	} else {
+		want(t, "hedge event", root.Events()[0].Attributes, map[attribute.Key]any{KeyAttempt: int64(2), KeyHedgeInFlight: int64(2)})
+	}
+	atts := ordered(spans, "GET")
+	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
+		KeyAttemptKind: "initial", KeyAttemptOutcome: "cancelled", KeyErrorType: nil, KeyStatusCode: nil, KeyResendCount: nil,
+	})
+	if atts[0].Status().Code != codes.Unset {
+		t.Errorf("loser status %v, want unset: a cancelled hedge loser is not an error", atts[0].Status())
+	}
+	want(t, "winner", atts[1].Attributes(), map[attribute.Key]any{
+		KeyAttemptKind: "hedge", KeyAttemptOutcome: "success", KeyResendCount: int64(1), KeyStatusCode: int64(200),
+	})
+	parents := srv.traceparents()
+	for i, s := range atts {
+		if want := traceparent(s.SpanContext()); parents[i] != want {
+			t.Errorf("attempt %d: traceparent %q, want %q", i+1, parents[i], want)
+		}
+	}
+}
+
+// The breaker opens on a 503, rejects the next request without an attempt
+// span, and after OpenDuration lets a probe through.
+func TestTraceBreakerRejectionAndProbe(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithMaxAttempts(1),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	if _, err := get(t, tr, srv.URL); !errors.Is(err, transport.ErrCircuitOpen) {
+		t.Fatalf("second request: %v, want ErrorTypeCircuitOpen", err)
+	}
+	time.Sleep(breakerOpen + 50*time.Millisecond)
+	resp, err = get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 5)
+
+	const wantTree = "gotry GET internal\n" +
+		"  GET client\n" +
+		"gotry GET internal\n" +
+		"gotry GET internal\n" +
+		"  GET client\n"
+	if got := tree(spans); got != wantTree {
+		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
+	}
+	roots := ordered(spans, "gotry GET")
+	want(t, "first", roots[0].Attributes(), map[attribute.Key]any{
+		KeyReason: "attempts_exhausted", KeyStatusCode: int64(503), KeyErrorType: "503", KeyAttempts: int64(1),
+	})
+	want(t, "rejected", roots[1].Attributes(), map[attribute.Key]any{
+		KeyReason: "circuit_open", KeyErrorType: "circuit_open", KeyBreakerState: "open",
+		KeyAttempts: int64(0), KeyStatusCode: nil,
+	})
+	if roots[1].Status().Code != codes.Error {
+		t.Errorf("rejected request status %v, want error", roots[1].Status())
+	}
+	want(t, "probe request", roots[2].Attributes(), map[attribute.Key]any{KeyReason: "success", KeyStatusCode: int64(200)})
+	atts := ordered(spans, "GET")
+	want(t, "probe", atts[1].Attributes(), map[attribute.Key]any{KeyAttemptProbe: true, KeyAttemptOutcome: "success"})
+	want(t, "first attempt", atts[0].Attributes(), map[attribute.Key]any{KeyAttemptProbe: nil})
+}
+
+// The generic Retrier's calls get the same tree with gotry.operation.
+func TestTraceRetrierHooks(t *testing.T) {
+	r := newRig(t)
+	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.RetrierHooks()),
+		resilience.WithBackoff(resilience.Constant(2*time.Millisecond)), resilience.WithMaxAttempts(3))
+	n := 0
+	v, err := resilience.Retry(context.Background(), rt, "load-config", func(ctx context.Context) (string, error) {
+		n++
+		if n < 3 {
+			return "", errors.New("flaky")
+		}
+		return "ok", nil
+	})
+	if err != nil || v != "ok" {
+		t.Fatalf("Retry = %q, %v", v, err)
+	}
+	spans := r.waitEnded(t, 6)
+	const wantTree = "gotry load-config internal\n" +
+		"  gotry load-config attempt internal\n" +
+		"  gotry backoff internal\n" +
+		"  gotry load-config attempt internal\n" +
+		"  gotry backoff internal\n" +
+		"  gotry load-config attempt internal\n"
+	if got := tree(spans); got != wantTree {
+		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
+	}
+	want(t, "call", ordered(spans, "gotry load-config")[0].Attributes(), map[attribute.Key]any{
+		KeyOperation: "load-config", KeyAttempts: int64(3), KeyRetries: int64(2), KeyReason: "success", KeyMethod: nil,
+	})
+	atts := ordered(spans, "gotry load-config attempt")
+	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
+		KeyOperation: "load-config", KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", KeyErrorType: ErrorTypeOther, KeyResendCount: nil,
+	})
+	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyErrorType: nil})
+}
+
+// When tracing is off (no provider), nothing breaks and metrics still flow.
+func TestNoTracingStillCounts(t *testing.T) {
+	r := newRig(t, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))))
+	srv := newServer(t, status(503), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	if got := sumCounter(t, r.collect(t), MetricAttempts); got != 2 {
+		t.Errorf("gotry.attempts = %d, want 2", got)
+	}
+	for _, p := range srv.traceparents() {
+		if p == "" {
+			t.Error("unsampled attempt sent no traceparent; the context must still propagate")
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Two Telemetry values hooked into one transport keep separate state: each
+// records its own request and attempt span and counts the attempt once.
+func TestTwoTelemetriesOnOneTransport(t *testing.T) {
+	r1, r2 := newRig(t), newRig(t)
+	srv := newServer(t, status(200))
+	tr := transport.New(base(t), transport.WithHooks(r1.tel.TransportHooks()), transport.WithHooks(r2.tel.TransportHooks()))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	for i, r := range []*rig{r1, r2} {
+		spans := r.waitEnded(t, 2)
+		if len(ordered(spans, "gotry GET")) != 1 || len(ordered(spans, "GET")) != 1 {
+			t.Errorf("telemetry %d recorded:\n%s", i+1, tree(spans))
+		}
+		if n := sumCounter(t, r.collect(t), MetricAttempts); n != 1 {
+			t.Errorf("telemetry %d counted %d attempts, want 1", i+1, n)
+		}
+	}
+}
