@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the Jaeger v2 binary pinned in tools/jaeger/go.mod into a cache dir and
 # print its path as the last line on stdout. The build is skipped when the
-# cached binary was built from the same tools/jaeger/go.mod + go.sum.
+# cached binary was built from the same tools/jaeger/go.mod + go.sum (and the
+# same build flags); the hash is stored next to the binary.
 #
 #   GOTRY_TOOLS_BIN   cache dir (default: $HOME/.cache/gotry-tools/bin)
 #   GOTRY_FORCE_BUILD=1  rebuild even if the cache looks current
@@ -23,8 +24,12 @@ if [[ ! -f "$MODDIR/go.mod" || ! -f "$MODDIR/go.sum" ]]; then
 	exit 1
 fi
 
+# Version of the pinned module, stamped into `jaeger version` output.
+JVER=$(awk '$1 == "github.com/jaegertracing/jaeger" {print $2; exit}' "$MODDIR/go.mod")
+BUILD_FLAGS="-trimpath -ldflags=-X=github.com/jaegertracing/jaeger/internal/version.latestVersion=${JVER}"
+
 hash_inputs() {
-	cat "$MODDIR/go.mod" "$MODDIR/go.sum" | sha256sum | cut -d' ' -f1
+	{ cat "$MODDIR/go.mod" "$MODDIR/go.sum"; echo "$BUILD_FLAGS"; } | sha256sum | cut -d' ' -f1
 }
 
 WANT=$(hash_inputs)
@@ -43,7 +48,7 @@ trap 'rm -f "$TMP"' EXIT
 	cd "$MODDIR"
 	# -mod=readonly: fail instead of silently editing the pinned go.mod/go.sum.
 	GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly" CGO_ENABLED=0 \
-		go build -trimpath -o "$TMP" github.com/jaegertracing/jaeger/cmd/jaeger
+		go build $BUILD_FLAGS -o "$TMP" github.com/jaegertracing/jaeger/cmd/jaeger
 ) >&2
 mv -f "$TMP" "$BIN"
 trap - EXIT
