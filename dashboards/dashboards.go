@@ -130,11 +130,11 @@ func div(num, den string) string { return num + " / " + den }
 func giveUp() string { return notIn(LabelReason, ReasonSuccess, ReasonNotRetryable) }
 
 // The series the panels query.
-var (
-	requestCount   = MetricRequestDuration + "_count"
-	requestBucket  = MetricRequestDuration + "_bucket"
-	attemptBucket  = MetricAttemptDuration + "_bucket"
-	backoffBucket  = MetricBackoffDelay + "_bucket"
+const (
+	requestCount  = MetricRequestDuration + "_count"
+	requestBucket = MetricRequestDuration + "_bucket"
+	attemptBucket = MetricAttemptDuration + "_bucket"
+	backoffBucket = MetricBackoffDelay + "_bucket"
 )
 
 // datasource refers to the dashboard's datasource variable.

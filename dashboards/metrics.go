@@ -34,7 +34,8 @@ const (
 	MetricHedges = "gotry_hedges_total"
 	// MetricRetriesSuppressed counts retries that were wanted but not made.
 	MetricRetriesSuppressed = "gotry_retries_suppressed_total"
-	// MetricBackoffDelay is a histogram of the delays slept before retries.
+	// MetricBackoffDelay is a histogram of the delays scheduled before retries
+	// (0 for an immediate retry).
 	MetricBackoffDelay = "gotry_backoff_delay_seconds"
 	// MetricBudgetTokens is an asynchronous gauge of the retry budget's
 	// available tokens, one series per transport.
@@ -80,16 +81,16 @@ const (
 // Values of LabelReason. ReasonSuccess and ReasonNotRetryable end a request
 // normally; every other reason is a give-up.
 const (
-	ReasonSuccess            = "success"
-	ReasonNotRetryable       = "not_retryable"
-	ReasonAttemptsExhausted  = "attempts_exhausted"
-	ReasonBudgetExhausted    = "budget_exhausted"
-	ReasonCircuitOpen        = "circuit_open"
-	ReasonRetryAfterTooLong  = "retry_after_too_long"
-	ReasonPastDeadline       = "past_deadline"
-	ReasonNotIdempotent      = "not_idempotent"
-	ReasonBodyNotReplayable  = "body_not_replayable"
-	ReasonCanceled           = "canceled"
+	ReasonSuccess           = "success"
+	ReasonNotRetryable      = "not_retryable"
+	ReasonAttemptsExhausted = "attempts_exhausted"
+	ReasonBudgetExhausted   = "budget_exhausted"
+	ReasonCircuitOpen       = "circuit_open"
+	ReasonRetryAfterTooLong = "retry_after_too_long"
+	ReasonPastDeadline      = "past_deadline"
+	ReasonNotIdempotent     = "not_idempotent"
+	ReasonBodyNotReplayable = "body_not_replayable"
+	ReasonCanceled          = "canceled"
 )
 
 // Values of LabelAttemptKind.
@@ -197,7 +198,7 @@ func Contract() []Metric {
 		// runs more than one.
 		{MetricBudgetTokens, Gauge, []string{LabelTransport}},
 		{MetricBudgetRefusals, Counter, []string{LabelServer, LabelAttemptKind}},
-		{MetricBreakerState, Gauge, []string{LabelServer, LabelBreakerState}},
+		{MetricBreakerState, Gauge, []string{LabelServer, LabelBreakerState, LabelTransport}},
 		{MetricBreakerTransitions, Counter, []string{LabelServer, LabelBreakerFrom, LabelBreakerTo}},
 		{MetricBreakerRejections, Counter, []string{LabelServer}},
 	}

@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
@@ -31,8 +32,8 @@ type target struct {
 func t(expr, legend string) target { return target{expr: expr, legend: legend} }
 
 // queries turns targets into the SDK's query builders, with ref ids A, B, ...
-func queries(ts []target) []cog.Builder[cog.Dataquery] {
-	var out []cog.Builder[cog.Dataquery]
+func queries(ts []target) []cog.Builder[variants.Dataquery] {
+	var out []cog.Builder[variants.Dataquery]
 	for i, tg := range ts {
 		out = append(out, prometheus.NewDataqueryBuilder().
 			Datasource(datasource()).
@@ -44,14 +45,19 @@ func queries(ts []target) []cog.Builder[cog.Dataquery] {
 	return out
 }
 
-// steps returns absolute thresholds: base colour, then value/colour pairs.
-func steps(base string, pairs ...any) *dashboard.ThresholdsConfigBuilder {
-	ss := []dashboard.Threshold{{Color: base}}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		v := pairs[i].(float64)
-		ss = append(ss, dashboard.Threshold{Value: cog.ToPtr(v), Color: pairs[i+1].(string)})
+// step is a threshold: from value on, show color.
+type step struct {
+	value float64
+	color string
+}
+
+// steps returns absolute thresholds: base below the first step.
+func steps(base string, ss ...step) *dashboard.ThresholdsConfigBuilder {
+	ts := []dashboard.Threshold{{Color: base}}
+	for _, s := range ss {
+		ts = append(ts, dashboard.Threshold{Value: cog.ToPtr(s.value), Color: s.color})
 	}
-	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(ss)
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(ts)
 }
 
 // graph returns a time series panel.
@@ -89,6 +95,7 @@ func single(title, description, unit string, thresholds *dashboard.ThresholdsCon
 		Span(4).
 		Height(4).
 		Thresholds(thresholds).
+		Orientation(common.VizOrientationAuto).
 		ColorMode(common.BigValueColorModeValue).
 		GraphMode(common.BigValueGraphModeArea).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
@@ -107,19 +114,19 @@ func overviewRow() row {
 			unitReqPerSec, steps("blue"), all),
 		single("Success ratio",
 			"Share of requests that ended with gotry_reason=\"success\". not_retryable results (a 404, a non-idempotent error) and give-ups count against it.",
-			unitRatio, steps("red", 0.95, "yellow", 0.99, "green"), div(successes, all)),
+			unitRatio, steps("red", step{0.95, "yellow"}, step{0.99, "green"}), div(successes, all)),
 		single("Retry amplification",
 			"Attempts per request (gotry_attempts_total / requests): 1.0 means no retries or hedges; GotryRetryStorm fires above 1.5.",
-			unitTimes, steps("green", 1.2, "yellow", 1.5, "red"), div(attempts, all)),
+			unitTimes, steps("green", step{1.2, "yellow"}, step{1.5, "red"}), div(attempts, all)),
 		single("Give-up ratio",
 			"Share of requests gotry gave up on: every gotry_reason except success and not_retryable (attempts or budget exhausted, circuit open, Retry-After too long, past deadline, ...). GotryHighGiveUpRatio fires above 5%.",
-			unitRatio, steps("green", 0.01, "yellow", 0.05, "red"), div(giveUps, all)),
+			unitRatio, steps("green", step{0.01, "yellow"}, step{0.05, "red"}), div(giveUps, all)),
 		single("Request p99",
 			"99th percentile of whole-request latency, all attempts and backoff sleeps included.",
 			unitSeconds, steps("green"), quantile(0.99, selector(requestBucket))),
 		single("Open breakers",
 			"Hosts whose circuit breaker is open now (in any job selected).",
-			unitCount, steps("green", 1.0, "red"), openBreakers).Decimals(0),
+			unitCount, steps("green", step{1, "red"}), openBreakers).Decimals(0),
 		graph("Requests by result",
 			"Requests per second by gotry_reason: success, not_retryable, or why gotry gave up.",
 			unitReqPerSec, 12,
@@ -174,7 +181,7 @@ func latencyRow() row {
 				Datasource(datasource()).
 				RefId("A").
 				Expr(sumBy(rate(selector(requestBucket)), LabelBucket)).
-				LegendFormat("{{"+LabelBucket+"}}").
+				LegendFormat("{{" + LabelBucket + "}}").
 				Format(prometheus.PromQueryFormatHeatmap).
 				Range()).
 			Calculate(false).
@@ -188,6 +195,9 @@ func latencyRow() row {
 				Fill("dark-orange").
 				Reverse(false)).
 			CellGap(1).
+			Tooltip(heatmap.NewHeatmapTooltipBuilder().
+				Mode(common.TooltipDisplayModeSingle).
+				YHistogram(true)).
 			Span(24).
 			Height(8),
 	}}
@@ -308,6 +318,9 @@ func breakersRow() row {
 				ShowLegend(true).
 				DisplayMode(common.LegendDisplayModeList).
 				Placement(common.LegendPlacementBottom)).
+			Tooltip(common.NewVizTooltipOptionsBuilder().
+				Mode(common.TooltipDisplayModeSingle).
+				Sort(common.SortOrderNone)).
 			Span(24).
 			Height(8),
 		graph("Breakers by state",
