@@ -138,5 +138,15 @@ func uniform(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rand.Int64N(span+1))
 }
 
+// IsNil reports whether b is nil or a nil BackoffFunc, either of which
+// would crash at the first retry.
+func IsNil(b Backoff) bool {
+	if b == nil {
+		return true
+	}
+	f, ok := b.(BackoffFunc)
+	return ok && f == nil
+}
+
 // clampDelay turns whatever a user Backoff returned into a usable delay.
 func clampDelay(d time.Duration) time.Duration { return max(d, 0) }

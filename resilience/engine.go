@@ -171,7 +171,12 @@ type attempt[T any] struct {
 	v      T
 	err    error
 	verd   Verdict
+
+	panicked *attemptPanic // set when the attempt panicked on its own goroutine
 }
+
+// attemptPanic carries a panic from an attempt's goroutine to the caller's.
+type attemptPanic struct{ value any }
 
 // run is the state of one Execute. Fields are owned by the goroutine
 // running Execute, except where noted.
@@ -301,7 +306,17 @@ func (r *run[T]) launch(k AttemptKind, t Ticket) {
 // background runs an attempt on its own goroutine (hedging mode) and hands
 // the result to the driving goroutine, or discards it if the call is over.
 func (r *run[T]) background(ctx context.Context, a *attempt[T]) {
-	r.exec(ctx, a)
+	func() {
+		// A panic in Do, Classify or a hook on this goroutine is handed to
+		// the goroutine that called Execute, which re-panics with it, so it
+		// propagates to the caller as it would without hedging.
+		defer func() {
+			if p := recover(); p != nil {
+				a.panicked = &attemptPanic{value: p}
+			}
+		}()
+		r.exec(ctx, a)
+	}()
 	r.mu.Lock()
 	if !r.decided {
 		r.results <- a // never blocks: the channel holds maxAttempts
@@ -327,8 +342,9 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	if timed {
 		a.dur = e.clock.Now().Sub(a.start)
 	}
-	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil && context.Cause(ctx) == ErrAttemptTimeout {
-		// The timeout fired: the attempt (and any body it returned) is cut off.
+	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil {
+		// The timeout fired (its cancel may still be on its way): the
+		// attempt, and any body it returned, is cut off.
 		if a.err == nil {
 			r.c.Op.Release(a.v)
 			var zero T
@@ -466,6 +482,10 @@ func (r *run[T]) loop() Result[T] {
 		}
 		r.inflight--
 		r.forget(a)
+		if a.panicked != nil {
+			r.decide()
+			panic(a.panicked.value)
+		}
 		if !a.verd.Retryable {
 			return r.win(a)
 		}

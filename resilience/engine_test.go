@@ -519,3 +519,24 @@ func (c *countingOp) Do(ctx context.Context, a *AttemptInfo) (int, error) {
 	time.Sleep(c.delay)
 	return c.scripted.Do(ctx, a)
 }
+
+type panicOp struct{ scripted }
+
+func (p *panicOp) Do(ctx context.Context, a *AttemptInfo) (int, error) {
+	panic("attempt exploded")
+}
+
+// TestEnginePanicOnAttemptGoroutinePropagatesToCaller: with hedging on,
+// attempts run on their own goroutines; a panic there must surface from
+// Execute, as it would without hedging, instead of killing the process.
+func TestEnginePanicOnAttemptGoroutinePropagatesToCaller(t *testing.T) {
+	op := &panicOp{}
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		Execute[int](context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: time.Hour}})
+		return nil
+	}()
+	if got != "attempt exploded" {
+		t.Fatalf("recovered %v", got)
+	}
+}

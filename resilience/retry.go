@@ -48,7 +48,7 @@ func WithMaxAttempts(n int) RetrierOption {
 // WithBackoff sets the delay between retries (default full jitter from
 // 100ms to 5s). It panics on nil.
 func WithBackoff(b Backoff) RetrierOption {
-	if b == nil {
+	if IsNil(b) {
 		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
 	}
 	return func(c *retrierConfig) { c.policy.Backoff = b }

@@ -86,7 +86,7 @@ func WithMaxAttempts(n int) Option {
 // (default DefaultBackoff). It panics on nil; use resilience.Constant(0) to
 // retry without waiting.
 func WithBackoff(b resilience.Backoff) Option {
-	if b == nil {
+	if resilience.IsNil(b) {
 		invalid("WithBackoff", "backoff must not be nil (use resilience.Constant(0) for no delay)")
 	}
 	return optionFunc(func(c *config) { c.backoff = b })

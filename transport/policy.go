@@ -58,6 +58,8 @@ func (p Policy) validate() error {
 		return fmt.Errorf("gotry: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
 	case p.PerAttemptTimeout < 0:
 		return fmt.Errorf("gotry: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
+	case p.Backoff != nil && resilience.IsNil(p.Backoff):
+		return fmt.Errorf("gotry: invalid Policy.Backoff: a nil BackoffFunc")
 	}
 	return nil
 }

@@ -74,11 +74,10 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.base }
 // every path, and an error is returned only when there is no response.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := &call{t: t, req: req, bodyFresh: true}
-	pol, err := c.policy()
-	if err != nil {
-		c.closeBody()
-		return nil, err
-	}
+	// An invalid Policy is reported by Prepare, before any attempt, so the
+	// request hooks still see the request start and end.
+	var pol resilience.Policy
+	pol, c.policyErr = c.policy()
 	res := resilience.Execute[*http.Response](req.Context(), t.engine, resilience.Call[*http.Response]{
 		Key: req.URL.Host, Subject: req, Policy: pol, Op: c,
 	})
@@ -103,6 +102,7 @@ type call struct {
 	getBody         func() (io.ReadCloser, error) // fresh bodies for replays; nil without a body
 	first           io.ReadCloser                 // the body the first attempt sends
 	nonIdempotentOK bool                          // the request's Policy allows repeating it
+	policyErr       error                         // the request's Policy is invalid; Prepare reports it
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
@@ -176,6 +176,9 @@ func (c *call) closeBody() {
 // Prepare settles eligibility before the body is touched: a request that
 // gets one attempt has its body passed through unread.
 func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
+	if c.policyErr != nil {
+		return 0, 0, c.policyErr // RoundTrip closes the body
+	}
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
 	c.first = c.req.Body

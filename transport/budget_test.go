@@ -1,0 +1,199 @@
+package transport_test
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// get503 sends one GET and returns the response status, failing on error.
+func getStatus(t *testing.T, tr *transport.Transport, url string) int {
+	t.Helper()
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	return resp.StatusCode
+}
+
+func TestBudgetRefusesSecondRetryInTheSameSecond(t *testing.T) {
+	fc := newClock()
+	s := newScript(t, reply(503))
+	var end events[transport.RequestEndEvent]
+	var refused events[transport.BudgetEvent]
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBudget(0, 1),
+		transport.WithHooks(transport.Hooks{OnRequestEnd: end.add, OnBudgetExhausted: refused.add}))
+
+	if got := getStatus(t, tr, s.URL); got != 503 {
+		t.Errorf("status %d, want the retained 503", got)
+	}
+	if got := s.count(); got != 2 {
+		t.Errorf("server saw %d attempts, want 2 (one retry allowed per second)", got)
+	}
+	ev := end.get()
+	if len(ev) != 1 || ev[0].Reason != resilience.ReasonBudgetExhausted || ev[0].Reason.String() != "budget_exhausted" {
+		t.Errorf("OnRequestEnd %+v, want reason budget_exhausted", ev)
+	}
+	if rf := refused.get(); len(rf) != 1 || rf[0].Attempt != 3 || rf[0].Kind != resilience.KindRetry {
+		t.Errorf("OnBudgetExhausted %+v, want attempt 3 of kind retry", rf)
+	}
+
+	fc.Advance(time.Second)
+	getStatus(t, tr, s.URL)
+	if got := s.count(); got != 4 {
+		t.Errorf("server saw %d attempts in total, want 4 (a new second allows a retry again)", got)
+	}
+}
+
+func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
+	fc := newClock()
+	s := newScript(t, reply(503))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBudget(0, 0))
+	for range 20 {
+		getStatus(t, tr, s.URL)
+	}
+	if got := s.count(); got != 60 {
+		t.Errorf("server saw %d attempts, want 60", got)
+	}
+	if got := tr.BudgetTokens(); !math.IsInf(got, 1) {
+		t.Errorf("BudgetTokens() = %v, want +Inf", got)
+	}
+}
+
+// TestDefaultBudget pins the default: 10% of requests plus 10 retries a second.
+func TestDefaultBudget(t *testing.T) {
+	fc := newClock()
+	s := newScript(t, reply(503))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithMaxAttempts(2))
+	for range 15 {
+		getStatus(t, tr, s.URL)
+	}
+	// 10 retries from the floor, then floor(0.1 × 11) = 1 from deposits.
+	if got := s.count(); got != 15+11 {
+		t.Errorf("server saw %d attempts, want %d", got, 15+11)
+	}
+	if got := tr.BudgetTokens(); got != 0.5 {
+		t.Errorf("BudgetTokens() = %v, want 0.5 (1.5 deposited, 1 spent, floor used up)", got)
+	}
+}
+
+func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
+	tests := []struct {
+		name     string
+		after    time.Duration
+		wantFail int32
+	}{
+		{"deposits within the window pay for a retry", time.Second, 2},
+		{"deposits near the end of the window still count", 9 * time.Second, 2},
+		{"deposits older than the window are gone", 11 * time.Second, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newClock()
+			var failed atomic.Int32
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Path == "/fail" {
+					failed.Add(1)
+					return fakeResponse(r, 503, "down"), nil
+				}
+				return fakeResponse(r, 200, "ok"), nil
+			})
+			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0.5, 0))
+			getStatus(t, tr, "http://svc.test/ok")
+			getStatus(t, tr, "http://svc.test/ok")
+			fc.Advance(tc.after)
+			getStatus(t, tr, "http://svc.test/fail") // deposits 0.5 more
+			if got := failed.Load(); got != tc.wantFail {
+				t.Errorf("failing request made %d attempts, want %d", got, tc.wantFail)
+			}
+		})
+	}
+}
+
+func TestBudgetTokensAreSpentOnlyWhenAnAttemptLaunches(t *testing.T) {
+	fc := newClock()
+	var fail atomic.Bool
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if fail.Load() {
+			return fakeResponse(r, 503, "down"), nil
+		}
+		return fakeResponse(r, 200, "ok"), nil
+	})
+	tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0, 3), transport.WithMaxAttempts(2))
+	if got := tr.BudgetTokens(); got != 3 {
+		t.Fatalf("BudgetTokens() = %v before any request, want 3", got)
+	}
+	getStatus(t, tr, "http://svc.test/")
+	if got := tr.BudgetTokens(); got != 3 {
+		t.Errorf("BudgetTokens() = %v after a success, want 3", got)
+	}
+	fail.Store(true)
+	getStatus(t, tr, "http://svc.test/")
+	if got := tr.BudgetTokens(); got != 2 {
+		t.Errorf("BudgetTokens() = %v after one retry (then attempts exhausted), want 2", got)
+	}
+	fc.Advance(time.Second)
+	if got := tr.BudgetTokens(); got != 3 {
+		t.Errorf("BudgetTokens() = %v in the next second, want 3", got)
+	}
+}
+
+func TestBudgetRatioDeposits(t *testing.T) {
+	fc := newClock()
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return fakeResponse(r, 200, "ok"), nil })
+	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0.5, 0))
+	for range 4 {
+		getStatus(t, tr, "http://svc.test/")
+	}
+	if got := tr.BudgetTokens(); got != 2 {
+		t.Errorf("BudgetTokens() = %v after 4 requests at ratio 0.5, want 2", got)
+	}
+}
+
+func TestEmptyBudgetRefusesHedgeButLetsTheAttemptInFlightFinish(t *testing.T) {
+	fc := newClock()
+	release := make(chan struct{})
+	s := newScript(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		reply(200)(w, r)
+	})
+	refused := make(chan transport.BudgetEvent, 4)
+	var end events[transport.RequestEndEvent]
+	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBudget(0.01, 0),
+		transport.WithHedging(time.Second, 2),
+		transport.WithHooks(transport.Hooks{
+			OnBudgetExhausted: func(e transport.BudgetEvent) { refused <- e },
+			OnRequestEnd:      end.add,
+		}))
+	done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
+	recv(t, s.arrived, "attempt 1")
+	waitArmed(t, fc, 1)
+	fc.Advance(time.Second)
+	if e := recv(t, refused, "the budget to refuse the hedge"); e.Kind != resilience.KindHedge || e.Attempt != 2 {
+		t.Errorf("OnBudgetExhausted %+v, want attempt 2 of kind hedge", e)
+	}
+	close(release)
+	r := recv(t, done, "RoundTrip")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := readBody(t, r.resp); body != "reply 200" {
+		t.Errorf("body %q, want the in-flight attempt's", body)
+	}
+	if got := s.count(); got != 1 {
+		t.Errorf("server saw %d attempts, want 1", got)
+	}
+	if ev := end.get(); len(ev) != 1 || ev[0].Hedges != 0 || ev[0].Reason != resilience.ReasonSuccess {
+		t.Errorf("OnRequestEnd %+v, want success without hedges", ev)
+	}
+}
