@@ -2,10 +2,17 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet unit depcheck bench lint demo fuzz
+.PHONY: test vet unit dashboards realstack tools bench lint demo fuzz
 
-## test: everything CI runs (vet, race tests with goleak, the dashboards module)
-test: vet unit
+## test: everything CI runs: vet, the race-enabled suites with goleak, the
+## dashboards and alert rules (promtool), and the real-stack test against
+## Jaeger and Prometheus on loopback. Installs the tools it needs (cached).
+test: vet unit dashboards realstack
+
+## tools: Prometheus and promtool (Debian), Jaeger (built from the Go module proxy, cached)
+tools:
+	bash scripts/ensure-prometheus.sh >/dev/null
+	bash scripts/ensure-jaeger.sh >/dev/null
 
 ## vet: go vet and a gofmt check
 vet:
@@ -16,6 +23,15 @@ vet:
 ## unit: the race-enabled test suite of the library module
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+## dashboards: the generated dashboards match their generator; alert rules pass promtool
+dashboards:
+	bash scripts/ensure-prometheus.sh >/dev/null
+	cd dashboards && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+## realstack: the demo against real Jaeger and Prometheus on loopback
+realstack: tools
+	cd realstack && $(GO) vet ./... && $(GO) test -count=1 -v ./...
 
 ## bench: the core's benchmarks, with ratios against the bare base of the same run
 bench:
