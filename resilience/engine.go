@@ -185,7 +185,6 @@ type run[T any] struct {
 	c      Call[T]
 	parent context.Context // the caller's context
 	ctx    context.Context // the call's context (after OnCallStart)
-	pol    Policy
 	start  time.Time
 
 	maxAttempts int
@@ -214,8 +213,8 @@ type run[T any] struct {
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
 func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
-	r := &run[T]{e: e, c: c, parent: ctx, ctx: ctx, pol: c.Policy, start: e.clock.Now()}
-	r.maxAttempts = max(1, r.pol.MaxAttempts)
+	r := &run[T]{e: e, c: c, parent: ctx, ctx: ctx, start: e.clock.Now()}
+	r.maxAttempts = max(1, r.c.Policy.MaxAttempts)
 	if h := e.hooks.OnCallStart; h != nil {
 		r.ctx = h(ctx, CallStartEvent{Key: c.Key, Subject: c.Subject, Start: r.start})
 	}
@@ -255,7 +254,7 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 		r.limitReason = ReasonCircuitOpen
 	}
 	e.budget.Deposit(r.start)
-	r.hedge = r.maxAttempts > 1 && r.pol.hedging()
+	r.hedge = r.maxAttempts > 1 && r.c.Policy.hedging()
 	if r.hedge {
 		r.results = make(chan *attempt[T], r.maxAttempts)
 		r.active = r.activeBuf[:0]
@@ -286,7 +285,7 @@ func (r *run[T]) launch(k AttemptKind, t Ticket) {
 	}
 	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
 	ctx := r.ctx
-	if r.hedge || r.pol.PerAttemptTimeout > 0 {
+	if r.hedge || r.c.Policy.PerAttemptTimeout > 0 {
 		ctx, a.cancel = context.WithCancelCause(r.ctx)
 	}
 	a.info.Context = ctx
@@ -330,7 +329,7 @@ func (r *run[T]) background(ctx context.Context, a *attempt[T]) {
 // exec runs one attempt and classifies its result.
 func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	e := r.e
-	if d := r.pol.PerAttemptTimeout; d > 0 {
+	if d := r.c.Policy.PerAttemptTimeout; d > 0 {
 		cancel := a.cancel
 		a.timer = e.clock.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
 	}
@@ -353,7 +352,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		if a.err == nil {
 			a.err = context.DeadlineExceeded
 		}
-		a.err = &attemptTimeoutError{timeout: r.pol.PerAttemptTimeout, err: a.err}
+		a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
 	}
 	a.verd = r.c.Op.Classify(a.v, a.err, &a.info)
 }
@@ -371,7 +370,9 @@ func (a *attempt[T]) outcome() Outcome {
 
 // settle reports a finished attempt to its breaker and to OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo Outcome) {
-	r.report(r.e.breakers.Done(a.ticket, bo, r.e.clock.Now()))
+	if a.ticket.b != nil { // only a breaker needs the time
+		r.report(r.e.breakers.Done(a.ticket, bo, r.e.clock.Now()))
+	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
 		h(AttemptEndEvent{Context: a.info.Context, Key: r.c.Key, Subject: r.c.Subject,
 			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Code: a.verd.Code,
@@ -401,21 +402,21 @@ func (r *run[T]) discard(a *attempt[T]) {
 
 // armHedge (re)arms the hedge timer when another hedge could launch.
 func (r *run[T]) armHedge() {
-	if !r.hedge || r.launched >= r.maxAttempts || r.inflight >= 1+r.pol.MaxHedges {
+	if !r.hedge || r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		r.stopHedge()
 		return
 	}
 	if r.timer == nil {
 		if t, ok := r.e.timers.Get().(clock.Timer); ok {
-			t.Reset(r.pol.HedgeDelay)
+			t.Reset(r.c.Policy.HedgeDelay)
 			r.timer = t
 			return
 		}
-		r.timer = r.e.clock.NewTimer(r.pol.HedgeDelay)
+		r.timer = r.e.clock.NewTimer(r.c.Policy.HedgeDelay)
 		return
 	}
 	r.timer.Stop()
-	r.timer.Reset(r.pol.HedgeDelay)
+	r.timer.Reset(r.c.Policy.HedgeDelay)
 }
 
 // stopHedge disarms the hedge timer and returns it to the pool. With Go
@@ -512,7 +513,7 @@ func (r *run[T]) forget(a *attempt[T]) {
 
 // tryHedge launches a hedge if the limits allow it.
 func (r *run[T]) tryHedge() {
-	if r.launched >= r.maxAttempts || r.inflight >= 1+r.pol.MaxHedges {
+	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		return
 	}
 	t, _, ok := r.admitNext(KindHedge)
@@ -595,11 +596,11 @@ func (r *run[T]) retryable(a *attempt[T]) (Result[T], bool) {
 		return Result[T]{}, false
 	}
 
-	delay, fromServer := r.pol.Backoff, a.verd.HasRetryAfter
+	delay, fromServer := r.c.Policy.Backoff, a.verd.HasRetryAfter
 	var d time.Duration
 	if fromServer {
 		d = max(a.verd.RetryAfter, 0)
-		if r.pol.MaxRetryAfter >= 0 && d > r.pol.MaxRetryAfter {
+		if r.c.Policy.MaxRetryAfter >= 0 && d > r.c.Policy.MaxRetryAfter {
 			return r.finish(ReasonRetryAfterTooLong), true
 		}
 	} else if delay != nil {
