@@ -22,6 +22,7 @@ type Engine struct {
 	breakers *Breakers
 	hooks    Hooks
 	timers   sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
+	runs     sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
 }
 
 // EngineConfig configures an Engine. Every field is optional.
@@ -213,7 +214,26 @@ type run[T any] struct {
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
 func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
-	r := &run[T]{e: e, c: c, parent: ctx, ctx: ctx, start: e.clock.Now()}
+	r, _ := e.runs.Get().(*run[T]) // another T's run is dropped
+	if r == nil {
+		r = new(run[T])
+	}
+	*r = run[T]{e: e, c: c, parent: ctx, ctx: ctx, start: e.clock.Now()}
+	res := r.execute()
+	// Without hedging every attempt ran on this goroutine and nothing of r
+	// outlives the call (results, events and the winner's cancel func are
+	// copies), so the state can be reused. With hedging, late attempts still
+	// hold r: it is left to the garbage collector.
+	if !r.hedge {
+		*r = run[T]{}
+		e.runs.Put(r)
+	}
+	return res
+}
+
+// execute runs the call; see Execute.
+func (r *run[T]) execute() Result[T] {
+	e, c, ctx := r.e, r.c, r.parent
 	r.maxAttempts = max(1, r.c.Policy.MaxAttempts)
 	if h := e.hooks.OnCallStart; h != nil {
 		r.ctx = h(ctx, CallStartEvent{Key: c.Key, Subject: c.Subject, Start: r.start})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -15,6 +16,7 @@ type Transport struct {
 	base   http.RoundTripper
 	cfg    config
 	engine *resilience.Engine
+	calls  sync.Pool // *call of finished requests that were not hedged, for reuse
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -73,7 +75,11 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.base }
 // http.RoundTripper contract: req is not modified, req.Body is closed on
 // every path, and an error is returned only when there is no response.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := &call{t: t, req: req, bodyFresh: true}
+	c, _ := t.calls.Get().(*call)
+	if c == nil {
+		c = new(call)
+	}
+	*c = call{t: t, req: req, bodyFresh: true}
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
 	var pol resilience.Policy
@@ -83,6 +89,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	})
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
+	}
+	if pol.MaxAttempts <= 1 || pol.MaxHedges <= 0 || pol.HedgeDelay <= 0 {
+		// Not hedged: every attempt ran on this goroutine and none holds c.
+		*c = call{}
+		t.calls.Put(c)
 	}
 	if res.Err != nil {
 		return nil, res.Err
