@@ -2,12 +2,12 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet unit dashboards realstack tools bench lint demo fuzz
+.PHONY: test vet unit dashboards realstack stack-config tools bench lint demo demo-stack fuzz
 
 ## test: everything CI runs: vet, the race-enabled suites with goleak, the
 ## dashboards and alert rules (promtool), and the real-stack test against
 ## Jaeger and Prometheus on loopback. Installs the tools it needs (cached).
-test: vet unit dashboards realstack
+test: vet unit dashboards stack-config realstack
 
 ## tools: Prometheus and promtool (Debian), Jaeger (built from the Go module proxy, cached)
 tools:
@@ -41,6 +41,16 @@ bench:
 lint: vet
 	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run ./...; else echo "golangci-lint not installed; ran gofmt and vet"; fi
 
-## demo: the live demo (coming with the demo issue)
+## demo: the live demo, needing only Go: a flaky upstream on loopback, traffic
+## through gotry with full telemetry, a terminal view and span waterfalls.
+## Flags via ARGS, e.g. make demo ARGS="-duration 0" (until Ctrl-C).
 demo:
-	@echo "make demo: coming soon (the demo lands with the telemetry and dashboards work)"
+	$(GO) run ./cmd/gotry-demo $(ARGS)
+
+## demo-stack: the demo with native Jaeger and Prometheus on loopback (examples/otel-collector)
+demo-stack:
+	bash examples/otel-collector/native/run.sh $(ARGS)
+
+## stack-config: offline checks of docker-compose.yml and the collector, Prometheus and Grafana configs
+stack-config: tools
+	cd examples/otel-collector/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
