@@ -35,7 +35,7 @@ realstack: tools
 
 ## bench: the core's benchmarks, with ratios against the bare base of the same run
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./transport/ ./resilience/ | $(GO) run ./internal/benchratio
+	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./transport/ ./resilience/ | $(GO) run ./internal/benchratio
 
 ## lint: gofmt + vet (+ golangci-lint when installed)
 lint: vet

@@ -95,3 +95,52 @@ func BenchmarkLoopback(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInterleaved alternates a bare request and a gotry (defaults)
+// request in every iteration, timing each, so drift on a shared machine hits
+// both alike; it reports both times and their ratio.
+func BenchmarkInterleaved(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	loop := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer loop.CloseIdleConnections()
+	for _, c := range []struct {
+		name string
+		base http.RoundTripper
+		url  string
+	}{
+		{"in-memory", memBase{}, "http://bench.local/item"},
+		{"loopback", loop, srv.URL},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			bare, gotry := c.base, transport.New(c.base)
+			req, _ := http.NewRequest(http.MethodGet, c.url, nil)
+			var tBare, tGotry time.Duration
+			one := func(rt http.RoundTripper) time.Duration {
+				start := time.Now()
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return time.Since(start)
+			}
+			for i := 0; b.Loop(); i++ {
+				if i%2 == 0 { // alternate which goes first
+					tBare += one(bare)
+					tGotry += one(gotry)
+				} else {
+					tGotry += one(gotry)
+					tBare += one(bare)
+				}
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(tBare.Nanoseconds())/n, "bare-ns/op")
+			b.ReportMetric(float64(tGotry.Nanoseconds())/n, "gotry-ns/op")
+			b.ReportMetric(float64(tGotry)/float64(tBare), "x-bare")
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Command benchratio reads `go test -bench` output on stdin, echoes it, and
 // then prints each sub-benchmark's time and allocations relative to the
-// "bare" sub-benchmark of the same group, measured in the same run.
+// "bare" sub-benchmark of the same group, measured in the same run. With
+// -count=N the median of the N results is used.
 //
 //	go test -run '^$' -bench . -benchmem ./transport/ | go run ./internal/benchratio
 package main
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -45,6 +47,9 @@ func main() {
 		}
 		groups[m[1]] = append(groups[m[1]], r)
 	}
+	for g, rs := range groups {
+		groups[g] = medians(rs)
+	}
 	for _, g := range order {
 		var base *result
 		for i := range groups[g] {
@@ -69,4 +74,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, strings.TrimSpace(err.Error()))
 		os.Exit(1)
 	}
+}
+
+// medians folds repeated results of one case into their median, keeping
+// the order in which cases first appeared.
+func medians(rs []result) []result {
+	byName := map[string][]result{}
+	var names []string
+	for _, r := range rs {
+		if _, ok := byName[r.name]; !ok {
+			names = append(names, r.name)
+		}
+		byName[r.name] = append(byName[r.name], r)
+	}
+	out := make([]result, 0, len(names))
+	for _, n := range names {
+		xs := byName[n]
+		sort.Slice(xs, func(i, j int) bool { return xs[i].ns < xs[j].ns })
+		out = append(out, xs[len(xs)/2])
+	}
+	return out
 }
