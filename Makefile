@@ -2,12 +2,12 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test vet unit dashboards realstack stack-config tools bench lint demo demo-stack fuzz
+.PHONY: test peers-smoke vet unit dashboards realstack stack-config tools bench bench-peers lint demo demo-stack fuzz
 
 ## test: everything CI runs: vet, the race-enabled suites with goleak, the
 ## dashboards and alert rules (promtool), and the real-stack test against
 ## Jaeger and Prometheus on loopback. Installs the tools it needs (cached).
-test: vet unit dashboards stack-config realstack
+test: vet unit dashboards stack-config peers-smoke realstack
 
 ## tools: Prometheus and promtool (Debian), Jaeger (built from the Go module proxy, cached)
 tools:
@@ -36,6 +36,15 @@ realstack: tools
 ## bench: the core's benchmarks, with ratios against the bare base of the same run
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 ./transport/ ./resilience/ | $(GO) run ./internal/benchratio
+
+## peers-smoke: the peer comparison in its quick mode, so it keeps building and working
+peers-smoke:
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+## bench-peers: gotry beside go-retryablehttp, failsafe-go, heimdall and otelhttp
+## (own module bench/, ~3 min); writes nothing, prints the tables of BENCHMARKS.md
+bench-peers:
+	cd bench && $(GO) run ./cmd/peers
 
 ## lint: gofmt + vet (+ golangci-lint when installed)
 lint: vet

@@ -101,6 +101,10 @@ type AttemptInfo struct {
 	Number int // 1-based
 	Kind   AttemptKind
 	Probe  bool // a half-open breaker's probe: the call's only attempt
+	// Own reports that the attempt has a cancelable context of its own
+	// (hedging or a per-attempt timeout); otherwise Do receives the call's
+	// context itself.
+	Own bool
 	// Context may be set by Do to the context it derived for the attempt
 	// (for example one carrying a span); later events for the attempt carry
 	// it. It starts as the context passed to Do.
@@ -307,6 +311,7 @@ func (r *run[T]) launch(k AttemptKind, t Ticket) {
 	ctx := r.ctx
 	if r.hedge || r.c.Policy.PerAttemptTimeout > 0 {
 		ctx, a.cancel = context.WithCancelCause(r.ctx)
+		a.info.Own = true
 	}
 	a.info.Context = ctx
 	r.inflight++

@@ -6,8 +6,11 @@
 //	client := &http.Client{Transport: transport.New(nil)}
 //	resp, err := client.Get(url) // unchanged call site
 //
-// The caller's *http.Request is never modified: each attempt is sent as a
-// shallow clone with its own context and, when it is a replay, its own body.
+// The caller's *http.Request is never modified: an attempt that needs its
+// own context (hedging, a per-attempt timeout, hooks), its own body (a
+// replay) or its own headers is sent as a shallow clone; a first attempt
+// that needs none of these is the caller's request itself, exactly what the
+// base would get without gotry.
 // Only idempotent requests (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or any
 // request carrying an Idempotency-Key or X-Idempotency-Key header) are
 // retried or hedged unless non-idempotent retries are enabled, and only when

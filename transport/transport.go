@@ -114,6 +114,7 @@ type call struct {
 	first           io.ReadCloser                 // the body the first attempt sends
 	nonIdempotentOK bool                          // the request's Policy allows repeating it
 	policyErr       error                         // the request's Policy is invalid; Prepare reports it
+	firstIsOriginal bool                          // first is req.Body itself (not a buffer or prefix)
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
@@ -161,7 +162,8 @@ func (c *call) policy() (resilience.Policy, error) {
 		}
 	}
 	// A hedged Upgrade could leave a live 101 connection behind as a loser.
-	if c.req.Header.Get("Upgrade") != "" {
+	// (Direct map lookups: the keys are canonical, and this is the hot path.)
+	if hasHeader(c.req.Header, "Upgrade") {
 		p.MaxHedges = 0
 	}
 	return p, nil
@@ -174,7 +176,13 @@ func (c *call) idempotent() bool {
 		return true
 	}
 	h := c.req.Header
-	return h.Get("Idempotency-Key") != "" || h.Get("X-Idempotency-Key") != ""
+	return hasHeader(h, "Idempotency-Key") || hasHeader(h, "X-Idempotency-Key")
+}
+
+// hasHeader reports whether h has a non-empty value for the canonical key.
+func hasHeader(h http.Header, key string) bool {
+	v := h[key]
+	return len(v) > 0 && v[0] != ""
 }
 
 func (c *call) closeBody() {
@@ -193,6 +201,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
 	c.first = c.req.Body
+	c.firstIsOriginal = true
 	c.bodyFresh = false
 	if n <= 1 {
 		return 1, resilience.ReasonAttemptsExhausted, nil
@@ -212,6 +221,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	if err != nil {
 		return 0, 0, errors.Join(errors.New("gotry: reading request body to buffer it"), err)
 	}
+	c.firstIsOriginal = false
 	if once != nil {
 		c.first = once
 		return 1, resilience.ReasonBodyNotReplayable, nil
@@ -232,8 +242,15 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 		}
 		body = b
 	}
+	hooks := &c.t.cfg.hooks
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnRequestStart == nil && hooks.OnAttemptStart == nil {
+		// Nothing about this attempt differs from the caller's request (its
+		// context, body, GetBody and headers are the caller's own), so the
+		// base gets the request as is: it may not modify it either.
+		return c.send(req)
+	}
 	var header http.Header
-	if h := c.t.cfg.hooks.OnAttemptStart; h != nil {
+	if h := hooks.OnAttemptStart; h != nil {
 		header = req.Header.Clone()
 		if header == nil {
 			header = http.Header{}
@@ -249,6 +266,11 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 	if header != nil {
 		out.Header = header
 	}
+	return c.send(out)
+}
+
+// send hands one attempt's request to the base.
+func (c *call) send(out *http.Request) (*http.Response, error) {
 	resp, err := c.t.base.RoundTrip(out)
 	if err != nil && resp != nil {
 		drain(resp) // a broken RoundTripper returned both

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestQuickRun runs every scenario in quick mode, so the comparison keeps
+// compiling and working. It checks what the scenarios count, never timings.
+func TestQuickRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var out bytes.Buffer
+	res, err := Run(&out, Config{Quick: true})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "total outage", "Recovery", "Scaling", "Goals"} {
+		if !strings.Contains(out.String(), h) {
+			t.Errorf("output has no %q section:\n%s", h, out.String())
+		}
+	}
+
+	t.Run("overhead measured every candidate", func(t *testing.T) {
+		for bi := range res.Overhead.Bases {
+			for mi := range res.Overhead.Modes {
+				rows := res.Overhead.Rows[bi][mi]
+				if want := 4 + len(peers); len(rows) != want { // bare, three gotry setups, the peers
+					t.Fatalf("%d rows, want %d", len(rows), want)
+				}
+				for _, r := range rows {
+					if !(r.NsPerOp > 0) || math.IsInf(r.Ratio, 0) || math.IsNaN(r.Ratio) {
+						t.Errorf("%s %s %s: ns/op %v ratio %v", res.Overhead.Bases[bi], res.Overhead.Modes[mi], r.Name, r.NsPerOp, r.Ratio)
+					}
+				}
+			}
+		}
+	})
+
+	t.Run("hedging sent every request and never lost load", func(t *testing.T) {
+		for _, r := range res.Hedging.Rows {
+			if r.Client != int64(res.Hedging.Requests) || r.Errors != 0 {
+				t.Errorf("%s: %d client requests, %d errors; want %d, 0", r.Name, r.Client, r.Errors, res.Hedging.Requests)
+			}
+			if r.Server < r.Client {
+				t.Errorf("%s: server saw %d requests, fewer than the %d sent", r.Name, r.Server, r.Client)
+			}
+		}
+	})
+
+	t.Run("outage: without a budget every request makes 4 attempts", func(t *testing.T) {
+		for _, r := range res.Outage.Rows[1:] {
+			if r.PerRequest != 4 {
+				t.Errorf("%s: %.3f attempts per request, want 4", r.Name, r.PerRequest)
+			}
+		}
+		if g := res.Outage.Rows[0]; g.PerRequest >= 4 {
+			t.Errorf("gotry's budget did not limit retries: %.3f attempts per request", g.PerRequest)
+		}
+		if !res.Outage.Breaker.Opened {
+			t.Error("gotry's breaker never opened during a total outage")
+		}
+	})
+
+	t.Run("recovery: peers without a breaker succeed as soon as the backend is up", func(t *testing.T) {
+		for _, r := range res.Recovery.Rows[1:] {
+			if r.RequestsAfterUp == 0 || r.FailuresAfterUp != 0 {
+				t.Errorf("%s: %d of %d requests failed after recovery", r.Name, r.FailuresAfterUp, r.RequestsAfterUp)
+			}
+		}
+	})
+
+	t.Run("scaling measured every level", func(t *testing.T) {
+		for _, r := range res.Scaling.Rows {
+			for ci, v := range r.OpsPerSec {
+				if !(v > 0) {
+					t.Errorf("%d goroutines, %s: %v ops/s", r.Goroutines, res.Scaling.Names[ci], v)
+				}
+			}
+		}
+	})
+}

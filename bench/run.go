@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Scenarios, in the order Run runs them.
+var Scenarios = []string{"overhead", "hedging", "outage", "recovery", "scaling"}
+
+// Config selects what Run does. The zero value runs everything at full size
+// with 5 rounds.
+type Config struct {
+	// Quick shrinks every scenario so the whole run takes a few seconds:
+	// for checking that it works, not for numbers.
+	Quick bool
+	// Rounds is how many interleaved repetitions the hedging and scaling
+	// scenarios make (default 5; 1 when Quick). Overhead makes twice as
+	// many, each candidate paired with an adjacent sample of bare.
+	Rounds int
+	// Only, if not empty, names the scenarios to run.
+	Only []string
+	// HedgeDelay is the hedge delay of both hedgers (default 10ms).
+	HedgeDelay time.Duration
+	// Progress, if set, receives a line per step.
+	Progress io.Writer
+
+	overheadRounds               int
+	warmup, sampleTime           time.Duration
+	hedgeRequests, hedgeWorkers  int
+	hedgeRounds                  int
+	outageRate, recoveryRate     float64
+	outageTime, downTime, upTime time.Duration
+	scalingLevels                []int
+	scalingTime                  time.Duration
+	began                        time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.Rounds <= 0 {
+		c.Rounds = 5
+		if c.Quick {
+			c.Rounds = 1
+		}
+	}
+	if c.HedgeDelay <= 0 {
+		c.HedgeDelay = 10 * time.Millisecond
+	}
+	c.hedgeRounds = c.Rounds
+	c.overheadRounds = 2 * c.Rounds
+	c.hedgeWorkers = 8
+	c.outageRate, c.recoveryRate = 1000, 200
+	if c.Quick {
+		c.warmup, c.sampleTime = 2*time.Millisecond, 5*time.Millisecond
+		c.hedgeRequests = 200
+		c.outageTime, c.downTime, c.upTime = 150*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+		c.scalingLevels, c.scalingTime = []int{1, 16, 256}, 10*time.Millisecond
+		return
+	}
+	c.warmup, c.sampleTime = 100*time.Millisecond, 100*time.Millisecond
+	c.hedgeRequests = 2000
+	c.outageTime, c.downTime, c.upTime = 2*time.Second, 3*time.Second, 3*time.Second
+	c.scalingLevels, c.scalingTime = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}, 150*time.Millisecond
+}
+
+func (c *Config) wants(s string) bool {
+	if len(c.Only) == 0 {
+		return true
+	}
+	for _, o := range c.Only {
+		if o == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "%6.1fs  %s\n", time.Since(c.began).Seconds(), fmt.Sprintf(format, args...))
+	}
+}
+
+// Results is everything one Run measured; a nil field was not run.
+type Results struct {
+	Overhead *OverheadResult
+	Hedging  *HedgeResult
+	Outage   *OutageResult
+	Recovery *RecoveryResult
+	Scaling  *ScalingResult
+}
+
+// Run runs the selected scenarios and writes Markdown to w.
+func Run(w io.Writer, cfg Config) (*Results, error) {
+	cfg.setDefaults()
+	cfg.began = time.Now()
+	for _, o := range cfg.Only {
+		if !contains(Scenarios, o) {
+			return nil, fmt.Errorf("bench: unknown scenario %q (have %s)", o, strings.Join(Scenarios, ", "))
+		}
+	}
+	start := time.Now()
+	res := &Results{}
+	var err error
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), GOMAXPROCS %d, %s %s/%s. Started %s, load average %s. Rounds: %d%s.\n",
+		runtime.NumCPU(), cpuModel(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		start.UTC().Format("2006-01-02 15:04 UTC"), loadAvg(), cfg.Rounds, map[bool]string{true: " (quick mode: not for numbers)"}[cfg.Quick])
+	if cfg.wants("overhead") {
+		if res.Overhead, err = runOverhead(&cfg); err != nil {
+			return res, err
+		}
+		res.Overhead.write(w, cfg.overheadRounds)
+	}
+	if cfg.wants("hedging") {
+		if res.Hedging, err = runHedging(&cfg); err != nil {
+			return res, err
+		}
+		res.Hedging.write(w, cfg.hedgeRounds)
+	}
+	if cfg.wants("outage") {
+		if res.Outage, err = runOutage(&cfg); err != nil {
+			return res, err
+		}
+		res.Outage.write(w)
+	}
+	if cfg.wants("recovery") {
+		if res.Recovery, err = runRecovery(&cfg); err != nil {
+			return res, err
+		}
+		res.Recovery.write(w)
+	}
+	if cfg.wants("scaling") {
+		if res.Scaling, err = runScaling(&cfg); err != nil {
+			return res, err
+		}
+		res.Scaling.write(w)
+	}
+	res.writeGoals(w)
+	fmt.Fprintf(w, "\nTotal run time %s; load average at the end %s.\n", time.Since(start).Round(time.Second), loadAvg())
+	return res, nil
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cpuModel reads the CPU model name, as lscpu prints it.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, which say how busy
+// the machine was: a number far above the CPU count means the run competed
+// with other work.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
