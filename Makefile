@@ -2,6 +2,7 @@
 GO ?= go
 PKGS := ./...
 
+.PHONY: fuzz soak vuln
 .PHONY: test peers-smoke vet unit dashboards realstack stack-config tools bench bench-peers lint demo demo-stack fuzz
 
 ## test: everything CI runs: vet, the race-enabled suites with goleak, the
@@ -46,9 +47,31 @@ peers-smoke:
 bench-peers:
 	cd bench && $(GO) run ./cmd/peers
 
-## lint: gofmt + vet (+ golangci-lint when installed)
+TOOL := $(GO) tool -modfile=$(CURDIR)/tools/lint/go.mod
+FUZZTIME ?= 20s
+FUZZ_TRANSPORT := FuzzParseRetryAfter FuzzRetryAfterWait FuzzDefaultClassifier FuzzBodyReplay \
+	FuzzHedgesAndRetriesNeverExceedMaxAttempts FuzzBreakerNeverAdmitsMoreThanHalfOpenProbes
+FUZZ_RESILIENCE := FuzzBackoff FuzzSchedule
+
+## lint: gofmt, vet and golangci-lint (pinned in tools/lint, config .golangci.yml) on both modules
 lint: vet
-	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run ./...; else echo "golangci-lint not installed; ran gofmt and vet"; fi
+	$(TOOL) golangci-lint run ./...
+	cd dashboards && $(TOOL) golangci-lint run ./...
+
+## vuln: govulncheck (pinned in tools/lint); needs network access to vuln.go.dev
+vuln:
+	$(TOOL) govulncheck ./...
+	cd dashboards && $(TOOL) govulncheck ./...
+
+## fuzz: every fuzz target for $(FUZZTIME) each (their seed corpora already run in make test)
+fuzz:
+	@set -e; for f in $(FUZZ_TRANSPORT); do $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./transport/; done; \
+	for f in $(FUZZ_RESILIENCE); do $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./resilience/; done
+
+## soak: a 60s race-enabled soak, then 1,000,000 hosts through the breaker (make test runs a 10s soak)
+soak:
+	GOTRY_SOAK=60s $(GO) test -race -count=1 -timeout 15m -run '^TestSoak$$' -v ./transport/
+	GOTRY_MEMORY_HOSTS=1000000 $(GO) test -count=1 -timeout 15m -run '^TestBreakersStayBoundedOverManyHosts$$' -v ./transport/
 
 ## demo: the live demo, needing only Go: a flaky upstream on loopback, traffic
 ## through gotry with full telemetry, a terminal view and span waterfalls.

@@ -146,7 +146,7 @@ type breaker struct {
 	state    BreakerState
 	failures int       // consecutive failures while closed
 	openedAt time.Time // when the breaker last opened
-	probes   int       // probes in flight while half-open
+	probes   int       // probes in flight, whatever state they were admitted in
 	gen      uint64    // bumped on every state change; stale tickets are ignored
 }
 
@@ -329,6 +329,11 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 	br.mu.Lock()
 	defer br.mu.Unlock()
 	tr := Transition{Key: br.key, From: br.state, To: br.state}
+	if t.probe {
+		// A probe holds its slot until it completes, whatever happened to
+		// the breaker meanwhile, so probes in flight never pile up.
+		br.probes--
+	}
 	if t.gen != br.gen {
 		return tr
 	}
@@ -345,9 +350,6 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 			}
 		}
 	case BreakerHalfOpen:
-		if t.probe {
-			br.probes--
-		}
 		switch o {
 		case OutcomeSuccess:
 			br.setLocked(BreakerClosed)
@@ -364,6 +366,5 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 func (br *breaker) setLocked(s BreakerState) {
 	br.state = s
 	br.failures = 0
-	br.probes = 0
-	br.gen++
+	br.gen++ // probes in flight keep their slots until they complete
 }

@@ -61,7 +61,9 @@ func (b *fuzzBody) Close() error {
 // fails the first attempt with a retryable error. What the base receives on
 // every attempt is exactly the caller's body, or the request was sent once;
 // a failing reader surfaces its error; every body the caller handed over
-// (and every one GetBody made) is closed.
+// (and every one GetBody made) is closed; and no more than the limit plus
+// one byte is read ahead of the first attempt (nothing when the request
+// gets one attempt or has GetBody).
 func FuzzBodyReplay(f *testing.F) {
 	for _, s := range []struct {
 		limit  uint16
@@ -112,7 +114,14 @@ func FuzzBodyReplay(f *testing.F) {
 		var mu sync.Mutex
 		var received [][]byte
 		var readErrs []error
+		var caller *fuzzBody
+		preRead := -1 // bytes taken from the caller's body before the first attempt
 		base := baseFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			if preRead < 0 {
+				preRead = caller.off
+			}
+			mu.Unlock()
 			var got []byte
 			var err error
 			if r.Body != nil {
@@ -135,7 +144,7 @@ func FuzzBodyReplay(f *testing.F) {
 		tr := transport.New(base, transport.WithMaxAttempts(2), transport.WithBudget(0, 0),
 			transport.WithBackoff(resilience.Constant(0)), transport.WithMaxBufferedBody(limit))
 
-		caller := newBody()
+		caller = newBody()
 		req, err := http.NewRequest(method, "http://body.test/", caller)
 		if err != nil {
 			t.Fatal(err)
@@ -166,6 +175,16 @@ func FuzzBodyReplay(f *testing.F) {
 
 		mu.Lock()
 		defer mu.Unlock()
+		// Never read ahead more than the limit and the one byte that shows
+		// the body is over it; not at all when one attempt is all it gets
+		// or GetBody can replay it.
+		unread := withGetBody || method == http.MethodPost || clMode == 1 && int64(size) > limit
+		switch {
+		case preRead > int(limit)+1:
+			t.Fatalf("%d bytes read ahead of the first attempt, limit %d", preRead, limit)
+		case unread && preRead > 0:
+			t.Fatalf("%d bytes read ahead of the only attempt (method %s, GetBody %v, ContentLength mode %d)", preRead, method, withGetBody, clMode)
+		}
 		desc := fmt.Sprintf("%s size %d limit %d failAt %d chunk %d GetBody %v clMode %d", method, size, limit, failAt, chunk, withGetBody, clMode)
 		if failAt >= 0 {
 			if err == nil || !errors.Is(err, errFuzzRead) {

@@ -116,6 +116,11 @@ func FuzzRetryAfterWait(f *testing.F) {
 				t.Fatal("RoundTrip did not return")
 			}
 		}
+		// OnRetry runs on the RoundTrip goroutine, so every event is queued
+		// by now; one without a sleep may still be unread.
+		for len(retries) > 0 {
+			got = append(got, <-retries)
+		}
 		if res.err != nil || res.resp == nil {
 			t.Fatalf("RoundTrip = %v, %v; an in-memory base that always answers must yield a response", res.resp, res.err)
 		}
