@@ -77,7 +77,7 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if now < b.downUntil.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, "down")
+		_, _ = io.WriteString(w, "down") // a client that went away cannot be told
 		return
 	}
 	if every := b.stallEvery.Load(); every > 0 && n%every == 0 {
@@ -85,7 +85,7 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 			return // the client gave up (a hedge won): nothing to answer
 		}
 	}
-	io.WriteString(w, "ok")
+	_, _ = io.WriteString(w, "ok") // a client that went away cannot be told
 }
 
 // sleepCtx sleeps d unless ctx ends first; it reports whether d passed.
@@ -117,7 +117,7 @@ func newLoopbackBase() *http.Transport {
 // finish reads a response to its end and closes it, as a careful caller does.
 func finish(resp *http.Response) {
 	if resp != nil && resp.Body != nil {
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // draining is best effort: the body is closed either way
 		resp.Body.Close()
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
@@ -179,7 +178,7 @@ func lintInputSeries(t *testing.T, test, series string) {
 	vs := &parser.VectorSelector{LabelMatchers: ms}
 	have := map[string]bool{}
 	for _, m := range ms {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			vs.Name = m.Value
 		}
 		have[m.Name] = true

@@ -40,9 +40,9 @@ func checkedIn(t *testing.T) map[string][]byte {
 
 // decodeStrict decodes a dashboard strictly: a field the SDK does not know
 // is an error.
-func decodeStrict(data []byte) (dashboard.Dashboard, error) {
+func decodeStrict(data []byte) (dashboard.Dashboard, error) { //nolint:staticcheck // v1 schema on purpose, see dashboards.go
 	plugins.RegisterDefaultPlugins()
-	var d dashboard.Dashboard
+	var d dashboard.Dashboard //nolint:staticcheck // v1 schema on purpose, see dashboards.go
 	err := d.UnmarshalJSONStrict(data)
 	// The SDK (v0.0.22) returns an empty cog.BuildErrors, not nil, on
 	// success.
@@ -53,7 +53,7 @@ func decodeStrict(data []byte) (dashboard.Dashboard, error) {
 }
 
 // decode is decodeStrict failing t on error.
-func decode(t *testing.T, name string, data []byte) dashboard.Dashboard {
+func decode(t *testing.T, name string, data []byte) dashboard.Dashboard { //nolint:staticcheck // v1 schema on purpose, see dashboards.go
 	t.Helper()
 	d, err := decodeStrict(data)
 	if err != nil {
@@ -159,7 +159,7 @@ type rowPanel struct {
 }
 
 // panels returns every non-row panel of d, those in collapsed rows too.
-func panels(d dashboard.Dashboard) []rowPanel {
+func panels(d dashboard.Dashboard) []rowPanel { //nolint:staticcheck // v1 schema on purpose, see dashboards.go
 	var out []rowPanel
 	row := ""
 	for _, p := range d.Panels {

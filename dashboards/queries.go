@@ -52,7 +52,7 @@ func QueriesFromJSON(data []byte) ([]Query, error) {
 	// The SDK decodes panel options and targets through a registry of
 	// plugins; registering is idempotent and safe for concurrent use.
 	plugins.RegisterDefaultPlugins()
-	var d dashboard.Dashboard
+	var d dashboard.Dashboard //nolint:staticcheck // v1 schema on purpose, see dashboards.go
 	if err := json.Unmarshal(data, &d); err != nil {
 		return nil, fmt.Errorf("dashboards: decoding dashboard: %w", err)
 	}

@@ -187,8 +187,8 @@ func (b *Breakers) get(key string, now time.Time) *breaker {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if br = s.m[key]; br != nil {
-		return br
+	if existing := s.m[key]; existing != nil {
+		return existing
 	}
 	if len(s.m) >= b.shardCap {
 		s.evictLocked(b.shardCap, now)

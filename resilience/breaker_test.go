@@ -156,7 +156,9 @@ func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
 	b := NewBreakers(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
 	fail(t, b, "bad", t0)
 	for i := 0; i < 100; i++ {
-		b.Admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1)))
+		if _, _, err := b.Admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1))); err != nil {
+			t.Fatalf("Admit h%d: %v", i, err)
+		}
 	}
 	if s := b.State("bad", t0); s != BreakerOpen {
 		t.Fatalf("open breaker evicted in favour of idle ones: %v", s)
@@ -166,7 +168,9 @@ func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
 func TestBreakersEach(t *testing.T) {
 	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
 	fail(t, b, "a", t0)
-	b.Admit("b", t0)
+	if _, _, err := b.Admit("b", t0); err != nil {
+		t.Fatalf("Admit b: %v", err)
+	}
 	got := map[string]BreakerState{}
 	b.Each(t0, func(k string, s BreakerState) { got[k] = s })
 	if len(got) != 2 || got["a"] != BreakerOpen || got["b"] != BreakerClosed {

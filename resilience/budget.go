@@ -70,11 +70,12 @@ func add(w *atomic.Uint64, epoch uint64, delta int64) {
 	for {
 		old := w.Load()
 		var n uint64
-		if old>>countBits == epoch {
+		switch {
+		case old>>countBits == epoch:
 			n = uint64(int64(old&countMask) + delta)
-		} else if delta > 0 {
+		case delta > 0:
 			n = uint64(delta)
-		} else {
+		default:
 			return // the bucket rolled over; nothing left to undo
 		}
 		if w.CompareAndSwap(old, epoch<<countBits|n&countMask) {

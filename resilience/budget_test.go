@@ -57,7 +57,7 @@ func TestBudgetDepositsExpireAfterWindow(t *testing.T) {
 }
 
 func TestBudgetZeroIsNil(t *testing.T) {
-	var b *Budget = NewBudget(0, 0)
+	b := NewBudget(0, 0)
 	if b != nil {
 		t.Fatal("NewBudget(0, 0) is not nil")
 	}

@@ -409,6 +409,8 @@ func BenchmarkDNSCacheLookupHostHit(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		d.LookupHost(ctx, "api.example.com")
+		if _, err := d.LookupHost(ctx, "api.example.com"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -141,7 +141,7 @@ func ExampleDNSCache() {
 	fmt.Println("not found:", errors.As(err, &dnsErr) && dnsErr.IsNotFound)
 
 	// Every connection the transport opens now resolves through the cache.
-	client := &http.Client{Transport: &http.Transport{DialContext: dns.DialContext}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dns.DialContext}} //nolint:govet // unusedwrite: shows the wiring only; the example sends no request
 	_ = client
 	// Output:
 	// resolving api.example.com

@@ -108,7 +108,9 @@ func TestRetryHonoursRetryAfterError(t *testing.T) {
 
 func TestRetryBreakerKeyedByCaller(t *testing.T) {
 	r := NewRetrier(WithMaxAttempts(1), WithBreaker(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}))
-	Retry(context.Background(), r, "primary", func(context.Context) (int, error) { return 0, errBoom })
+	if _, err := Retry(context.Background(), r, "primary", func(context.Context) (int, error) { return 0, errBoom }); !errors.Is(err, errBoom) {
+		t.Fatalf("primary, first call: %v, want %v", err, errBoom)
+	}
 	if _, err := Retry(context.Background(), r, "primary", func(context.Context) (int, error) { return 1, nil }); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("primary: %v", err)
 	}
@@ -159,10 +161,13 @@ func TestRetryAttemptStartHookSetsAttemptContext(t *testing.T) {
 		},
 	}))
 	var seen []int
-	Retry(context.Background(), r, "op", func(ctx context.Context) (int, error) {
+	_, err := Retry(context.Background(), r, "op", func(ctx context.Context) (int, error) {
 		seen = append(seen, ctx.Value(key{}).(int))
 		return 0, errBoom
 	})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("Retry: %v, want %v", err, errBoom)
+	}
 	if !slices.Equal(seen, []int{1, 2}) || !slices.Equal(kinds, []AttemptKind{KindInitial, KindRetry}) {
 		t.Fatalf("seen %v kinds %v", seen, kinds)
 	}

@@ -195,8 +195,11 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.Get(ctx, "a", load("a")) // a is now the most recently used; b the least
-	c.Get(ctx, "d", load("d"))
+	for _, k := range []string{"a", "d"} { // a is now the most recently used; b the least
+		if _, err := c.Get(ctx, k, load(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n := c.Len(); n != 3 {
 		t.Errorf("Len = %d, want 3", n)
 	}
@@ -217,12 +220,18 @@ func TestCacheReclaimsExpiredEntriesBeforeEvictingLiveOnes(t *testing.T) {
 	ctx := context.Background()
 	load := func(context.Context) (int, error) { return 1, nil }
 
-	c.Get(ctx, "old", load) // expires at ttl
+	get := func(key string) {
+		t.Helper()
+		if _, err := c.Get(ctx, key, load); err != nil {
+			t.Fatalf("Get(%q): %v", key, err)
+		}
+	}
+	get("old") // expires at ttl
 	clk.Advance(ttl / 2)
-	c.Get(ctx, "live", load) // expires at 1.5 ttl
-	c.Get(ctx, "old", load)  // a hit: "old" is now the most recently used
-	clk.Advance(ttl / 2)     // "old" has expired, "live" has not
-	c.Get(ctx, "new", load)
+	get("live")          // expires at 1.5 ttl
+	get("old")           // a hit: "old" is now the most recently used
+	clk.Advance(ttl / 2) // "old" has expired, "live" has not
+	get("new")
 
 	// Plain LRU would have evicted "live" here.
 	if _, ok := c.Peek("live"); !ok {
@@ -416,7 +425,9 @@ func TestCacheDoneContext(t *testing.T) {
 	if v, err := c.Get(done, "miss", load); !errors.Is(err, context.Canceled) || loads.Load() != 0 {
 		t.Errorf("miss with a done context = %d, %v after %d loads; want context.Canceled and no load", v, err, loads.Load())
 	}
-	c.Get(context.Background(), "hit", load)
+	if _, err := c.Get(context.Background(), "hit", load); err != nil {
+		t.Fatal(err)
+	}
 	if v, err := c.Get(done, "hit", load); err != nil || v != 1 {
 		t.Errorf("hit with a done context = %d, %v; want the cached 1", v, err)
 	}
@@ -488,10 +499,14 @@ func BenchmarkCacheGetHit(b *testing.B) {
 	}
 	ctx := context.Background()
 	load := func(context.Context) ([]string, error) { return []string{"10.0.0.1"}, nil }
-	c.Get(ctx, "example.com", load)
+	if _, err := c.Get(ctx, "example.com", load); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Get(ctx, "example.com", load)
+		if _, err := c.Get(ctx, "example.com", load); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -502,11 +517,16 @@ func BenchmarkCacheGetHitParallel(b *testing.B) {
 	}
 	ctx := context.Background()
 	load := func(context.Context) ([]string, error) { return []string{"10.0.0.1"}, nil }
-	c.Get(ctx, "example.com", load)
+	if _, err := c.Get(ctx, "example.com", load); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			c.Get(ctx, "example.com", load)
+			if _, err := c.Get(ctx, "example.com", load); err != nil {
+				b.Error(err)
+				return
+			}
 		}
 	})
 }
@@ -520,6 +540,8 @@ func BenchmarkCacheGetMiss(b *testing.B) {
 	load := func(context.Context) (int, error) { return 1, nil }
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		c.Get(ctx, i, load) // every key is new: load, store and evict
+		if _, err := c.Get(ctx, i, load); err != nil { // every key is new: load, store and evict
+			b.Fatal(err)
+		}
 	}
 }

@@ -36,8 +36,14 @@ func (memRT) RoundTrip(req *http.Request) (*http.Response, error) {
 func BenchmarkRoundTrip(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	defer tp.Shutdown(context.Background())
-	defer mp.Shutdown(context.Background())
+	b.Cleanup(func() {
+		if err := mp.Shutdown(context.Background()); err != nil {
+			b.Error(err)
+		}
+		if err := tp.Shutdown(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
 	prop := propagation.TraceContext{}
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 		zapcore.AddSync(io.Discard), zapcore.InfoLevel))

@@ -40,8 +40,11 @@ func ErrorType(err error) string {
 		return ""
 	}
 	// A give-up holds every attempt's error; the last one ended the request.
+	// gave.Err != err compares identity on purpose: it only stops recursing
+	// into the very same value, so errors.Is (which also follows chains and
+	// Is methods) would change which errors get classified.
 	var gave *resilience.Error
-	if errors.As(err, &gave) && gave.Err != nil && gave.Err != err {
+	if errors.As(err, &gave) && gave.Err != nil && gave.Err != err { //nolint:errorlint // identity check, see above
 		return ErrorType(gave.Err)
 	}
 	// A breaker rejection and a per-attempt timeout are gotry's own; checked

@@ -46,7 +46,11 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer reg.Unregister()
+	defer func() {
+		if err := reg.Unregister(); err != nil {
+			fmt.Println(err)
+		}
+	}()
 
 	client := &http.Client{Transport: tr}
 	resp, err := client.Get(srv.URL)

@@ -139,7 +139,7 @@ func want(t *testing.T, what string, kv []attribute.KeyValue, exp map[attribute.
 		got, ok := m[k]
 		if v == nil {
 			if ok {
-				t.Errorf("%s: %s = %v, want absent", what, k, got.Emit())
+				t.Errorf("%s: %s = %v, want absent", what, k, got.String())
 			}
 			continue
 		}

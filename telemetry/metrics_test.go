@@ -150,7 +150,7 @@ func equalFloats(a, b []float64) bool {
 func render(s attribute.Set) string {
 	var parts []string
 	for _, kv := range s.ToSlice() {
-		v := kv.Value.Emit()
+		v := kv.Value.String()
 		if kv.Key == KeyServerPort {
 			v = "P"
 		}
@@ -327,7 +327,11 @@ func TestMetricsRetrier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Unregister()
+	defer func() {
+		if err := reg.Unregister(); err != nil {
+			t.Error(err)
+		}
+	}()
 	_, _ = resilience.Retry(t.Context(), rt, "sync-users", func(context.Context) (int, error) { return 0, errors.New("down") })
 	rm := r.collect(t)
 

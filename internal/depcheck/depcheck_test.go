@@ -2,9 +2,9 @@
 package depcheck
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -13,9 +13,13 @@ import (
 // (non-test code, transitively) import anything outside the standard library
 // and this module.
 func TestCoreImportsOnlyTheStandardLibrary(t *testing.T) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(gobin); err != nil {
-		gobin = "go"
+	// An explicit GOROOT wins (as it did for runtime.GOROOT); otherwise "go"
+	// on PATH, where go test puts its own GOROOT/bin first.
+	gobin := "go"
+	if goroot := os.Getenv("GOROOT"); goroot != "" {
+		if p, err := exec.LookPath(filepath.Join(goroot, "bin", "go")); err == nil {
+			gobin = p
+		}
 	}
 	cmd := exec.Command(gobin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
 		"github.com/MrVSiK/gotry/resilience/...", "github.com/MrVSiK/gotry/transport/...")
