@@ -56,7 +56,11 @@ func TestPOSTWithoutIdempotencyKeyReachesTheServerAtMostOnce(t *testing.T) {
 		{"HTTP/2 stream reset", true, func(<-chan struct{}) http.HandlerFunc {
 			return func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }
 		}, never, false},
-		{"HTTP/2 connection closed under the request", true, nil, always, false},
+		// Whether the keyed control repeats here depends on the error type
+		// net/http's HTTP/2 client reports for a lost connection, which
+		// differs between Go releases (unknown types are not retried), so
+		// only the safety property is asserted for this mode.
+		{"HTTP/2 connection closed under the request", true, nil, nil, false},
 		{"HTTP/2 slow headers", true, func(<-chan struct{}) http.HandlerFunc { return hangUntilGone(&gone) }, slowRepeats, true},
 	}
 	for _, m := range modes {
@@ -101,6 +105,8 @@ func TestPOSTWithoutIdempotencyKeyReachesTheServerAtMostOnce(t *testing.T) {
 					switch {
 					case !keyed && hits > 1:
 						t.Fatalf("a POST without an idempotency key reached the server %d times", hits)
+					case keyed && m.repeats == nil:
+						// no expectation for the control in this mode
 					case keyed && m.repeats(c) && hits < 2:
 						t.Fatalf("control: the keyed POST arrived %d times, want a repeat (the fault is retryable)", hits)
 					case keyed && !m.repeats(c) && c.hedges == 0 && hits != 1:

@@ -1,0 +1,3 @@
+module github.com/MrVSiK/gotry/tools/vulndb
+
+go 1.25
