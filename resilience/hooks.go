@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/hookutil"
 )
 
 // AttemptKind says why an attempt was launched.
@@ -256,46 +258,15 @@ type Hooks struct {
 // Neither argument is modified.
 func Combine(a, b Hooks) Hooks {
 	return Hooks{
-		OnCallStart:       chainCtx(a.OnCallStart, b.OnCallStart),
-		OnAttemptStart:    chainCtx(a.OnAttemptStart, b.OnAttemptStart),
-		OnAttemptEnd:      both(a.OnAttemptEnd, b.OnAttemptEnd),
-		OnRetry:           both(a.OnRetry, b.OnRetry),
-		OnBackoff:         both(a.OnBackoff, b.OnBackoff),
-		OnHedge:           both(a.OnHedge, b.OnHedge),
-		OnBudgetExhausted: both(a.OnBudgetExhausted, b.OnBudgetExhausted),
-		OnBreakerReject:   both(a.OnBreakerReject, b.OnBreakerReject),
-		OnBreakerStateChange: func() func(string, BreakerState, BreakerState) {
-			f, g := a.OnBreakerStateChange, b.OnBreakerStateChange
-			switch {
-			case f == nil:
-				return g
-			case g == nil:
-				return f
-			}
-			return func(k string, from, to BreakerState) { f(k, from, to); g(k, from, to) }
-		}(),
-		OnCallEnd: both(a.OnCallEnd, b.OnCallEnd),
+		OnCallStart:          hookutil.Chain(a.OnCallStart, b.OnCallStart),
+		OnAttemptStart:       hookutil.Chain(a.OnAttemptStart, b.OnAttemptStart),
+		OnAttemptEnd:         hookutil.Both(a.OnAttemptEnd, b.OnAttemptEnd),
+		OnRetry:              hookutil.Both(a.OnRetry, b.OnRetry),
+		OnBackoff:            hookutil.Both(a.OnBackoff, b.OnBackoff),
+		OnHedge:              hookutil.Both(a.OnHedge, b.OnHedge),
+		OnBudgetExhausted:    hookutil.Both(a.OnBudgetExhausted, b.OnBudgetExhausted),
+		OnBreakerReject:      hookutil.Both(a.OnBreakerReject, b.OnBreakerReject),
+		OnBreakerStateChange: hookutil.Both3(a.OnBreakerStateChange, b.OnBreakerStateChange),
+		OnCallEnd:            hookutil.Both(a.OnCallEnd, b.OnCallEnd),
 	}
-}
-
-// both returns a func calling f then g, or whichever is non-nil.
-func both[E any](f, g func(E)) func(E) {
-	switch {
-	case f == nil:
-		return g
-	case g == nil:
-		return f
-	}
-	return func(e E) { f(e); g(e) }
-}
-
-// chainCtx chains two context-returning hooks.
-func chainCtx[E any](f, g func(context.Context, E) context.Context) func(context.Context, E) context.Context {
-	switch {
-	case f == nil:
-		return g
-	case g == nil:
-		return f
-	}
-	return func(ctx context.Context, e E) context.Context { return g(f(ctx, e), e) }
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/MrVSiK/gotry/internal/hookutil"
 	"github.com/MrVSiK/gotry/resilience"
 )
 
@@ -164,48 +165,18 @@ type BodyClosedEvent struct {
 // both may modify AttemptStartEvent.Header. Neither argument is modified.
 func CombineHooks(a, b Hooks) Hooks {
 	return Hooks{
-		OnRetry:              both(a.OnRetry, b.OnRetry),
-		OnHedge:              both(a.OnHedge, b.OnHedge),
-		OnBreakerStateChange: both3(a.OnBreakerStateChange, b.OnBreakerStateChange),
-		OnRequestStart:       chainCtx(a.OnRequestStart, b.OnRequestStart),
-		OnAttemptStart:       chainCtx(a.OnAttemptStart, b.OnAttemptStart),
-		OnAttemptEnd:         both(a.OnAttemptEnd, b.OnAttemptEnd),
-		OnBackoff:            both(a.OnBackoff, b.OnBackoff),
-		OnBudgetExhausted:    both(a.OnBudgetExhausted, b.OnBudgetExhausted),
-		OnBreakerReject:      both(a.OnBreakerReject, b.OnBreakerReject),
-		OnRequestEnd:         both(a.OnRequestEnd, b.OnRequestEnd),
-		OnBodyClosed:         both(a.OnBodyClosed, b.OnBodyClosed),
+		OnRetry:              hookutil.Both(a.OnRetry, b.OnRetry),
+		OnHedge:              hookutil.Both(a.OnHedge, b.OnHedge),
+		OnBreakerStateChange: hookutil.Both3(a.OnBreakerStateChange, b.OnBreakerStateChange),
+		OnRequestStart:       hookutil.Chain(a.OnRequestStart, b.OnRequestStart),
+		OnAttemptStart:       hookutil.Chain(a.OnAttemptStart, b.OnAttemptStart),
+		OnAttemptEnd:         hookutil.Both(a.OnAttemptEnd, b.OnAttemptEnd),
+		OnBackoff:            hookutil.Both(a.OnBackoff, b.OnBackoff),
+		OnBudgetExhausted:    hookutil.Both(a.OnBudgetExhausted, b.OnBudgetExhausted),
+		OnBreakerReject:      hookutil.Both(a.OnBreakerReject, b.OnBreakerReject),
+		OnRequestEnd:         hookutil.Both(a.OnRequestEnd, b.OnRequestEnd),
+		OnBodyClosed:         hookutil.Both(a.OnBodyClosed, b.OnBodyClosed),
 	}
-}
-
-func both[E any](f, g func(E)) func(E) {
-	switch {
-	case f == nil:
-		return g
-	case g == nil:
-		return f
-	}
-	return func(e E) { f(e); g(e) }
-}
-
-func both3(f, g func(string, resilience.BreakerState, resilience.BreakerState)) func(string, resilience.BreakerState, resilience.BreakerState) {
-	switch {
-	case f == nil:
-		return g
-	case g == nil:
-		return f
-	}
-	return func(h string, from, to resilience.BreakerState) { f(h, from, to); g(h, from, to) }
-}
-
-func chainCtx[E any](f, g func(context.Context, E) context.Context) func(context.Context, E) context.Context {
-	switch {
-	case f == nil:
-		return g
-	case g == nil:
-		return f
-	}
-	return func(ctx context.Context, e E) context.Context { return g(f(ctx, e), e) }
 }
 
 // engineHooks translates h into the engine's hooks. Only non-nil fields get
