@@ -267,3 +267,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 // request right after the one that opened it is rejected even on a loaded
 // machine, short enough that waiting for the probe is cheap.
 const breakerOpen = 250 * time.Millisecond
+
+// wantTraceparents checks that the server saw, in order, exactly the
+// traceparent of each attempt span (the span the server's work hangs under).
+func wantTraceparents(t *testing.T, srv *server, atts []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	parents := srv.traceparents()
+	if len(parents) != len(atts) {
+		t.Fatalf("server saw %d requests, want %d (one per attempt span)", len(parents), len(atts))
+	}
+	for i, s := range atts {
+		if want := traceparent(s.SpanContext()); parents[i] != want {
+			t.Errorf("attempt %d: server saw traceparent %q, want the attempt span's %q", i+1, parents[i], want)
+		}
+	}
+}

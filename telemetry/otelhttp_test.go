@@ -57,12 +57,7 @@ func TestOtelhttpInside(t *testing.T) {
 	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
 		KeyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyStatusCode: int64(200),
 	})
-	parents := srv.traceparents()
-	for i, s := range atts {
-		if want := traceparent(s.SpanContext()); parents[i] != want {
-			t.Errorf("attempt %d: traceparent %q, want otelhttp's span %q", i+1, parents[i], want)
-		}
-	}
+	wantTraceparents(t, srv, atts)
 }
 
 // otelhttp → gotry → base: otelhttp's CLIENT span is the parent of gotry's
@@ -90,12 +85,7 @@ func TestOtelhttpOutside(t *testing.T) {
 		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
 	}
 	atts := ordered(spans, "GET")
-	parents := srv.traceparents()
-	for i, s := range atts {
-		if want := traceparent(s.SpanContext()); parents[i] != want {
-			t.Errorf("attempt %d: traceparent %q, want gotry's attempt span %q", i+1, parents[i], want)
-		}
-	}
+	wantTraceparents(t, srv, atts)
 }
 
 // Without otelhttp between them, the annotator changes nothing.

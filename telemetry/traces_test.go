@@ -102,15 +102,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 		}
 	}
 
-	parents := srv.traceparents()
-	if len(parents) != 3 {
-		t.Fatalf("server saw %d requests, want 3", len(parents))
-	}
-	for i, s := range atts {
-		if want := traceparent(s.SpanContext()); parents[i] != want {
-			t.Errorf("attempt %d: server saw traceparent %q, want the attempt span's %q", i+1, parents[i], want)
-		}
-	}
+	wantTraceparents(t, srv, atts)
 }
 
 // A hedge wins; the stalled first attempt is cancelled, which is no error.
@@ -154,12 +146,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	want(t, "winner", atts[1].Attributes(), map[attribute.Key]any{
 		KeyAttemptKind: "hedge", KeyAttemptOutcome: "success", KeyResendCount: int64(1), KeyStatusCode: int64(200),
 	})
-	parents := srv.traceparents()
-	for i, s := range atts {
-		if want := traceparent(s.SpanContext()); parents[i] != want {
-			t.Errorf("attempt %d: traceparent %q, want %q", i+1, parents[i], want)
-		}
-	}
+	wantTraceparents(t, srv, atts)
 }
 
 // The breaker opens on a 503, rejects the next request without an attempt
