@@ -116,29 +116,53 @@ func (b *Budget) Deposit(now time.Time) {
 // reports whether it was allowed. It first uses the per-second floor, then
 // the deposits.
 func (b *Budget) Withdraw(now time.Time) bool {
+	_, ok := b.Take(now)
+	return ok
+}
+
+// BudgetToken is one token taken from a Budget, which Refund gives back. The
+// zero value refunds nothing.
+type BudgetToken struct {
+	w     *atomic.Uint64 // the bucket word it was paid from
+	epoch uint64         // that bucket's epoch when it was paid
+}
+
+// Refund gives the token back, for a retry that was paid for but did not
+// launch (its sleep was interrupted, or the breaker refused it). A token
+// whose second has left the window is already forgotten: nothing to give
+// back. Refund a token at most once.
+func (t BudgetToken) Refund() {
+	if t.w != nil {
+		add(t.w, t.epoch, -1)
+	}
+}
+
+// Take is Withdraw returning the token it spent, so that a retry that does
+// not launch after all can Refund it.
+func (b *Budget) Take(now time.Time) (BudgetToken, bool) {
 	if b == nil {
-		return true
+		return BudgetToken{}, true
 	}
 	e := epochOf(now)
 	if b.minPerSec > 0 {
 		w := &b.floor[e%budgetBuckets]
 		add(w, e, 1)
 		if read(w, e) <= b.minPerSec {
-			return true
+			return BudgetToken{w: w, epoch: e}, true
 		}
 		add(w, e, -1)
 	}
 	if b.ratio == 0 {
-		return false
+		return BudgetToken{}, false
 	}
 	w := &b.spent[e%budgetBuckets]
 	add(w, e, 1)
 	allowed := math.Floor(b.ratio * float64(sum(&b.requests, e)))
 	if float64(sum(&b.spent, e)) <= allowed {
-		return true
+		return BudgetToken{w: w, epoch: e}, true
 	}
 	add(w, e, -1)
-	return false
+	return BudgetToken{}, false
 }
 
 // Tokens returns how many retries could launch at now: the unspent deposits

@@ -126,8 +126,17 @@ type Operation[T any] interface {
 	Do(ctx context.Context, a *AttemptInfo) (T, error)
 	// Classify judges an attempt's result.
 	Classify(v T, err error, a *AttemptInfo) Verdict
+	// Retain is called on a retryable result that the call keeps in case it
+	// gives up, at the moment another attempt is about to follow (a retry
+	// after its backoff, or a hedge still in flight). It must free whatever
+	// v holds that the next attempt may need (for HTTP, the connection: the
+	// body is read into memory, bounded, and the original closed) and return
+	// what to keep. ctx is the attempt's context; Retain must return once it
+	// is done. A result that is returned at once is never retained.
+	Retain(ctx context.Context, v T) T
 	// Release disposes of a result that will not be returned (a loser, or a
-	// retryable result superseded by a later one).
+	// retryable result superseded by a later one). The attempt's own
+	// context, if it has one, is already cancelled: Release only closes.
 	Release(v T)
 }
 
@@ -176,6 +185,7 @@ type attempt[T any] struct {
 	v      T
 	err    error
 	verd   Verdict
+	kept   bool // Retain has run on v
 
 	panicked *attemptPanic // set when the attempt panicked on its own goroutine
 }
@@ -201,18 +211,24 @@ type run[T any] struct {
 	backoffRetries                      int // retries that used the backoff
 	prevDelay, slept                    time.Duration
 	retained                            *attempt[T] // most recent retryable result with a value
-	errs                                []error
+	errs                                errorLog
 
-	ready   *attempt[T]      // the finished attempt, in sequential mode
-	results chan *attempt[T] // finished attempts, in hedging mode; sized so no sender blocks
-	timer   clock.Timer      // the hedge timer
+	ready *attempt[T]   // the finished attempt, in sequential mode
+	wake  chan struct{} // hedging mode: signalled (capacity 1) when done grows
+	timer clock.Timer   // the hedge timer
 
 	first attempt[T] // the first attempt, allocated with the run
 
-	mu        sync.Mutex     // guards decided and active
+	// In hedging mode, attempt goroutines and the driving goroutine share
+	// these. Both lists hold only attempts in flight or finished and not yet
+	// taken, so the memory of a call is bounded by its attempts in flight,
+	// never by MaxAttempts.
+	mu        sync.Mutex     // guards decided, active and done
 	decided   bool           // the call has returned; late attempts release themselves
-	active    []*attempt[T]  // attempts in flight, for cancellation
+	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
+	done      []*attempt[T]  // finished attempts waiting for the loop, oldest first
 	activeBuf [4]*attempt[T] // backs active for the common small case
+	doneBuf   [2]*attempt[T] // backs done for the common small case
 }
 
 // Execute runs c on e and returns its result. It never panics on a
@@ -280,8 +296,9 @@ func (r *run[T]) execute() Result[T] {
 	e.budget.Deposit(r.start)
 	r.hedge = r.maxAttempts > 1 && r.c.Policy.hedging()
 	if r.hedge {
-		r.results = make(chan *attempt[T], r.maxAttempts)
+		r.wake = make(chan struct{}, 1)
 		r.active = r.activeBuf[:0]
+		r.done = r.doneBuf[:0]
 	}
 	r.launch(KindInitial, ticket)
 	return r.loop()
@@ -340,15 +357,40 @@ func (r *run[T]) background(ctx context.Context, a *attempt[T]) {
 			}
 		}()
 		r.exec(ctx, a)
+		if a.verd.Retryable && a.err == nil && ctx.Err() == nil {
+			// Another attempt is in flight or may follow: free the
+			// connection now, here, so the driving goroutine never waits
+			// on this body. Bounded by ctx, which is cancelled if the call
+			// is decided meanwhile.
+			a.v, a.kept = r.c.Op.Retain(ctx, a.v), true
+		}
 	}()
 	r.mu.Lock()
 	if !r.decided {
-		r.results <- a // never blocks: the channel holds maxAttempts
+		r.done = append(r.done, a)
 		r.mu.Unlock()
+		select {
+		case r.wake <- struct{}{}:
+		default: // a signal is already pending
+		}
 		return
 	}
 	r.mu.Unlock()
 	r.discard(a)
+}
+
+// next takes the oldest finished attempt, or nil when none is waiting.
+func (r *run[T]) next() *attempt[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.done) == 0 {
+		return nil
+	}
+	a := r.done[0]
+	n := copy(r.done, r.done[1:])
+	r.done[n] = nil
+	r.done = r.done[:n]
+	return a
 }
 
 // exec runs one attempt and classifies its result.
@@ -370,6 +412,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		// The timeout fired (its cancel may still be on its way): the
 		// attempt, and any body it returned, is cut off.
 		if a.err == nil {
+			a.cancel(ErrAttemptTimeout) // cancel first, then release
 			r.c.Op.Release(a.v)
 			var zero T
 			a.v = zero
@@ -405,13 +448,15 @@ func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo Outcome) {
 	}
 }
 
-// release disposes of an attempt's value and context.
+// release disposes of an attempt's context and value: the attempt is
+// cancelled first, so nothing waits on a result nobody will read, and only
+// then is its value released.
 func (r *run[T]) release(a *attempt[T]) {
-	if a.err == nil {
-		r.c.Op.Release(a.v)
-	}
 	if a.cancel != nil {
 		a.cancel(ErrAttemptLost)
+	}
+	if a.err == nil {
+		r.c.Op.Release(a.v)
 	}
 }
 
@@ -455,33 +500,53 @@ func (r *run[T]) stopHedge() {
 	}
 }
 
-// admitNext asks the breaker and the budget for one more attempt of kind k.
-// It returns the reason when refused.
-func (r *run[T]) admitNext(k AttemptKind) (Ticket, EndReason, bool) {
-	e := r.e
-	now := e.clock.Now()
-	var t Ticket
-	if e.breakers != nil && r.c.Key != "" {
-		var tr Transition
-		var err error
-		t, tr, err = e.breakers.AdmitRetry(r.c.Key, now)
-		r.report(tr)
-		if err != nil {
-			if h := e.hooks.OnBreakerReject; h != nil {
-				var coe *CircuitOpenError
-				errors.As(err, &coe)
-				h(BreakerRejectEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, State: coe.State})
-			}
-			return t, ReasonCircuitOpen, false
-		}
+// admitNext asks the budget, then the breaker, for one more attempt of kind
+// k. It returns the breaker's ticket and the budget's token (to refund if the
+// attempt does not launch after all), or the reason it was refused. A
+// token taken before a refusal by the breaker is refunded here.
+func (r *run[T]) admitNext(k AttemptKind) (Ticket, BudgetToken, EndReason, bool) {
+	tok, ok := r.spend(k)
+	if !ok {
+		return Ticket{}, tok, ReasonBudgetExhausted, false
 	}
-	if !e.budget.Withdraw(now) {
-		if h := e.hooks.OnBudgetExhausted; h != nil {
+	t, ok := r.admitBreaker()
+	if !ok {
+		tok.Refund()
+		return t, BudgetToken{}, ReasonCircuitOpen, false
+	}
+	return t, tok, 0, true
+}
+
+// spend takes one token from the budget for an attempt of kind k, reporting
+// a refusal to OnBudgetExhausted.
+func (r *run[T]) spend(k AttemptKind) (BudgetToken, bool) {
+	tok, ok := r.e.budget.Take(r.e.clock.Now())
+	if !ok {
+		if h := r.e.hooks.OnBudgetExhausted; h != nil {
 			h(BudgetEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, Kind: k})
 		}
-		return t, ReasonBudgetExhausted, false
 	}
-	return t, 0, true
+	return tok, ok
+}
+
+// admitBreaker asks the breaker to admit one more attempt, reporting a
+// refusal to OnBreakerReject.
+func (r *run[T]) admitBreaker() (Ticket, bool) {
+	e := r.e
+	if e.breakers == nil || r.c.Key == "" {
+		return Ticket{}, true
+	}
+	t, tr, err := e.breakers.AdmitRetry(r.c.Key, e.clock.Now())
+	r.report(tr)
+	if err != nil {
+		if h := e.hooks.OnBreakerReject; h != nil {
+			var coe *CircuitOpenError
+			errors.As(err, &coe)
+			h(BreakerRejectEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, State: coe.State})
+		}
+		return t, false
+	}
+	return t, true
 }
 
 // loop drives the call until it ends.
@@ -490,21 +555,21 @@ func (r *run[T]) loop() Result[T] {
 		var a *attempt[T]
 		if !r.hedge {
 			a, r.ready = r.ready, nil
-		} else {
+		} else if a = r.next(); a == nil {
 			var fire <-chan time.Time
 			if r.timer != nil {
 				fire = r.timer.C()
 			}
 			select {
-			case a = <-r.results:
+			case <-r.wake:
 			case <-fire:
 				r.e.timers.Put(r.timer) // fired and drained: reusable
 				r.timer = nil
 				r.tryHedge()
-				continue
 			case <-r.parent.Done():
 				return r.finish(ReasonCanceled)
 			}
+			continue
 		}
 		r.inflight--
 		r.forget(a)
@@ -529,7 +594,9 @@ func (r *run[T]) forget(a *attempt[T]) {
 	r.mu.Lock()
 	for i, x := range r.active {
 		if x == a {
-			r.active = append(r.active[:i], r.active[i+1:]...)
+			n := copy(r.active[i:], r.active[i+1:])
+			r.active[i+n] = nil
+			r.active = r.active[:i+n]
 			break
 		}
 	}
@@ -541,7 +608,7 @@ func (r *run[T]) tryHedge() {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		return
 	}
-	t, _, ok := r.admitNext(KindHedge)
+	t, _, _, ok := r.admitNext(KindHedge)
 	if !ok {
 		return // no re-arm: the next launch re-arms the timer
 	}
@@ -562,17 +629,15 @@ func (r *run[T]) win(a *attempt[T]) Result[T] {
 		o, reason = AttemptFailure, ReasonNotRetryable
 	}
 	r.settle(a, o, a.outcome())
+	r.drop(r.retained)
+	r.retained = nil
 	if a.err != nil {
-		r.errs = append(r.errs, a.err)
-		r.drop(r.retained)
-		r.retained = nil
+		r.errs.add(a.err)
 		if a.cancel != nil {
 			a.cancel(nil)
 		}
 		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
 	}
-	r.drop(r.retained)
-	r.retained = nil
 	return r.end(r.resultOf(a), reason)
 }
 
@@ -589,31 +654,47 @@ func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
 	return res
 }
 
+// retain makes a the retained result (releasing the one it supersedes) and,
+// unless it is already done, lets the operation free what the result holds:
+// a retained result waits for a later attempt and must hold nothing that
+// attempt needs.
+func (r *run[T]) retain(a *attempt[T]) {
+	r.drop(r.retained)
+	r.retained = a
+	if !a.kept {
+		a.v, a.kept = r.c.Op.Retain(a.info.Context, a.v), true
+	}
+}
+
 // retryable handles a retryable result; it reports done with the final
 // result when the call ends.
 func (r *run[T]) retryable(a *attempt[T]) (Result[T], bool) {
 	r.settle(a, AttemptRetryable, OutcomeFailure)
-	if a.err == nil {
-		r.drop(r.retained)
-		r.retained = a
-	} else {
-		r.errs = append(r.errs, a.err)
+	if a.err != nil {
+		r.errs.add(a.err)
 		if a.cancel != nil {
 			a.cancel(nil)
 		}
 	}
+	keep := func() { // a is superseded for now, but may still be returned
+		if a.err == nil {
+			r.retain(a)
+		}
+	}
 	if r.parent.Err() != nil {
-		return r.finish(ReasonCanceled), true
+		return r.giveUp(a, ReasonCanceled), true // finish releases a
 	}
 	if r.launched >= r.maxAttempts {
 		if r.inflight > 0 {
+			keep()
 			return Result[T]{}, false
 		}
-		return r.finish(r.limitReason), true
+		return r.giveUp(a, r.limitReason), true
 	}
 	if r.inflight > 0 {
 		// Another attempt is still running: replace this one at once.
-		t, _, ok := r.admitNext(KindRetry)
+		keep()
+		t, _, _, ok := r.admitNext(KindRetry)
 		if ok {
 			r.onRetry(a, 0, false)
 			r.launch(KindRetry, t)
@@ -626,28 +707,52 @@ func (r *run[T]) retryable(a *attempt[T]) (Result[T], bool) {
 	if fromServer {
 		d = max(a.verd.RetryAfter, 0)
 		if r.c.Policy.MaxRetryAfter >= 0 && d > r.c.Policy.MaxRetryAfter {
-			return r.finish(ReasonRetryAfterTooLong), true
+			return r.giveUp(a, ReasonRetryAfterTooLong), true
 		}
 	} else if delay != nil {
 		d = clampDelay(delay.Delay(r.backoffRetries+1, r.prevDelay))
 	}
-	if dl, ok := r.parent.Deadline(); ok && r.e.clock.Now().Add(d).After(dl) {
-		return r.finish(ReasonPastDeadline), true
+	now := r.e.clock.Now()
+	if dl, ok := r.parent.Deadline(); ok && now.Add(d).After(dl) {
+		return r.giveUp(a, ReasonPastDeadline), true
+	}
+	// The budget is asked before the sleep, so an exhausted budget ends the
+	// call at once, and the token is refunded if the retry does not launch.
+	tok, ok := r.spend(KindRetry)
+	if !ok {
+		return r.giveUp(a, ReasonBudgetExhausted), true
 	}
 	if !fromServer {
 		r.backoffRetries++
 		r.prevDelay = d
 	}
+	keep() // the retry follows: free what a holds before sleeping
 	r.onRetry(a, d, fromServer)
-	if d > 0 && !r.sleep(d, fromServer) {
-		return r.finish(ReasonCanceled), true
+	if d > 0 {
+		// Time spent retaining counts against the delay.
+		rest := d - r.e.clock.Now().Sub(now)
+		if !r.sleep(max(rest, 0), d, fromServer) {
+			tok.Refund()
+			return r.finish(ReasonCanceled), true
+		}
 	}
-	t, why, ok := r.admitNext(KindRetry)
+	t, ok := r.admitBreaker()
 	if !ok {
-		return r.finish(why), true
+		tok.Refund()
+		return r.finish(ReasonCircuitOpen), true
 	}
 	r.launch(KindRetry, t)
 	return Result[T]{}, false
+}
+
+// giveUp ends the call after a's retryable result with nothing else in
+// flight: a is returned as it is (never retained), or its error wrapped.
+func (r *run[T]) giveUp(a *attempt[T], reason EndReason) Result[T] {
+	if a.err == nil {
+		r.drop(r.retained)
+		r.retained = a
+	}
+	return r.finish(reason)
 }
 
 func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
@@ -657,22 +762,27 @@ func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
 	}
 }
 
-// sleep waits d unless the caller's context ends first; it reports whether
-// the full delay passed. The hedge timer is paused (nothing is in flight).
-func (r *run[T]) sleep(d time.Duration, fromServer bool) bool {
+// sleep waits wait (the part of the backoff delay d still to go) unless the
+// caller's context ends first; it reports whether the full delay passed. The
+// hedge timer is paused (nothing is in flight).
+func (r *run[T]) sleep(wait, d time.Duration, fromServer bool) bool {
 	r.stopHedge()
 	start := r.e.clock.Now()
-	t := r.e.clock.NewTimer(d)
 	ok := true
-	select {
-	case <-t.C():
-	case <-r.parent.Done():
-		t.Stop()
-		ok = false
+	if wait > 0 {
+		t := r.e.clock.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-r.parent.Done():
+			t.Stop()
+			ok = false
+		}
+	} else {
+		ok = r.parent.Err() == nil
 	}
 	slept := r.e.clock.Now().Sub(start)
 	if ok {
-		slept = max(slept, d)
+		slept = max(slept, wait)
 	}
 	r.slept += slept
 	if h := r.e.hooks.OnBackoff; h != nil {
@@ -694,10 +804,8 @@ func (r *run[T]) finish(reason EndReason) Result[T] {
 		r.retained = nil
 		return r.end(r.resultOf(a), reason)
 	}
-	var last error
-	if n := len(r.errs); n > 0 {
-		last = r.errs[n-1]
-	} else {
+	last := r.errs.last()
+	if last == nil {
 		last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
 	}
 	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason)
@@ -708,7 +816,7 @@ func (r *run[T]) wrap(err error, reason EndReason) error {
 	if r.launched <= 1 {
 		return err
 	}
-	return &Error{Attempts: r.launched, Err: err, Errs: r.errs, Reason: reason}
+	return &Error{Attempts: r.launched, Err: err, Errs: r.errs.kept(), Omitted: r.errs.omitted, Reason: reason}
 }
 
 // decide marks the call decided, cancels the attempts in flight and discards
@@ -725,18 +833,8 @@ func (r *run[T]) decide() {
 		return
 	}
 	r.decided = true
-	active := r.active
-	r.active = nil
-	var late []*attempt[T]
-	for {
-		select {
-		case a := <-r.results:
-			late = append(late, a)
-			continue
-		default:
-		}
-		break
-	}
+	active, late := r.active, r.done
+	r.active, r.done = nil, nil
 	r.mu.Unlock()
 	for _, a := range active {
 		if a.cancel != nil {
@@ -748,7 +846,6 @@ func (r *run[T]) decide() {
 	}
 }
 
-// end fires OnCallEnd and returns res.
 func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
 	r.decide()
 	if h := r.e.hooks.OnCallEnd; h != nil {

@@ -33,6 +33,7 @@ type scripted struct {
 	mu       sync.Mutex
 	calls    int
 	released []int
+	retained []int
 	ctxs     []context.Context
 }
 
@@ -72,6 +73,13 @@ func (s *scripted) Classify(v int, err error, a *AttemptInfo) Verdict {
 		return Verdict{Retryable: err != nil && !errors.Is(err, context.Canceled)}
 	}
 	return Verdict{Retryable: st.retryable, Code: v, RetryAfter: st.after, HasRetryAfter: st.after > 0}
+}
+
+func (s *scripted) Retain(_ context.Context, v int) int {
+	s.mu.Lock()
+	s.retained = append(s.retained, v)
+	s.mu.Unlock()
+	return v
 }
 
 func (s *scripted) Release(v int) {

@@ -59,19 +59,30 @@ func (e *attemptTimeoutError) Timeout() bool { return true }
 
 // Error is returned when the engine gives up after more than one attempt with
 // no result to return but an error. Err is the last attempt's error; Errs
-// holds every attempt's error in the order they ended, so errors.Is and
-// errors.As find an error from any attempt.
+// holds the errors of the first and the most recent attempts, in the order
+// they ended, so errors.Is and errors.As find the error that started the
+// trouble and the ones that ended it. Its size is bounded whatever
+// MaxAttempts is: at most MaxKeptErrors errors are kept, and Omitted counts
+// the ones dropped from the middle.
 type Error struct {
 	// Attempts is the number of attempts launched (retries and hedges
 	// included).
 	Attempts int
 	// Err is the error of the last attempt to end.
 	Err error
-	// Errs is every attempt's error, oldest first (Err is the last one).
+	// Errs holds the errors of the first MaxKeptErrors/2 attempts to end
+	// with one and of the most recent ones, oldest first (Err is the last).
 	Errs []error
+	// Omitted is how many errors between the first and the most recent
+	// ones were not kept.
+	Omitted int
 	// Reason says why no further attempt was made.
 	Reason EndReason
 }
+
+// MaxKeptErrors bounds Error.Errs: half of it for the first errors of a
+// call, half for the most recent.
+const MaxKeptErrors = 8
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -82,6 +93,9 @@ func (e *Error) Error() string {
 			if i > 0 {
 				b.WriteString("; ")
 			}
+			if e.Omitted > 0 && i == MaxKeptErrors/2 {
+				fmt.Fprintf(&b, "... %d more ...; ", e.Omitted)
+			}
 			b.WriteString(err.Error())
 		}
 		b.WriteString(")")
@@ -89,11 +103,40 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns every attempt's error, so errors.Is and errors.As look
-// through all of them.
+// Unwrap returns the kept errors, so errors.Is and errors.As look through
+// all of them.
 func (e *Error) Unwrap() []error {
 	if len(e.Errs) == 0 && e.Err != nil {
 		return []error{e.Err}
 	}
 	return e.Errs
 }
+
+// errorLog keeps the errors of a call within MaxKeptErrors: the first half
+// as they come, then a window of the most recent ones.
+type errorLog struct {
+	errs    []error
+	omitted int
+}
+
+func (l *errorLog) add(err error) {
+	if len(l.errs) < MaxKeptErrors {
+		l.errs = append(l.errs, err)
+		return
+	}
+	recent := l.errs[MaxKeptErrors/2:]
+	copy(recent, recent[1:])
+	recent[len(recent)-1] = err
+	l.omitted++
+}
+
+// last returns the most recent error, or nil.
+func (l *errorLog) last() error {
+	if n := len(l.errs); n > 0 {
+		return l.errs[n-1]
+	}
+	return nil
+}
+
+// kept returns the kept errors, oldest first.
+func (l *errorLog) kept() []error { return l.errs }

@@ -228,6 +228,10 @@ func (o *retryOp[T]) Classify(v T, err error, _ *AttemptInfo) Verdict {
 	return verd
 }
 
+// Retain keeps v as it is: a value of the generic retrier holds nothing the
+// next attempt needs.
+func (o *retryOp[T]) Retain(_ context.Context, v T) T { return v }
+
 func (o *retryOp[T]) Release(v T) {
 	if o.release != nil {
 		o.release(v)

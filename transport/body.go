@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // replayable reports whether a body can be sent again without buffering.
@@ -18,13 +20,28 @@ func replayable(req *http.Request) bool {
 // bytes: if the body fits, it closes the original and returns a getter for
 // fresh readers over the buffer; if not, it returns the body to send once
 // (what was read, then the rest, closing the original) and a nil getter.
+// Reading is bounded by the request's context, as sending it would be: when
+// the context ends first, the body is closed (which interrupts a pending
+// read on any body that supports it, such as a pipe) and the error returned.
 func bufferBody(req *http.Request, limit int64) (getBody func() (io.ReadCloser, error), once io.ReadCloser, err error) {
 	hint := int64(512)
 	if req.ContentLength > 0 && req.ContentLength <= limit {
 		hint = req.ContentLength + 1 // +1 so reading EOF needs no regrowth
 	}
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
+		req.Body.Close()
+		return nil, nil, err
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { req.Body.Close() })
+		defer stop()
+	}
 	buf := bytes.NewBuffer(make([]byte, 0, hint))
 	n, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1))
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // the close came after the last read; the body may be cut
+	}
 	if err != nil {
 		req.Body.Close()
 		return nil, nil, err
@@ -45,15 +62,81 @@ type prefixedBody struct {
 
 func (p *prefixedBody) Close() error { return p.c.Close() }
 
-// drain reads up to drainLimit of a discarded response body, so the
-// connection can be reused, and closes it.
-func drain(resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
+// closeResponse closes a response that will not be returned, without
+// reading it: its attempt is cancelled, or its body was already retained.
+func closeResponse(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-	resp.Body.Close()
 }
+
+// retainBody reads rc, the body of a retryable response that a later
+// attempt supersedes, into memory, so that its connection goes back to the
+// pool at once instead of being held through the backoff and the next
+// attempt (which, with a base limited to one connection per host, would wait
+// for it forever). It reads at most limit+1 bytes, for at most retainTimeout
+// and never past ctx: when either ends first, rc is closed from another
+// goroutine, which interrupts the read on net/http's bodies. rc is always
+// closed. The returned body yields exactly the bytes kept and then EOF, or,
+// when the body was cut (too long, interrupted, or broken), those bytes and
+// then an error matching ErrBodyTruncated.
+//
+// The time limit is read on the real clock, not the transport's: it bounds
+// real I/O, which no fake clock can hurry.
+func retainBody(ctx context.Context, rc io.ReadCloser, limit int64) io.ReadCloser {
+	var (
+		mu    sync.Mutex
+		cause error // why rc was closed under the reader, if it was
+	)
+	interrupt := func(why error) func() {
+		return func() {
+			mu.Lock()
+			if cause == nil {
+				cause = why
+			}
+			mu.Unlock()
+			rc.Close()
+		}
+	}
+	t := time.AfterFunc(retainTimeout, interrupt(fmt.Errorf("reading it took longer than %v", retainTimeout)))
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, interrupt(ctx.Err()))
+	}
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(rc, limit+1))
+	t.Stop()
+	if stop != nil {
+		stop()
+	}
+	rc.Close()
+	mu.Lock()
+	why := cause
+	mu.Unlock()
+	if why == nil && ctx.Err() != nil {
+		why = context.Cause(ctx)
+	}
+	switch {
+	case err == nil && n <= limit: // read to its end, whatever fired after
+		if buf.Len() == 0 {
+			return http.NoBody
+		}
+		return io.NopCloser(bytes.NewReader(buf.Bytes()))
+	case why != nil:
+		err = fmt.Errorf("%w: %w", ErrBodyTruncated, why)
+	case err != nil:
+		err = fmt.Errorf("%w: reading it failed: %w", ErrBodyTruncated, err)
+	case n > limit:
+		buf.Truncate(int(limit))
+		err = fmt.Errorf("%w: longer than the %d bytes kept (WithMaxRetainedBody)", ErrBodyTruncated, limit)
+	}
+	return io.NopCloser(io.MultiReader(bytes.NewReader(buf.Bytes()), errReader{err}))
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // bodyEnd is what happens when the returned body is finished: the winning
 // attempt's context is released and OnBodyClosed fires.

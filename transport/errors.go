@@ -1,6 +1,10 @@
 package transport
 
-import "github.com/MrVSiK/gotry/resilience"
+import (
+	"errors"
+
+	"github.com/MrVSiK/gotry/resilience"
+)
 
 // ErrCircuitOpen is returned, wrapped, when a request is rejected before any
 // attempt because its host's breaker is open. Match it with errors.Is.
@@ -21,3 +25,16 @@ type Error = resilience.Error
 // attempt (a base RoundTripper) can use it to tell such a cancellation from
 // the caller's.
 var ErrAttemptLost error = resilience.ErrAttemptLost
+
+// ErrBodyTruncated is the error that the Body of a response returned on
+// give-up yields after the bytes that were kept of it, when it was cut (see
+// WithMaxRetainedBody): it was longer than the limit, or its reading was
+// interrupted. Match it with errors.Is.
+var ErrBodyTruncated = errors.New("gotry: retained response body truncated")
+
+// ErrNilResponse is returned when the base RoundTripper breaks its contract
+// by returning neither a response nor an error.
+var ErrNilResponse = errors.New("gotry: base RoundTripper returned a nil response and a nil error")
+
+// errNilURL is returned for a request without a URL, as net/http does.
+var errNilURL = errors.New("gotry: nil Request.URL")

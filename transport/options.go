@@ -16,9 +16,11 @@ const (
 	DefaultBudgetMinPerSec = 10
 	DefaultMaxRetryAfter   = 30 * time.Second
 	DefaultMaxBufferedBody = 1 << 20 // 1 MiB
-	// drainLimit is how much of a discarded response body is read so its
-	// connection can be reused; past it the connection is closed instead.
-	drainLimit = 64 << 10
+	DefaultMaxRetainedBody = 64 << 10 // 64 KiB
+	// retainTimeout bounds how long reading a superseded response's body
+	// may take (see WithMaxRetainedBody); the attempt's context bounds it
+	// too. A body still arriving after it is cut there.
+	retainTimeout = time.Second
 )
 
 // DefaultBackoff is the backoff of a Transport built without WithBackoff:
@@ -42,6 +44,7 @@ type config struct {
 	statuses          statusSet
 	maxRetryAfter     time.Duration
 	maxBufferedBody   int64
+	maxRetainedBody   int64
 	nonIdempotent     bool
 	clock             clock.Clock
 }
@@ -55,6 +58,7 @@ func defaultConfig() config {
 		statuses:        defaultStatuses,
 		maxRetryAfter:   DefaultMaxRetryAfter,
 		maxBufferedBody: DefaultMaxBufferedBody,
+		maxRetainedBody: DefaultMaxRetainedBody,
 		clock:           clock.Real(),
 	}
 }
@@ -188,6 +192,23 @@ func WithMaxBufferedBody(n int64) Option {
 		invalid("WithMaxBufferedBody", "limit must not be negative, got %d", n)
 	}
 	return optionFunc(func(c *config) { c.maxBufferedBody = n })
+}
+
+// WithMaxRetainedBody sets how many bytes of a retryable response's body are
+// kept when a retry or hedge supersedes it (default 64 KiB). Such a response
+// is not held open while the next attempt runs: its body is read into memory
+// (for at most a second, and never past the attempt's context), the original
+// is closed so its connection goes back to the pool, and the status, headers
+// and those bytes are kept. If the transport gives up, that response is
+// returned with exactly those bytes. When the body was longer than n bytes,
+// or could not be read in time, the returned Body yields the bytes that were
+// kept and then an error matching ErrBodyTruncated, never a silent EOF. 0
+// keeps status and headers only. It panics if n < 0.
+func WithMaxRetainedBody(n int64) Option {
+	if n < 0 {
+		invalid("WithMaxRetainedBody", "limit must not be negative, got %d", n)
+	}
+	return optionFunc(func(c *config) { c.maxRetainedBody = n })
 }
 
 // WithNonIdempotentRetries lets POST, PATCH and other non-idempotent requests

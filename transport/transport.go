@@ -75,6 +75,12 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.base }
 // http.RoundTripper contract: req is not modified, req.Body is closed on
 // every path, and an error is returned only when there is no response.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errNilURL
+	}
 	c, _ := t.calls.Get().(*call)
 	if c == nil {
 		c = new(call)
@@ -219,6 +225,9 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	}
 	getBody, once, err := bufferBody(c.req, limit)
 	if err != nil {
+		if cerr := c.req.Context().Err(); cerr != nil {
+			return 0, 0, cerr // the caller's context ended the reading, as net/http would report it
+		}
 		return 0, 0, errors.Join(errors.New("gotry: reading request body to buffer it"), err)
 	}
 	c.firstIsOriginal = false
@@ -272,9 +281,12 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 // send hands one attempt's request to the base.
 func (c *call) send(out *http.Request) (*http.Response, error) {
 	resp, err := c.t.base.RoundTrip(out)
-	if err != nil && resp != nil {
-		drain(resp) // a broken RoundTripper returned both
+	switch {
+	case err != nil && resp != nil: // a broken RoundTripper returned both
+		closeResponse(resp)
 		resp = nil
+	case err == nil && resp == nil: // or neither
+		err = ErrNilResponse
 	}
 	return resp, err
 }
@@ -302,5 +314,15 @@ func (c *call) Classify(resp *http.Response, err error, a *resilience.AttemptInf
 	return v
 }
 
-// Release drains and closes a response that will not be returned.
-func (c *call) Release(resp *http.Response) { drain(resp) }
+// Retain frees the connection of a retryable response that a later attempt
+// supersedes: see retainBody.
+func (c *call) Retain(ctx context.Context, resp *http.Response) *http.Response {
+	if resp != nil && resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = retainBody(ctx, resp.Body, c.t.cfg.maxRetainedBody)
+	}
+	return resp
+}
+
+// Release closes a response that will not be returned. Its attempt is
+// already cancelled (the engine cancels first), so nothing is drained.
+func (c *call) Release(resp *http.Response) { closeResponse(resp) }
