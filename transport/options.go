@@ -15,7 +15,7 @@ const (
 	DefaultBudgetRatio     = 0.1
 	DefaultBudgetMinPerSec = 10
 	DefaultMaxRetryAfter   = 30 * time.Second
-	DefaultMaxBufferedBody = 1 << 20 // 1 MiB
+	DefaultMaxBufferedBody = 1 << 20  // 1 MiB
 	DefaultMaxRetainedBody = 64 << 10 // 64 KiB
 	// retainTimeout bounds how long reading a superseded response's body
 	// may take (see WithMaxRetainedBody); the attempt's context bounds it
