@@ -11,10 +11,16 @@ import (
 const BudgetWindow = 10 * time.Second
 
 const (
-	budgetBuckets = 10                           // one-second buckets across BudgetWindow
-	bucketWidth   = BudgetWindow / budgetBuckets // 1s
-	countBits     = 40                           // low bits of a bucket word hold a count
+	budgetBuckets = 10 // one-second buckets across BudgetWindow
+	countBits     = 32 // low bits of a bucket word hold a count (4 billion a second is out of reach)
 	countMask     = 1<<countBits - 1
+	// epochMod is how many seconds a bucket's epoch counts before it wraps:
+	// the largest multiple of budgetBuckets that fits in the 64-countBits
+	// high bits of a word (2^32-6 s, about 136 years). Because it is a
+	// multiple of budgetBuckets, the seconds on either side of a wrap still
+	// fall in consecutive buckets, so no two seconds of one window ever share
+	// a bucket.
+	epochMod = (1 << (64 - countBits)) / budgetBuckets * budgetBuckets
 )
 
 // Budget caps how many retries (and hedges) a client may add on top of its
@@ -59,10 +65,16 @@ func NewBudget(ratio float64, minPerSec int) *Budget {
 	return &Budget{ratio: ratio, minPerSec: int64(minPerSec)}
 }
 
-// epochOf numbers now's bucket: whole seconds since the Unix epoch, kept to
-// the 32 bits a bucket word has room for (enough until 2106).
+// epochOf numbers now's bucket: whole seconds since the Unix epoch, modulo
+// epochMod so it fits the high bits of a bucket word. Its bucket is
+// epochOf(now) % budgetBuckets. A word is only misread if its bucket went
+// unwritten for a whole multiple of epochMod (136 years).
 func epochOf(now time.Time) uint64 {
-	return uint64(now.UnixNano()/int64(bucketWidth)) & (1<<(64-countBits) - 1)
+	s := now.Unix() % epochMod // Unix rounds down, before 1970 too
+	if s < 0 {
+		s += epochMod
+	}
+	return uint64(s)
 }
 
 // add increments the bucket for epoch by delta (which may be -1 to undo).
@@ -97,7 +109,7 @@ func read(w *atomic.Uint64, epoch uint64) int64 {
 func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
 	var n int64
 	for i := uint64(0); i < budgetBuckets; i++ {
-		e := (epoch - i) & (1<<(64-countBits) - 1)
+		e := (epoch + epochMod - i) % epochMod
 		n += read(&ws[e%budgetBuckets], e)
 	}
 	return n

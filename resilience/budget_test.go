@@ -88,7 +88,12 @@ func TestNewBudgetRejectsNonsense(t *testing.T) {
 // retry attempts over time, the retries granted inside any window (the
 // budget's window: the current second and the nine before it) never exceed
 // ratio × requests in that window plus the floor for each of its seconds.
+// Sequences start anywhere, including just before an epoch wrap.
 func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
+	starts := []time.Time{t0, time.Unix(0, 0)}
+	for _, w := range budgetWraps {
+		starts = append(starts, w.at)
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.Float64Range(0, 2).Draw(t, "ratio")
 		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
@@ -97,7 +102,7 @@ func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
 			return
 		}
 		var granted, requests []time.Time
-		now := t0
+		now := rapid.SampledFrom(starts).Draw(t, "start").Add(-time.Duration(rapid.Int64Range(0, int64(20*time.Second)).Draw(t, "before")))
 		steps := rapid.IntRange(1, 300).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "dt")))
@@ -155,5 +160,49 @@ func TestBudgetConcurrentWithdrawalsNeverOverspend(t *testing.T) {
 	wg.Wait()
 	if got := granted.Load(); got > 100 || got < 90 {
 		t.Fatalf("granted %d concurrent withdrawals, want about 100 and never more", got)
+	}
+}
+
+// budgetWraps are instants at which a budget epoch could wrap: the 24-bit
+// epochs of an earlier design (the 108th fell on 2027-06-02 12:28:48 UTC),
+// 2^32 seconds, and the wrap of the current epoch modulus.
+var budgetWraps = []struct {
+	name string
+	at   time.Time
+}{
+	{"2^24 s x 107", time.Unix(107<<24, 0)},
+	{"2^24 s x 108 (2027-06-02)", time.Unix(108<<24, 0)},
+	{"2^32 s", time.Unix(1<<32, 0)},
+	{"epoch modulus", time.Unix(epochMod, 0)},
+	{"twice the epoch modulus", time.Unix(2*epochMod, 0)},
+}
+
+// TestBudgetExactAcrossEpochWrap: a window that straddles a wrap of the
+// bucket epoch still holds its ten seconds apart. At ratio 1, ten requests
+// pay for ten retries within the window, however the withdrawals are spread
+// over it (an earlier 24-bit epoch let two seconds share a bucket at the
+// wrap, and these ten requests paid for twenty retries within six seconds).
+func TestBudgetExactAcrossEpochWrap(t *testing.T) {
+	for _, w := range budgetWraps {
+		t.Run(w.name, func(t *testing.T) {
+			b := NewBudget(1, 0)
+			start := w.at.Add(-5 * time.Second)
+			for i := 0; i < 10; i++ {
+				b.Deposit(start)
+			}
+			granted := 0
+			for s := 0; s < 10; s++ {
+				now := start.Add(time.Duration(s)*time.Second + 500*time.Millisecond)
+				for b.Withdraw(now) {
+					granted++
+				}
+				if tok := b.Tokens(now); tok != 0 {
+					t.Fatalf("Tokens %v after spending at %v", tok, now)
+				}
+			}
+			if granted != 10 {
+				t.Fatalf("10 requests at ratio 1 paid for %d retries within one window", granted)
+			}
+		})
 	}
 }
