@@ -30,8 +30,24 @@ const (
 // BudgetWindow, in whole seconds: the window is the current second and the
 // nine before it. Each retry or hedge that launches spends one token. On top of
 // that, minPerSec retries per second are always allowed, so a client with
-// little traffic can still retry. Over any window, then, retries never exceed
-// ratio × requests + minPerSec per second.
+// little traffic can still retry.
+//
+// Exactly, with seconds being whole seconds of the times passed in: a retry
+// launches only if, counting it, at most minPerSec retries were paid from the
+// floor in its own second and at most ⌊ratio × requests in its window⌋ were
+// paid from deposits in its window. So the retries launched in any window
+// that ends with a launch number at most ⌊ratio × requests⌋ + 10 × minPerSec.
+// An interval that is not aligned to whole seconds sees more, because it
+// touches one second more and because its first retries may spend deposits
+// made before it began: the retries launched in any interval I no longer than
+// BudgetWindow number at most
+//
+//	minPerSec × S + ⌊ratio × R⌋
+//
+// where S is the number of whole seconds I touches (at most 11) and R the
+// number of requests from the nine seconds before I's first second through
+// its last second. For example, at minPerSec 5 and no requests, 55 retries
+// can launch between 0.9 s and 10.0 s, 9.1 s apart.
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
