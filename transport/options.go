@@ -120,9 +120,12 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 	return optionFunc(func(c *config) { c.hedgeDelay, c.maxHedges = delay, maxHedges })
 }
 
-// WithCircuitBreaker turns on a circuit breaker per req.URL.Host (default
-// off). Zero fields of cfg take resilience's defaults; it panics on negative
-// fields.
+// WithCircuitBreaker turns on a circuit breaker per host (default off): per
+// req.URL.Host, lower-cased, with an IPv6 literal in canonical form and the
+// scheme's default port dropped, so "example.test", "EXAMPLE.test" and
+// "example.test:80" share one breaker for http (its key, which hooks report,
+// is "example.test"). Zero fields of cfg take resilience's defaults; it panics
+// on negative fields.
 func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 	defer func() {
 		if r := recover(); r != nil {
