@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,7 +20,10 @@ type Retrier struct {
 	retryIf func(error) bool
 }
 
-// RetrierOption configures a Retrier.
+// RetrierOption configures a Retrier. The option constructors check their
+// arguments when they are called and panic, with a message naming the option
+// and the value, on one that makes no sense; NewRetrier itself never panics,
+// and ignores nil options.
 type RetrierOption func(*retrierConfig)
 
 type retrierConfig struct {
@@ -38,7 +42,7 @@ const (
 )
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together
-// (default 3). NewRetrier panics if n < 1.
+// (default 3). It panics if n < 1.
 func WithMaxAttempts(n int) RetrierOption {
 	if n < 1 {
 		panic(fmt.Sprintf("resilience: WithMaxAttempts: attempts must be at least 1, got %d", n))
@@ -74,16 +78,29 @@ func WithHedging(delay time.Duration, maxHedges int) RetrierOption {
 }
 
 // WithRetryBudget sets the budget as for NewBudget (default 0.1 and 10 per
-// second); WithRetryBudget(0, 0) disables it.
+// second); WithRetryBudget(0, 0) disables it. It panics where NewBudget
+// would: on a negative, NaN or infinite ratio or a negative minPerSec.
 func WithRetryBudget(ratio float64, minPerSec int) RetrierOption {
+	defer renamePanic("WithRetryBudget")
 	NewBudget(ratio, minPerSec) // validates
 	return func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec }
 }
 
-// WithBreaker turns on a breaker per call key (default off).
+// WithBreaker turns on a breaker per call key (default off). Zero fields of
+// cfg take their defaults; it panics on negative fields.
 func WithBreaker(cfg BreakerConfig) RetrierOption {
+	defer renamePanic("WithBreaker")
 	cfg.withDefaults() // validates
 	return func(c *retrierConfig) { c.breaker = &cfg }
+}
+
+// renamePanic, deferred by an option constructor, re-panics a validation
+// panic with the option's name in front, so the message names the option
+// the caller wrote.
+func renamePanic(option string) {
+	if r := recover(); r != nil {
+		panic(fmt.Sprintf("resilience: %s: %s", option, strings.TrimPrefix(fmt.Sprint(r), "resilience: ")))
+	}
 }
 
 // WithHooks adds hooks; several WithHooks combine.

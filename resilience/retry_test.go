@@ -183,10 +183,26 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 		{func() { WithAttemptTimeout(-1) }, "WithAttemptTimeout"},
 		{func() { WithHedging(-1, 1) }, "WithHedging"},
 		{func() { WithRetryIf(nil) }, "WithRetryIf"},
+		{func() { WithRetryBudget(-1, 0) }, "WithRetryBudget"},
+		{func() { WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
+		{func() { WithBreaker(BreakerConfig{OpenDuration: -1}) }, "WithBreaker"},
 	} {
 		if msg := panicMessage(c.fn); !strings.Contains(msg, c.want) {
 			t.Errorf("panic %q does not name %s", msg, c.want)
 		}
+	}
+}
+
+// TestRetrierOptionsPanicNotNewRetrier: the option constructors panic where
+// they are called; NewRetrier itself never panics, and ignores nil options.
+func TestRetrierOptionsPanicNotNewRetrier(t *testing.T) {
+	var opt RetrierOption
+	msg := panicMessage(func() { opt = WithMaxAttempts(0) })
+	if opt != nil || !strings.Contains(msg, "WithMaxAttempts") {
+		t.Fatalf("WithMaxAttempts(0): option %v, panic %q; want a panic naming it", opt, msg)
+	}
+	if msg := panicMessage(func() { NewRetrier(nil, WithMaxAttempts(1), nil) }); msg != "" {
+		t.Fatalf("NewRetrier with nil options panicked: %s", msg)
 	}
 }
 

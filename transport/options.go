@@ -60,7 +60,10 @@ func defaultConfig() config {
 }
 
 // Option configures a Transport. Options are applied in order at New; a
-// later option overrides an earlier one, except WithHooks, which adds.
+// later option overrides an earlier one, except WithHooks, which adds. The
+// option constructors check their arguments when they are called and panic,
+// with a message naming the option and the value, on one that makes no
+// sense; New itself never panics, and ignores nil options.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -73,7 +76,7 @@ func invalid(option string, format string, args ...any) {
 }
 
 // WithMaxAttempts sets how many attempts a request may make, retries and
-// hedges together (default 3). 1 disables retries and hedging. New panics if
+// hedges together (default 3). 1 disables retries and hedging. It panics if
 // n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
