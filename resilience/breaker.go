@@ -52,11 +52,19 @@ type BreakerConfig struct {
 	// HalfOpenProbes is how many probe requests a half-open breaker admits at
 	// once. Default 1.
 	HalfOpenProbes int
-	// MaxBreakers bounds how many keys (hosts) are tracked. When a new key
-	// would exceed it, the least recently used idle closed breakers are
-	// evicted first; if every tracked breaker is open or failing, the least
-	// recently used ones go regardless, so memory stays bounded. Default
-	// 10000.
+	// MaxBreakers bounds how many keys (hosts) are tracked. Default 10000.
+	// Keys are spread by hash over 16 shards of MaxBreakers/16 breakers
+	// each (one shard of MaxBreakers when it is below 64), and room is made
+	// within the new key's shard: about an eighth of it is evicted, idle
+	// closed breakers first, then closed ones counting failures, then
+	// half-open ones (or open ones whose OpenDuration has ended), least
+	// recently used first in each group.
+	//
+	// An open breaker is never evicted before its OpenDuration ends, so it
+	// keeps rejecting. When every breaker in the new key's shard is open, the
+	// new key is served untracked: admitted as if its breaker were closed,
+	// with nothing recorded (it cannot open), until an OpenDuration ends and
+	// room can be made. Breakers.Untracked counts those admissions.
 	MaxBreakers int
 }
 
@@ -125,16 +133,23 @@ func (t Ticket) Probe() bool { return t.probe }
 // goroutines. Lookups are sharded, so requests to different keys do not
 // contend on one lock. Safe for concurrent use.
 type Breakers struct {
-	cfg      BreakerConfig
-	seed     maphash.Seed
-	shards   []breakerShard
-	shardCap int
+	cfg       BreakerConfig
+	seed      maphash.Seed
+	shards    []breakerShard
+	shardCap  int
+	untracked atomic.Uint64 // admissions served untracked; see MaxBreakers
 }
 
 type breakerShard struct {
 	mu sync.RWMutex
 	m  map[string]*breaker // guarded by mu
-	_  [40]byte            // keep shards on separate cache lines
+	// fullUntil, when set, is the earliest end of an OpenDuration among the
+	// shard's breakers, found when the shard was full and all of them were
+	// open. Until then none can be evicted (a breaker leaves the open state
+	// only when its OpenDuration ends), so a new key is served untracked
+	// without another scan. Guarded by mu.
+	fullUntil time.Time
+	_         [16]byte // keep shards on separate cache lines
 }
 
 // breaker is the state machine for one key.
@@ -177,21 +192,27 @@ func (b *Breakers) shard(key string) *breakerShard {
 }
 
 // get returns key's breaker, creating (and evicting to make room) if needed.
+// It returns nil when the key's shard is full of open breakers: the key is
+// then served untracked (see BreakerConfig.MaxBreakers).
 func (b *Breakers) get(key string, now time.Time) *breaker {
 	s := b.shard(key)
 	s.mu.RLock()
 	br := s.m[key]
+	full := br == nil && now.Before(s.fullUntil)
 	s.mu.RUnlock()
 	if br != nil {
 		return br
+	}
+	if full {
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if existing := s.m[key]; existing != nil {
 		return existing
 	}
-	if len(s.m) >= b.shardCap {
-		s.evictLocked(b.shardCap, now)
+	if len(s.m) >= b.shardCap && !s.evictLocked(b.shardCap, now, b.cfg.OpenDuration) {
+		return nil
 	}
 	br = &breaker{key: key}
 	br.lastUsed.Store(now.UnixNano())
@@ -199,24 +220,44 @@ func (b *Breakers) get(key string, now time.Time) *breaker {
 	return br
 }
 
-// evictLocked removes about an eighth of the shard, idle closed breakers
-// first, least recently used first. Requires s.mu held.
-func (s *breakerShard) evictLocked(capacity int, now time.Time) {
+// evictLocked removes up to about an eighth of the shard, least recently
+// used first among idle closed breakers, then failing closed ones, then
+// half-open ones; it never removes a breaker that is open at now. It reports
+// whether it removed any; when it removed none (every breaker is open) it
+// sets s.fullUntil. Requires s.mu held.
+func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Duration) bool {
 	type cand struct {
 		key   string
-		idle  bool
+		rank  int // 0 idle closed, 1 failing closed, 2 half-open (or open past openFor)
 		stamp int64
 	}
 	cands := make([]cand, 0, len(s.m))
+	var until time.Time
 	for k, br := range s.m {
 		br.mu.Lock()
-		idle := br.state == BreakerClosed && br.failures == 0
+		state, failures, ends := br.state, br.failures, br.openedAt.Add(openFor)
 		br.mu.Unlock()
-		cands = append(cands, cand{k, idle, br.lastUsed.Load()})
+		rank := 2
+		switch {
+		case state == BreakerOpen && now.Before(ends):
+			if until.IsZero() || ends.Before(until) {
+				until = ends
+			}
+			continue // still rejecting: never evicted
+		case state == BreakerClosed && failures == 0:
+			rank = 0
+		case state == BreakerClosed:
+			rank = 1
+		}
+		cands = append(cands, cand{k, rank, br.lastUsed.Load()})
+	}
+	if len(cands) == 0 {
+		s.fullUntil = until
+		return false
 	}
 	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].idle != cands[j].idle {
-			return cands[i].idle
+		if cands[i].rank != cands[j].rank {
+			return cands[i].rank < cands[j].rank
 		}
 		return cands[i].stamp < cands[j].stamp
 	})
@@ -224,7 +265,13 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time) {
 	for i := 0; i < n && i < len(cands); i++ {
 		delete(s.m, cands[i].key)
 	}
+	return true
 }
+
+// Untracked returns how many admissions were served untracked because every
+// breaker in the key's shard was open (see BreakerConfig.MaxBreakers). It
+// only grows; export it as a counter.
+func (b *Breakers) Untracked() uint64 { return b.untracked.Load() }
 
 // Len returns the number of tracked keys.
 func (b *Breakers) Len() int {
@@ -300,6 +347,10 @@ func (b *Breakers) AdmitRetry(key string, now time.Time) (Ticket, Transition, er
 
 func (b *Breakers) allow(key string, now time.Time, admission bool) (Ticket, Transition, error) {
 	br := b.get(key, now)
+	if br == nil {
+		b.untracked.Add(1)
+		return Ticket{}, Transition{Key: key}, nil // served untracked: as if closed, nothing recorded
+	}
 	br.lastUsed.Store(now.UnixNano())
 	br.mu.Lock()
 	defer br.mu.Unlock()

@@ -3,11 +3,13 @@ package resilience
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"pgregory.net/rapid"
 )
 
@@ -254,5 +256,58 @@ func TestBreakersConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if b.Len() > 64 {
 		t.Fatalf("Len = %d over bound", b.Len())
+	}
+}
+
+// TestBreakersNeverEvictOpenBeforeOpenDuration: when every tracked breaker is
+// open, a new key is served untracked (and counted) instead of evicting one
+// that still rejects; once an OpenDuration ends, room is made as usual.
+func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
+	fc := fakeclock.New(t0)
+	b := NewBreakers(BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second})
+	fail(t, b, "a", fc.Now())
+	fc.Advance(time.Second)
+	fail(t, b, "b", fc.Now())
+	fc.Advance(time.Second)
+
+	for i := 0; i < 3; i++ {
+		tk, tr, err := b.Admit("c", fc.Now())
+		if err != nil || tr.Changed() {
+			t.Fatalf("Admit(c) with every breaker open: %v, %+v; want admitted untracked", err, tr)
+		}
+		if tr := b.Done(tk, OutcomeFailure, fc.Now()); tr.Changed() {
+			t.Fatalf("an untracked key's failure changed a breaker: %+v", tr)
+		}
+	}
+	if got := b.Untracked(); got != 3 {
+		t.Errorf("Untracked() = %d, want 3", got)
+	}
+	if got := b.State("c", fc.Now()); got != BreakerClosed {
+		t.Errorf("State(c) = %v, want closed (untracked)", got)
+	}
+	if n := b.Len(); n != 2 {
+		t.Errorf("Len() = %d, want 2", n)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, _, err := b.Admit(k, fc.Now()); !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("Admit(%s) before its OpenDuration ended: %v, want ErrCircuitOpen", k, err)
+		}
+	}
+
+	// a's OpenDuration ends: it may go, and c is tracked in its place.
+	fc.Advance(8 * time.Second)
+	if _, _, err := b.Admit("c", fc.Now()); err != nil {
+		t.Fatalf("Admit(c): %v", err)
+	}
+	if got := b.Untracked(); got != 3 {
+		t.Errorf("Untracked() = %d after room was made, want still 3", got)
+	}
+	if _, _, err := b.Admit("b", fc.Now()); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("Admit(b), still within its OpenDuration: %v, want ErrCircuitOpen", err)
+	}
+	got := map[string]BreakerState{}
+	b.Each(fc.Now(), func(k string, s BreakerState) { got[k] = s })
+	if want := map[string]BreakerState{"b": BreakerOpen, "c": BreakerClosed}; !maps.Equal(got, want) {
+		t.Fatalf("tracked %v, want %v", got, want)
 	}
 }

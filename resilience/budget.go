@@ -11,10 +11,16 @@ import (
 const BudgetWindow = 10 * time.Second
 
 const (
-	budgetBuckets = 10                           // one-second buckets across BudgetWindow
-	bucketWidth   = BudgetWindow / budgetBuckets // 1s
-	countBits     = 40                           // low bits of a bucket word hold a count
+	budgetBuckets = 10 // one-second buckets across BudgetWindow
+	countBits     = 32 // low bits of a bucket word hold a count (4 billion a second is out of reach)
 	countMask     = 1<<countBits - 1
+	// epochMod is how many seconds a bucket's epoch counts before it wraps:
+	// the largest multiple of budgetBuckets that fits in the 64-countBits
+	// high bits of a word (2^32-6 s, about 136 years). Because it is a
+	// multiple of budgetBuckets, the seconds on either side of a wrap still
+	// fall in consecutive buckets, so no two seconds of one window ever share
+	// a bucket.
+	epochMod = (1 << (64 - countBits)) / budgetBuckets * budgetBuckets
 )
 
 // Budget caps how many retries (and hedges) a client may add on top of its
@@ -24,8 +30,24 @@ const (
 // BudgetWindow, in whole seconds: the window is the current second and the
 // nine before it. Each retry or hedge that launches spends one token. On top of
 // that, minPerSec retries per second are always allowed, so a client with
-// little traffic can still retry. Over any window, then, retries never exceed
-// ratio × requests + minPerSec per second.
+// little traffic can still retry.
+//
+// Exactly, with seconds being whole seconds of the times passed in: a retry
+// launches only if, counting it, at most minPerSec retries were paid from the
+// floor in its own second and at most ⌊ratio × requests in its window⌋ were
+// paid from deposits in its window. So the retries launched in any window
+// that ends with a launch number at most ⌊ratio × requests⌋ + 10 × minPerSec.
+// An interval that is not aligned to whole seconds sees more, because it
+// touches one second more and because its first retries may spend deposits
+// made before it began: the retries launched in any interval I no longer than
+// BudgetWindow number at most
+//
+//	minPerSec × S + ⌊ratio × R⌋
+//
+// where S is the number of whole seconds I touches (at most 11) and R the
+// number of requests from the nine seconds before I's first second through
+// its last second. For example, at minPerSec 5 and no requests, 55 retries
+// can launch between 0.9 s and 10.0 s, 9.1 s apart.
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
@@ -59,10 +81,16 @@ func NewBudget(ratio float64, minPerSec int) *Budget {
 	return &Budget{ratio: ratio, minPerSec: int64(minPerSec)}
 }
 
-// epochOf numbers now's bucket: whole seconds since the Unix epoch, kept to
-// the 32 bits a bucket word has room for (enough until 2106).
+// epochOf numbers now's bucket: whole seconds since the Unix epoch, modulo
+// epochMod so it fits the high bits of a bucket word. Its bucket is
+// epochOf(now) % budgetBuckets. A word is only misread if its bucket went
+// unwritten for a whole multiple of epochMod (136 years).
 func epochOf(now time.Time) uint64 {
-	return uint64(now.UnixNano()/int64(bucketWidth)) & (1<<(64-countBits) - 1)
+	s := now.Unix() % epochMod // Unix rounds down, before 1970 too
+	if s < 0 {
+		s += epochMod
+	}
+	return uint64(s)
 }
 
 // add increments the bucket for epoch by delta (which may be -1 to undo).
@@ -97,7 +125,7 @@ func read(w *atomic.Uint64, epoch uint64) int64 {
 func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
 	var n int64
 	for i := uint64(0); i < budgetBuckets; i++ {
-		e := (epoch - i) & (1<<(64-countBits) - 1)
+		e := (epoch + epochMod - i) % epochMod
 		n += read(&ws[e%budgetBuckets], e)
 	}
 	return n

@@ -88,7 +88,12 @@ func TestNewBudgetRejectsNonsense(t *testing.T) {
 // retry attempts over time, the retries granted inside any window (the
 // budget's window: the current second and the nine before it) never exceed
 // ratio × requests in that window plus the floor for each of its seconds.
+// Sequences start anywhere, including just before an epoch wrap.
 func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
+	starts := []time.Time{t0, time.Unix(0, 0)}
+	for _, w := range budgetWraps {
+		starts = append(starts, w.at)
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.Float64Range(0, 2).Draw(t, "ratio")
 		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
@@ -97,7 +102,7 @@ func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
 			return
 		}
 		var granted, requests []time.Time
-		now := t0
+		now := rapid.SampledFrom(starts).Draw(t, "start").Add(-time.Duration(rapid.Int64Range(0, int64(20*time.Second)).Draw(t, "before")))
 		steps := rapid.IntRange(1, 300).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "dt")))
@@ -155,5 +160,122 @@ func TestBudgetConcurrentWithdrawalsNeverOverspend(t *testing.T) {
 	wg.Wait()
 	if got := granted.Load(); got > 100 || got < 90 {
 		t.Fatalf("granted %d concurrent withdrawals, want about 100 and never more", got)
+	}
+}
+
+// budgetWraps are instants at which a budget epoch could wrap: the 24-bit
+// epochs of an earlier design (the 108th fell on 2027-06-02 12:28:48 UTC),
+// 2^32 seconds, and the wrap of the current epoch modulus.
+var budgetWraps = []struct {
+	name string
+	at   time.Time
+}{
+	{"2^24 s x 107", time.Unix(107<<24, 0)},
+	{"2^24 s x 108 (2027-06-02)", time.Unix(108<<24, 0)},
+	{"2^32 s", time.Unix(1<<32, 0)},
+	{"epoch modulus", time.Unix(epochMod, 0)},
+	{"twice the epoch modulus", time.Unix(2*epochMod, 0)},
+}
+
+// TestBudgetExactAcrossEpochWrap: a window that straddles a wrap of the
+// bucket epoch still holds its ten seconds apart. At ratio 1, ten requests
+// pay for ten retries within the window, however the withdrawals are spread
+// over it (an earlier 24-bit epoch let two seconds share a bucket at the
+// wrap, and these ten requests paid for twenty retries within six seconds).
+func TestBudgetExactAcrossEpochWrap(t *testing.T) {
+	for _, w := range budgetWraps {
+		t.Run(w.name, func(t *testing.T) {
+			b := NewBudget(1, 0)
+			start := w.at.Add(-5 * time.Second)
+			for i := 0; i < 10; i++ {
+				b.Deposit(start)
+			}
+			granted := 0
+			for s := 0; s < 10; s++ {
+				now := start.Add(time.Duration(s)*time.Second + 500*time.Millisecond)
+				for b.Withdraw(now) {
+					granted++
+				}
+				if tok := b.Tokens(now); tok != 0 {
+					t.Fatalf("Tokens %v after spending at %v", tok, now)
+				}
+			}
+			if granted != 10 {
+				t.Fatalf("10 requests at ratio 1 paid for %d retries within one window", granted)
+			}
+		})
+	}
+}
+
+// TestBudgetBoundOverAnyInterval checks the bound the Budget documents for
+// intervals of any alignment: the retries granted in an interval I no longer
+// than BudgetWindow number at most minPerSec × S + ⌊ratio × R⌋, S being the
+// whole seconds I touches (at most 11) and R the requests from nine seconds
+// before I's first second through its last second.
+func TestBudgetBoundOverAnyInterval(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ratio := rapid.OneOf(rapid.Just(0.0), rapid.Just(0.5), rapid.Float64Range(0, 2)).Draw(t, "ratio")
+		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
+		b := NewBudget(ratio, minPS)
+		if b == nil {
+			return
+		}
+		var granted, requests []time.Time
+		now := t0.Add(time.Duration(rapid.Int64Range(0, int64(time.Second)).Draw(t, "offset")))
+		// Bursts (several events in one instant) and retries three times as
+		// likely as requests, so the floor and the deposits run out.
+		dt := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, int64(1200*time.Millisecond)))
+		steps := rapid.IntRange(1, 400).Draw(t, "steps")
+		for i := 0; i < steps; i++ {
+			now = now.Add(time.Duration(dt.Draw(t, "dt")))
+			if rapid.IntRange(0, 3).Draw(t, "kind") > 0 {
+				if b.Withdraw(now) {
+					granted = append(granted, now)
+				}
+				continue
+			}
+			b.Deposit(now)
+			requests = append(requests, now)
+		}
+		// Intervals starting at arbitrary points, of arbitrary lengths up to
+		// the window: from every grant, and from points drawn at random.
+		starts := append([]time.Time(nil), granted...)
+		for i := rapid.IntRange(0, 20).Draw(t, "extra"); i > 0; i-- {
+			starts = append(starts, t0.Add(time.Duration(rapid.Int64Range(int64(-time.Second), int64(now.Sub(t0))).Draw(t, "start"))))
+		}
+		for _, a := range starts {
+			for _, d := range []time.Duration{BudgetWindow, BudgetWindow - time.Nanosecond,
+				time.Duration(rapid.Int64Range(0, int64(BudgetWindow)).Draw(t, "length"))} {
+				end := a.Add(d) // the interval is [a, end], both ends included
+				first, last := a.Unix(), end.Unix()
+				g := countIn(granted, a, end.Add(time.Nanosecond))
+				r := countIn(requests, time.Unix(first-9, 0), time.Unix(last+1, 0))
+				seconds := last - first + 1
+				limit := float64(int64(minPS)*seconds) + math.Floor(ratio*float64(r))
+				if float64(g) > limit {
+					t.Fatalf("[%v, %v]: %d retries granted, bound %v (ratio %v, %d requests, floor %d/s over %d seconds)",
+						a, end, g, limit, ratio, r, minPS, seconds)
+				}
+			}
+		}
+	})
+}
+
+// TestBudgetUnalignedIntervalTouchesElevenSeconds pins the example the Budget
+// documents: an interval not aligned to whole seconds touches one second more
+// than a window, so at minPerSec 5 and no requests, 55 retries launch between
+// 0.9 s and 10.0 s (9.1 s), not 50.
+func TestBudgetUnalignedIntervalTouchesElevenSeconds(t *testing.T) {
+	b := NewBudget(0, 5)
+	granted := 0
+	for _, at := range []time.Duration{900 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond,
+		3500 * time.Millisecond, 4500 * time.Millisecond, 5500 * time.Millisecond, 6500 * time.Millisecond,
+		7500 * time.Millisecond, 8500 * time.Millisecond, 9500 * time.Millisecond, 10 * time.Second} {
+		for b.Withdraw(t0.Add(at)) {
+			granted++
+		}
+	}
+	if granted != 55 {
+		t.Fatalf("granted %d retries between 0.9s and 10.0s, want 55 (5 in each of 11 seconds)", granted)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -18,7 +20,10 @@ type Retrier struct {
 	retryIf func(error) bool
 }
 
-// RetrierOption configures a Retrier.
+// RetrierOption configures a Retrier. The option constructors check their
+// arguments when they are called and panic, with a message naming the option
+// and the value, on one that makes no sense; NewRetrier itself never panics,
+// and ignores nil options.
 type RetrierOption func(*retrierConfig)
 
 type retrierConfig struct {
@@ -37,7 +42,7 @@ const (
 )
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together
-// (default 3). NewRetrier panics if n < 1.
+// (default 3). It panics if n < 1.
 func WithMaxAttempts(n int) RetrierOption {
 	if n < 1 {
 		panic(fmt.Sprintf("resilience: WithMaxAttempts: attempts must be at least 1, got %d", n))
@@ -73,16 +78,29 @@ func WithHedging(delay time.Duration, maxHedges int) RetrierOption {
 }
 
 // WithRetryBudget sets the budget as for NewBudget (default 0.1 and 10 per
-// second); WithRetryBudget(0, 0) disables it.
+// second); WithRetryBudget(0, 0) disables it. It panics where NewBudget
+// would: on a negative, NaN or infinite ratio or a negative minPerSec.
 func WithRetryBudget(ratio float64, minPerSec int) RetrierOption {
+	defer renamePanic("WithRetryBudget")
 	NewBudget(ratio, minPerSec) // validates
 	return func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec }
 }
 
-// WithBreaker turns on a breaker per call key (default off).
+// WithBreaker turns on a breaker per call key (default off). Zero fields of
+// cfg take their defaults; it panics on negative fields.
 func WithBreaker(cfg BreakerConfig) RetrierOption {
+	defer renamePanic("WithBreaker")
 	cfg.withDefaults() // validates
 	return func(c *retrierConfig) { c.breaker = &cfg }
+}
+
+// renamePanic, deferred by an option constructor, re-panics a validation
+// panic with the option's name in front, so the message names the option
+// the caller wrote.
+func renamePanic(option string) {
+	if r := recover(); r != nil {
+		panic(fmt.Sprintf("resilience: %s: %s", option, strings.TrimPrefix(fmt.Sprint(r), "resilience: ")))
+	}
 }
 
 // WithHooks adds hooks; several WithHooks combine.
@@ -152,7 +170,7 @@ func DefaultRetryIf(err error) bool {
 	return true
 }
 
-// RetryOption configures one Retry call.
+// RetryOption configures one Retry call. A nil RetryOption is ignored.
 type RetryOption[T any] func(*retryOp[T])
 
 // RetryIf decides from the result and the error whether an attempt is
@@ -162,9 +180,12 @@ func RetryIf[T any](pred func(v T, err error) bool) RetryOption[T] {
 	return func(o *retryOp[T]) { o.pred = pred }
 }
 
-// ReleaseWith is called with every successful result that is not returned:
-// a hedge loser, or a retryable result superseded by a later attempt. Use it
-// to close connections or return pooled objects.
+// ReleaseWith is called with every successful result (nil error) that is not
+// returned: a hedge loser, a retryable result superseded by a later attempt,
+// one cut off by the per-attempt timeout, and one kept as retryable when a
+// panic (in a later attempt, a predicate or a hook) ends the call. Use it to
+// close connections or return pooled objects. It may run on an attempt's
+// goroutine after Retry has returned (a hedge that finishes late).
 func ReleaseWith[T any](release func(T)) RetryOption[T] {
 	return func(o *retryOp[T]) { o.release = release }
 }
@@ -181,18 +202,43 @@ type RetryAfterError interface {
 // the most recent retryable result with a nil error if there was one,
 // otherwise the last error (an *Error when more than one attempt ran). When
 // ctx ends, ctx's error is returned. Each attempt's context is cancelled by
-// the time Retry returns.
+// the time Retry returns, or a panic leaves it: Retry runs the call under a
+// context of its own, derived from ctx and cancelled on the way out (one
+// allocation per call, plus a goroutine while the call runs when ctx is a
+// cancelable context of a type the context package does not know). A panic
+// in fn, a predicate or a hook propagates to the caller after every result
+// still kept has been passed to ReleaseWith. Nil options are ignored.
 func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	op := &retryOp[T]{fn: fn, key: key, onStart: r.engine.hooks.OnAttemptStart, retryIf: r.retryIf}
 	for _, o := range opts {
-		o(op)
+		if o != nil {
+			o(op)
+		}
 	}
-	res := Execute[T](ctx, r.engine, Call[T]{Key: key, Policy: r.policy, Op: op})
+	done := false
+	defer func() {
+		if !done { // a panic is passing through
+			op.releaseHeld()
+		}
+	}()
+	res := Execute[*result[T]](ctx, r.engine, Call[*result[T]]{Key: key, Policy: r.policy, Op: op})
+	done = true
 	if res.Finish != nil {
 		res.Finish(nil)
 	}
-	return res.Value, res.Err
+	var v T
+	if res.Value != nil {
+		v = res.Value.v
+	}
+	return v, res.Err
 }
+
+// result carries one attempt's value through the engine. Being a pointer, it
+// lets retryOp tell which values are still held (neither released nor
+// returned) when a panic ends the call.
+type result[T any] struct{ v T }
 
 // retryOp adapts a function to Operation.
 type retryOp[T any] struct {
@@ -202,19 +248,39 @@ type retryOp[T any] struct {
 	retryIf func(error) bool
 	pred    func(T, error) bool
 	release func(T)
+
+	first result[T] // the first attempt's result, allocated with the op
+
+	mu   sync.Mutex   // guards held; attempts may end concurrently when hedging
+	held []*result[T] // results with a nil error not yet released (only with a release func)
 }
 
 func (o *retryOp[T]) Prepare(n int) (int, EndReason, error) { return n, 0, nil }
 
-func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (T, error) {
+func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (*result[T], error) {
 	if o.onStart != nil {
 		ctx = o.onStart(ctx, AttemptStartEvent{Key: o.key, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe})
 		a.Context = ctx
 	}
-	return o.fn(ctx)
+	v, err := o.fn(ctx)
+	res := &o.first
+	if a.Number > 1 {
+		res = new(result[T]) // one allocation per later attempt
+	}
+	res.v = v
+	if err == nil && o.release != nil {
+		o.mu.Lock()
+		o.held = append(o.held, res)
+		o.mu.Unlock()
+	}
+	return res, err
 }
 
-func (o *retryOp[T]) Classify(v T, err error, _ *AttemptInfo) Verdict {
+func (o *retryOp[T]) Classify(res *result[T], err error, _ *AttemptInfo) Verdict {
+	var v T
+	if res != nil { // nil when a per-attempt timeout cut the result off
+		v = res.v
+	}
 	var verd Verdict
 	if o.pred != nil {
 		verd.Retryable = o.pred(v, err)
@@ -228,12 +294,45 @@ func (o *retryOp[T]) Classify(v T, err error, _ *AttemptInfo) Verdict {
 	return verd
 }
 
-// Retain keeps v as it is: a value of the generic retrier holds nothing the
+// Retain keeps res as it is: a value of the generic retrier holds nothing the
 // next attempt needs.
-func (o *retryOp[T]) Retain(_ context.Context, v T) T { return v }
+func (o *retryOp[T]) Retain(_ context.Context, res *result[T]) *result[T] { return res }
 
-func (o *retryOp[T]) Release(v T) {
-	if o.release != nil {
-		o.release(v)
+// Release passes res's value to the release func, unless releaseHeld
+// already did.
+func (o *retryOp[T]) Release(res *result[T]) {
+	if o.release == nil || res == nil {
+		return
+	}
+	o.mu.Lock()
+	i := -1
+	for j, h := range o.held {
+		if h == res {
+			i = j
+			break
+		}
+	}
+	if i >= 0 {
+		o.held = append(o.held[:i], o.held[i+1:]...)
+	}
+	o.mu.Unlock()
+	if i >= 0 {
+		o.release(res.v)
+	}
+}
+
+// releaseHeld releases every value still held, when a panic ends the call
+// before the engine could. Attempts still running release their own results
+// when they end, through Release.
+func (o *retryOp[T]) releaseHeld() {
+	if o.release == nil {
+		return
+	}
+	o.mu.Lock()
+	held := o.held
+	o.held = nil
+	o.mu.Unlock()
+	for _, res := range held {
+		o.release(res.v)
 	}
 }

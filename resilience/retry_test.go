@@ -183,10 +183,26 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 		{func() { WithAttemptTimeout(-1) }, "WithAttemptTimeout"},
 		{func() { WithHedging(-1, 1) }, "WithHedging"},
 		{func() { WithRetryIf(nil) }, "WithRetryIf"},
+		{func() { WithRetryBudget(-1, 0) }, "WithRetryBudget"},
+		{func() { WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
+		{func() { WithBreaker(BreakerConfig{OpenDuration: -1}) }, "WithBreaker"},
 	} {
 		if msg := panicMessage(c.fn); !strings.Contains(msg, c.want) {
 			t.Errorf("panic %q does not name %s", msg, c.want)
 		}
+	}
+}
+
+// TestRetrierOptionsPanicNotNewRetrier: the option constructors panic where
+// they are called; NewRetrier itself never panics, and ignores nil options.
+func TestRetrierOptionsPanicNotNewRetrier(t *testing.T) {
+	var opt RetrierOption
+	msg := panicMessage(func() { opt = WithMaxAttempts(0) })
+	if opt != nil || !strings.Contains(msg, "WithMaxAttempts") {
+		t.Fatalf("WithMaxAttempts(0): option %v, panic %q; want a panic naming it", opt, msg)
+	}
+	if msg := panicMessage(func() { NewRetrier(nil, WithMaxAttempts(1), nil) }); msg != "" {
+		t.Fatalf("NewRetrier with nil options panicked: %s", msg)
 	}
 }
 
@@ -203,6 +219,115 @@ func TestEndReasonStrings(t *testing.T) {
 		}
 		if r.GaveUp() == (r == ReasonSuccess || r == ReasonNotRetryable) {
 			t.Errorf("%s.GaveUp() wrong", s)
+		}
+	}
+}
+
+// TestRetryAttemptContextsEndWhenRetryReturns: whatever the policy, every
+// context an attempt was given is cancelled by the time Retry returns, even
+// an attempt that shares the call's context (no hedging, no per-attempt
+// timeout) and even when the caller's context lives on.
+func TestRetryAttemptContextsEndWhenRetryReturns(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    []RetrierOption
+		results []error // attempt n returns results[n-1]; nil is a success
+	}{
+		{"first attempt wins", nil, []error{nil}},
+		{"retried then wins", nil, []error{errBoom, errBoom, nil}},
+		{"gives up", nil, []error{errBoom, errBoom, errBoom}},
+		{"not retryable", nil, []error{Permanent(errBoom)}},
+		{"per-attempt timeout", []RetrierOption{WithAttemptTimeout(time.Hour)}, []error{errBoom, nil}},
+		{"hedging", []RetrierOption{WithHedging(time.Hour, 1)}, []error{errBoom, nil}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := NewRetrier(append([]RetrierOption{WithMaxAttempts(3), WithBackoff(Constant(0))}, c.opts...)...)
+			var ctxs []context.Context
+			_, _ = Retry(context.Background(), r, "op", func(ctx context.Context) (int, error) {
+				ctxs = append(ctxs, ctx)
+				return len(ctxs), c.results[len(ctxs)-1]
+			})
+			if len(ctxs) != len(c.results) {
+				t.Fatalf("%d attempts, want %d", len(ctxs), len(c.results))
+			}
+			for i, ctx := range ctxs {
+				if ctx.Err() == nil {
+					t.Errorf("attempt %d's context is still live after Retry returned", i+1)
+				}
+			}
+		})
+	}
+}
+
+// TestRetryReleasesKeptResultWhenALaterAttemptPanics: a result kept as
+// retryable (RetryIf) is handed to ReleaseWith when a later attempt panics,
+// and the panic still reaches the caller.
+func TestRetryReleasesKeptResultWhenALaterAttemptPanics(t *testing.T) {
+	cases := []struct {
+		name string
+		opts []RetrierOption
+	}{
+		{"sequential", nil},
+		{"hedging", []RetrierOption{WithHedging(time.Hour, 1)}},
+		{"per-attempt timeout", []RetrierOption{WithAttemptTimeout(time.Hour)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := NewRetrier(append([]RetrierOption{WithMaxAttempts(3), WithBackoff(Constant(0))}, c.opts...)...)
+			var mu sync.Mutex
+			var released []int
+			n := 0
+			p := panicValue(func() {
+				_, _ = Retry(context.Background(), r, "pool.get", func(context.Context) (int, error) {
+					n++
+					if n == 2 {
+						panic("attempt 2 panicked")
+					}
+					return n, nil
+				},
+					RetryIf(func(v int, err error) bool { return v < 5 }), // keep 1, retry
+					ReleaseWith(func(v int) { mu.Lock(); released = append(released, v); mu.Unlock() }))
+			})
+			if p != "attempt 2 panicked" {
+				t.Fatalf("panic %v, want the attempt's", p)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(released, []int{1}) {
+				t.Fatalf("released %v, want [1] (the kept result)", released)
+			}
+		})
+	}
+}
+
+func TestRetryIgnoresNilOption(t *testing.T) {
+	r := NewRetrier(WithMaxAttempts(2), WithBackoff(Constant(0)))
+	var nilOpt RetryOption[int]
+	v, err := Retry(context.Background(), r, "op", func(context.Context) (int, error) { return 7, nil }, nilOpt, ReleaseWith[int](nil), nil)
+	if err != nil || v != 7 {
+		t.Fatalf("v=%d err=%v", v, err)
+	}
+}
+
+// panicValue runs fn and returns what it panicked with (nil if it did not).
+func panicValue(fn func()) (p any) {
+	defer func() { p = recover() }()
+	fn()
+	return nil
+}
+
+// BenchmarkRetrySucceedsFirstTime measures the common case: one attempt that
+// succeeds, under a cancelable caller context.
+func BenchmarkRetrySucceedsFirstTime(b *testing.B) {
+	r := NewRetrier(WithRetryBudget(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Retry(ctx, r, "op", fn); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

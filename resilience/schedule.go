@@ -74,9 +74,13 @@ type ScheduleConfig struct {
 	randN func(n int64) int64
 }
 
-// ConfigError reports an invalid configuration value. Every constructor in
-// this package that validates its arguments returns one, so callers can find
-// the offending option with errors.As.
+// ConfigError reports an invalid configuration value, so callers can find the
+// offending option with errors.As. NewSchedule, NewPeriodic, NewCache and
+// NewDNSCache return one. The other constructors that validate their
+// arguments panic instead, with a message naming the argument or option:
+// NewBudget, NewBreakers, the Backoff constructors (Constant, Exponential,
+// ExponentialJitter, EqualJitter, DecorrelatedJitter) and the RetrierOption
+// constructors (WithMaxAttempts and the rest, when called, not NewRetrier).
 type ConfigError struct {
 	// Config names what was being configured, e.g. "ScheduleConfig" or
 	// "NewPeriodic".

@@ -64,7 +64,10 @@ func defaultConfig() config {
 }
 
 // Option configures a Transport. Options are applied in order at New; a
-// later option overrides an earlier one, except WithHooks, which adds.
+// later option overrides an earlier one, except WithHooks, which adds. The
+// option constructors check their arguments when they are called and panic,
+// with a message naming the option and the value, on one that makes no
+// sense; New itself never panics, and ignores nil options.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -77,7 +80,7 @@ func invalid(option string, format string, args ...any) {
 }
 
 // WithMaxAttempts sets how many attempts a request may make, retries and
-// hedges together (default 3). 1 disables retries and hedging. New panics if
+// hedges together (default 3). 1 disables retries and hedging. It panics if
 // n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
@@ -124,9 +127,12 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 	return optionFunc(func(c *config) { c.hedgeDelay, c.maxHedges = delay, maxHedges })
 }
 
-// WithCircuitBreaker turns on a circuit breaker per req.URL.Host (default
-// off). Zero fields of cfg take resilience's defaults; it panics on negative
-// fields.
+// WithCircuitBreaker turns on a circuit breaker per host (default off): per
+// req.URL.Host, lower-cased, with an IPv6 literal in canonical form and the
+// scheme's default port dropped, so "example.test", "EXAMPLE.test" and
+// "example.test:80" share one breaker for http (its key, which hooks report,
+// is "example.test"). Zero fields of cfg take resilience's defaults; it panics
+// on negative fields.
 func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 	defer func() {
 		if r := recover(); r != nil {

@@ -91,7 +91,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var pol resilience.Policy
 	pol, c.policyErr = c.policy()
 	res := resilience.Execute[*http.Response](req.Context(), t.engine, resilience.Call[*http.Response]{
-		Key: req.URL.Host, Subject: req, Policy: pol, Op: c,
+		Key: hostKey(req.URL), Subject: req, Policy: pol, Op: c,
 	})
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
