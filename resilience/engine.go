@@ -575,6 +575,14 @@ func (r *run[T]) loop() Result[T] {
 		r.forget(a)
 		if a.panicked != nil {
 			r.decide()
+			if a.cancel != nil {
+				a.cancel(ErrAttemptLost)
+			}
+			if a.timer != nil {
+				a.timer.Stop()
+			}
+			r.drop(r.retained)
+			r.retained = nil
 			panic(a.panicked.value)
 		}
 		if !a.verd.Retryable {

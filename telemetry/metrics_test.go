@@ -234,8 +234,10 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.attempt.kind=hedge,gotry.attempt.outcome=success," + h:     1,
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=success," + h:   1,
 		}},
+		// The budgeted request's refused retry is no retry: the budget is
+		// asked before the backoff, so neither a retry nor a sleep is counted.
 		{MetricRetries, "{retry}", map[string]float64{
-			"gotry.retry.delay_source=backoff,gotry.retry.trigger=5xx," + h:     4,
+			"gotry.retry.delay_source=backoff,gotry.retry.trigger=5xx," + h:     3,
 			"gotry.retry.delay_source=retry_after,gotry.retry.trigger=429," + h: 1,
 		}},
 		{MetricHedges, "{hedge}", map[string]float64{h: 1}},
@@ -245,7 +247,7 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.reason=circuit_open," + h:       1,
 		}},
 		{MetricBackoffDelay, "s", map[string]float64{
-			"gotry.retry.delay_source=backoff,server.address=127.0.0.1":     4,
+			"gotry.retry.delay_source=backoff,server.address=127.0.0.1":     3,
 			"gotry.retry.delay_source=retry_after,server.address=127.0.0.1": 1,
 		}},
 		{MetricBudgetRefusals, "{attempt}", map[string]float64{

@@ -24,8 +24,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 // New wraps base (http.DefaultTransport when nil). With no options the
 // transport retries idempotent requests up to 3 attempts with full-jitter
 // backoff, under a budget of 10% of requests plus 10 retries per second; the
-// breaker and hedging are off. New panics, naming the option, when an option
-// makes no sense.
+// breaker and hedging are off. New never panics and ignores nil options; an
+// option constructor panics, naming itself and the value, when given
+// nonsense (see Option).
 func New(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
