@@ -2,8 +2,10 @@ package transport_test
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,4 +145,47 @@ func BenchmarkInterleaved(b *testing.B) {
 			b.ReportMetric(float64(tGotry)/float64(tBare), "x-bare")
 		})
 	}
+}
+
+// BenchmarkRetriedRequestConnections: each request gets a 503 with a small
+// body, then a 200, over loopback, through a base with an empty pool (a new
+// http.Transport per request), so conns/op is the TCP connections one retried
+// request needs. A superseded response that holds its connection through the
+// retry forces the retry onto a second one; one released at once lets the
+// retry reuse it.
+func BenchmarkRetriedRequestConnections(b *testing.B) {
+	var hits, conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1)%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "try again later")
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		base := &http.Transport{}
+		client := &http.Client{Transport: transport.New(base, transport.WithBudget(0, 0),
+			transport.WithBackoff(resilience.Constant(0)))}
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		base.CloseIdleConnections()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	b.ReportMetric(float64(conns.Load())/float64(b.N), "conns/op")
 }
