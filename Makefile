@@ -54,9 +54,11 @@ bench-peers:
 
 TOOL := $(GO) tool -modfile=$(CURDIR)/tools/lint/go.mod
 FUZZTIME ?= 20s
-FUZZ_TRANSPORT := FuzzParseRetryAfter FuzzRetryAfterWait FuzzDefaultClassifier FuzzBodyReplay \
-	FuzzHedgesAndRetriesNeverExceedMaxAttempts FuzzBreakerNeverAdmitsMoreThanHalfOpenProbes
-FUZZ_RESILIENCE := FuzzBackoff FuzzSchedule
+# Fuzz targets as package:Target, the package relative to the module root.
+FUZZ_TARGETS := transport:FuzzParseRetryAfter transport:FuzzRetryAfterWait transport:FuzzDefaultClassifier \
+	transport:FuzzBodyReplay transport:FuzzHedgesAndRetriesNeverExceedMaxAttempts \
+	transport:FuzzBreakerNeverAdmitsMoreThanHalfOpenProbes \
+	resilience:FuzzBackoff resilience/schedule:FuzzSchedule
 
 ## lint: gofmt, vet and golangci-lint (pinned in tools/lint, config .golangci.yml) on both modules
 lint: vet
@@ -72,8 +74,9 @@ vuln:
 
 ## fuzz: every fuzz target for $(FUZZTIME) each (their seed corpora already run in make test)
 fuzz:
-	@set -e; for f in $(FUZZ_TRANSPORT); do $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./transport/; done; \
-	for f in $(FUZZ_RESILIENCE); do $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./resilience/; done
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "./$${t%%:*}/"; \
+	done
 
 ## soak: a 60s race-enabled soak, then 1,000,000 hosts through the breaker (make test runs a 10s soak)
 soak:

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/jitter"
 )
 
 // Backoff computes the delay before a retry. retry is 1 for the first retry,
@@ -86,7 +88,7 @@ func ExponentialJitter(base, max time.Duration) Backoff {
 type fullJitter struct{ base, max time.Duration }
 
 func (f fullJitter) Delay(retry int, _ time.Duration) time.Duration {
-	return uniform(0, expCapped(f.base, f.max, retry))
+	return jitter.Full(expCapped(f.base, f.max, retry), rand.Int64N)
 }
 
 // EqualJitter keeps half of the exponential delay and randomises the other
@@ -100,9 +102,7 @@ func EqualJitter(base, max time.Duration) Backoff {
 type equalJitter struct{ base, max time.Duration }
 
 func (e equalJitter) Delay(retry int, _ time.Duration) time.Duration {
-	d := expCapped(e.base, e.max, retry)
-	half := d / 2
-	return half + uniform(0, d-half)
+	return jitter.Equal(expCapped(e.base, e.max, retry), rand.Int64N)
 }
 
 // DecorrelatedJitter picks min(max, uniform[base, 3·prev]), treating prev
@@ -123,19 +123,7 @@ func (d decorrelated) Delay(_ int, prev time.Duration) time.Duration {
 	if prev <= math.MaxInt64/3 {
 		hi = 3 * prev
 	}
-	return min(d.max, uniform(d.base, hi))
-}
-
-// uniform returns a random duration in [lo, hi]; it requires 0 <= lo <= hi.
-func uniform(lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	span := int64(hi - lo)
-	if span == math.MaxInt64 {
-		return lo + time.Duration(rand.Int64N(span))
-	}
-	return lo + time.Duration(rand.Int64N(span+1))
+	return min(d.max, jitter.Uniform(d.base, hi, rand.Int64N))
 }
 
 // IsNil reports whether b is nil or a nil BackoffFunc, either of which

@@ -10,6 +10,16 @@
 // Hooks types, so one retry policy and one set of telemetry adapters serve
 // HTTP and non-HTTP work alike.
 //
+// The rest of the kit lives in packages of its own below this one, which may
+// build on it but are never imported by it: resilience/schedule (a
+// configurable backoff calculator, usable as a Backoff), resilience/periodic
+// (jittered periodic work), resilience/cache (a single-flight TTL cache) and
+// resilience/dnscache (a DNS cache with a DialContext for http.Transport).
+// Every jittered delay, here and in the kit, is drawn by one implementation
+// with closed bounds: ExponentialJitter draws from [0, d], EqualJitter from
+// [d/2, d].
+//
 // Everything here is safe for concurrent use unless its doc says otherwise,
-// and the package imports only the standard library.
+// and the package imports only the standard library and gotry's internal
+// packages.
 package resilience

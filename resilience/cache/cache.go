@@ -1,4 +1,4 @@
-package resilience
+package cache
 
 import (
 	"context"
@@ -7,18 +7,35 @@ import (
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/internal/kiterr"
 )
 
-// defaultCacheMaxEntries is the capacity of a cache whose MaxEntries is 0.
-const defaultCacheMaxEntries = 1024
+// ErrPanic marks the error that stands for a panic in a load function. The
+// error is a *PanicError; match it with errors.Is.
+var ErrPanic = errors.New("cache: load panicked")
+
+// PanicError is the error the waiters of a panicking load get. Its fields
+// are Value, the value passed to panic, and Stack, the panicking goroutine's
+// stack trace at the point of recovery. It matches ErrPanic, and unwraps to
+// Value when Value is an error. (The type is shared with package periodic,
+// whose panics match periodic.ErrPanic instead.)
+type PanicError = kiterr.PanicError
+
+// ConfigError is the error New returns for an invalid Config: Config is
+// "cache.Config", Option the field's name and Reason what is wrong with it.
+// Find it with errors.As. (The type is shared with the other kit packages.)
+type ConfigError = kiterr.ConfigError
+
+// defaultMaxEntries is the capacity of a cache whose MaxEntries is 0.
+const defaultMaxEntries = 1024
 
 // errLoadGoexit is the error the waiters of a load get when the load
 // function called runtime.Goexit instead of returning.
-var errLoadGoexit = errors.New("resilience: cache load called runtime.Goexit")
+var errLoadGoexit = errors.New("cache: load called runtime.Goexit")
 
-// CacheConfig configures a Cache. Its zero value is valid: 1024 entries that
+// Config configures a Cache. Its zero value is valid: 1024 entries that
 // never expire.
-type CacheConfig struct {
+type Config struct {
 	// MaxEntries bounds the number of cached values. It must not be
 	// negative; 0 means 1024. Loads in flight do not count against it.
 	MaxEntries int
@@ -28,7 +45,7 @@ type CacheConfig struct {
 	TTL time.Duration
 
 	// clock tells the time for expiry; nil means the real clock. Tests
-	// inject a fake.
+	// inject a fake (export_test.go).
 	clock clock.Clock
 }
 
@@ -39,7 +56,7 @@ type CacheConfig struct {
 // A value is served for TTL after its load finished. Errors are never
 // cached: every waiter of a failed load gets its error unchanged, and the
 // next Get loads again. A load that panics is recovered and its waiters get a
-// *TaskPanicError (matching ErrTaskPanic) instead of hanging; the panic does
+// *PanicError (matching ErrPanic) instead of hanging; the panic does
 // not crash the program. Every caller gets the same V, so a V that holds
 // references (a slice, a map, a pointer) must be treated as read-only.
 //
@@ -63,7 +80,7 @@ type CacheConfig struct {
 // the caller on every call, since load outlives Get on a miss; check Peek
 // first to keep such hits allocation-free). A miss allocates the flight, a
 // context and a goroutine. Every method is safe for concurrent use; the zero
-// Cache is not usable, build one with NewCache.
+// Cache is not usable, build one with New.
 type Cache[K comparable, V any] struct {
 	maxEntries int
 	ttl        time.Duration
@@ -101,15 +118,15 @@ type cacheFlight[V any] struct {
 	waiters int                // callers still waiting for the result
 }
 
-// NewCache validates cfg and returns an empty cache. A negative MaxEntries or
-// TTL yields a *ConfigError naming it.
-func NewCache[K comparable, V any](cfg CacheConfig) (*Cache[K, V], error) {
-	const name = "CacheConfig"
+// New validates cfg and returns an empty cache. A negative MaxEntries or TTL
+// yields a *ConfigError naming it.
+func New[K comparable, V any](cfg Config) (*Cache[K, V], error) {
+	const name = "cache.Config"
 	switch {
 	case cfg.MaxEntries < 0:
-		return nil, configErrorf(name, "MaxEntries", "must not be negative, got %d", cfg.MaxEntries)
+		return nil, kiterr.Configf(name, "MaxEntries", "must not be negative, got %d", cfg.MaxEntries)
 	case cfg.TTL < 0:
-		return nil, configErrorf(name, "TTL", "must not be negative, got %v", cfg.TTL)
+		return nil, kiterr.Configf(name, "TTL", "must not be negative, got %v", cfg.TTL)
 	}
 	c := &Cache[K, V]{
 		maxEntries: cfg.MaxEntries,
@@ -119,7 +136,7 @@ func NewCache[K comparable, V any](cfg CacheConfig) (*Cache[K, V], error) {
 		flights:    make(map[K]*cacheFlight[V]),
 	}
 	if c.maxEntries == 0 {
-		c.maxEntries = defaultCacheMaxEntries
+		c.maxEntries = defaultMaxEntries
 	}
 	if c.clock == nil {
 		c.clock = clock.Real()
@@ -134,7 +151,7 @@ func NewCache[K comparable, V any](cfg CacheConfig) (*Cache[K, V], error) {
 // On a hit Get returns the value even if ctx has ended. On a miss, Get
 // returns ctx.Err() at once if ctx has already ended, and stops waiting with
 // ctx.Err() when ctx ends before the load does (see Cache for what becomes of
-// the load). A panic in load reaches every waiter as a *TaskPanicError.
+// the load). A panic in load reaches every waiter as a *PanicError.
 func (c *Cache[K, V]) Get(ctx context.Context, key K, load func(ctx context.Context) (V, error)) (V, error) {
 	var now time.Time
 	if c.ttl > 0 {
@@ -229,7 +246,7 @@ func (c *Cache[K, V]) load(ctx context.Context, key K, f *cacheFlight[V], fn fun
 			var zero V
 			f.val = zero
 			if v := recover(); v != nil {
-				f.err = newTaskPanicError(v)
+				f.err = kiterr.NewPanicError(ErrPanic, v)
 			} else {
 				f.err = errLoadGoexit
 			}

@@ -1,4 +1,4 @@
-package resilience
+package dnscache
 
 import (
 	"context"
@@ -8,23 +8,30 @@ import (
 	"strings"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/internal/kiterr"
+	"github.com/MrVSiK/gotry/resilience/cache"
 )
 
-// defaultDNSCacheTTL is how long a DNSCache keeps a name when its TTL is 0.
-const defaultDNSCacheTTL = time.Minute
+// ConfigError is the error New returns for an invalid Config: Config is
+// "dnscache.Config", Option the field's name and Reason what is wrong with
+// it. Find it with errors.As. (The type is shared with the other kit
+// packages.)
+type ConfigError = kiterr.ConfigError
 
-// HostResolver resolves host names to addresses. *net.Resolver satisfies it.
-type HostResolver interface {
+// defaultTTL is how long a Cache keeps a name when Config.TTL is 0.
+const defaultTTL = time.Minute
+
+// Resolver resolves host names to addresses. *net.Resolver satisfies it.
+type Resolver interface {
 	// LookupHost returns the addresses of host, as net.Resolver.LookupHost
 	// does. It must be safe for concurrent use.
 	LookupHost(ctx context.Context, host string) (addrs []string, err error)
 }
 
-// DNSCacheConfig configures a DNSCache. Its zero value is valid: up to 1024
-// names, each kept for one minute, resolved by net.DefaultResolver and dialled
-// with a zero net.Dialer.
-type DNSCacheConfig struct {
+// Config configures a Cache. Its zero value is valid: up to 1024 names, each
+// kept for one minute, resolved by net.DefaultResolver and dialled with a zero
+// net.Dialer.
+type Config struct {
 	// TTL is how long resolved addresses are reused, the same for every
 	// name; the TTLs of the DNS records themselves are not consulted. It
 	// must not be negative; 0 means one minute.
@@ -34,22 +41,20 @@ type DNSCacheConfig struct {
 	// least recently used one.
 	MaxEntries int
 	// Resolver looks names up on a miss; nil means net.DefaultResolver.
-	Resolver HostResolver
+	Resolver Resolver
 	// Dialer dials the resolved addresses in DialContext; nil means a zero
-	// net.Dialer. It is copied by NewDNSCache. Its Timeout applies to each
+	// net.Dialer. It is copied by New. Its Timeout applies to each
 	// address tried, and its own Resolver is never used, since it is only
 	// given IP addresses.
 	Dialer *net.Dialer
 
-	// clock tells the time for expiry; nil means the real clock.
-	clock clock.Clock
-	// dial replaces Dialer.DialContext; tests use it to see which addresses
-	// are dialled without touching the network.
+	// dial replaces Dialer.DialContext; tests use it (export_test.go) to see
+	// which addresses are dialled without touching the network.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-// DNSCache caches host name lookups for a fixed TTL, with the single-flight
-// loading of Cache: concurrent lookups of one name share one query. Names are
+// Cache caches host name lookups for a fixed TTL, with the single-flight
+// loading of cache.Cache: concurrent lookups of one name share one query. Names are
 // matched case-insensitively, and a fully qualified name with its trailing
 // dot ("example.com.") is the same entry as the name without it; the
 // resolver is asked for the lower-case name without the dot. IP literals are
@@ -57,37 +62,39 @@ type DNSCacheConfig struct {
 //
 // Failed lookups are not cached, and their errors come back unchanged: a
 // *net.DNSError stays one, IsNotFound and all, for errors.As to find. A
-// caller whose context ends while waiting gets ctx.Err().
+// caller whose context ends while waiting gets ctx.Err(), and a Resolver that
+// panics is recovered: its waiters get a *cache.PanicError matching
+// cache.ErrPanic.
 //
 // DialContext resolves through the cache and fits http.Transport.DialContext
-// as is. A DNSCache is safe for concurrent use. A hit costs what a Cache hit
-// does, plus, for LookupHost, copying the address slice (DialContext reads
+// as is. A Cache is safe for concurrent use. A hit costs what a cache.Cache
+// hit does, plus, for LookupHost, copying the address slice (DialContext reads
 // the cached slice in place).
-type DNSCache struct {
-	cache    *Cache[string, []string]
-	resolver HostResolver
+type Cache struct {
+	cache    *cache.Cache[string, []string]
+	resolver Resolver
 	dial     func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-// NewDNSCache validates cfg and returns an empty cache. A negative TTL or
-// MaxEntries yields a *ConfigError naming it.
-func NewDNSCache(cfg DNSCacheConfig) (*DNSCache, error) {
-	const name = "DNSCacheConfig"
+// New validates cfg and returns an empty cache. A negative TTL or MaxEntries
+// yields a *ConfigError naming it.
+func New(cfg Config) (*Cache, error) {
+	const name = "dnscache.Config"
 	switch {
 	case cfg.TTL < 0:
-		return nil, configErrorf(name, "TTL", "must not be negative, got %v", cfg.TTL)
+		return nil, kiterr.Configf(name, "TTL", "must not be negative, got %v", cfg.TTL)
 	case cfg.MaxEntries < 0:
-		return nil, configErrorf(name, "MaxEntries", "must not be negative, got %d", cfg.MaxEntries)
+		return nil, kiterr.Configf(name, "MaxEntries", "must not be negative, got %d", cfg.MaxEntries)
 	}
 	ttl := cfg.TTL
 	if ttl == 0 {
-		ttl = defaultDNSCacheTTL
+		ttl = defaultTTL
 	}
-	cache, err := NewCache[string, []string](CacheConfig{MaxEntries: cfg.MaxEntries, TTL: ttl, clock: cfg.clock})
+	c, err := cache.New[string, []string](cache.Config{MaxEntries: cfg.MaxEntries, TTL: ttl})
 	if err != nil {
-		return nil, err
+		return nil, err // unreachable: both fields were checked above
 	}
-	d := &DNSCache{cache: cache, resolver: cfg.Resolver, dial: cfg.dial}
+	d := &Cache{cache: c, resolver: cfg.Resolver, dial: cfg.dial}
 	if d.resolver == nil {
 		d.resolver = net.DefaultResolver
 	}
@@ -104,7 +111,7 @@ func NewDNSCache(cfg DNSCacheConfig) (*DNSCache, error) {
 // LookupHost returns the addresses of host, from the cache when it holds a
 // live entry and from the resolver otherwise. The returned slice is the
 // caller's own copy.
-func (d *DNSCache) LookupHost(ctx context.Context, host string) ([]string, error) {
+func (d *Cache) LookupHost(ctx context.Context, host string) ([]string, error) {
 	addrs, err := d.lookup(ctx, host)
 	if err != nil {
 		return nil, err
@@ -114,7 +121,7 @@ func (d *DNSCache) LookupHost(ctx context.Context, host string) ([]string, error
 
 // lookup is LookupHost without the copy: the slice it returns is shared and
 // must not be modified.
-func (d *DNSCache) lookup(ctx context.Context, host string) ([]string, error) {
+func (d *Cache) lookup(ctx context.Context, host string) ([]string, error) {
 	if isIPLiteral(host) {
 		return []string{host}, nil
 	}
@@ -143,7 +150,7 @@ func (d *DNSCache) lookup(ctx context.Context, host string) ([]string, error) {
 // tried. Addresses whose host is an IP literal or empty, and networks other
 // than tcp and udp, go straight to the dialer. A lookup failure comes back as
 // a *net.OpError wrapping the resolver's error, as net.Dialer reports it.
-func (d *DNSCache) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+func (d *Cache) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	switch network {
 	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6":
 	default:

@@ -1,4 +1,4 @@
-package resilience_test
+package cache_test
 
 import (
 	"context"
@@ -14,8 +14,26 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
-	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/resilience/cache"
 )
+
+// waitLimit bounds every real-time wait in these tests; it is a safety net
+// for a broken implementation, never a means of synchronisation.
+const waitLimit = 5 * time.Second
+
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// recv receives from ch or fails the test after waitLimit.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
 
 // eventually polls cond until it holds, failing the test after waitLimit.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -29,11 +47,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func mustCache[K comparable, V any](t *testing.T, cfg resilience.CacheConfig) *resilience.Cache[K, V] {
+func mustCache[K comparable, V any](t *testing.T, cfg cache.Config) *cache.Cache[K, V] {
 	t.Helper()
-	c, err := resilience.NewCache[K, V](cfg)
+	c, err := cache.New[K, V](cfg)
 	if err != nil {
-		t.Fatalf("NewCache(%+v): %v", cfg, err)
+		t.Fatalf("New(%+v): %v", cfg, err)
 	}
 	return c
 }
@@ -45,7 +63,7 @@ type result[V any] struct {
 }
 
 // getAsync runs Get on a new goroutine and delivers its result.
-func getAsync[K comparable, V any](ctx context.Context, c *resilience.Cache[K, V], key K, load func(context.Context) (V, error)) <-chan result[V] {
+func getAsync[K comparable, V any](ctx context.Context, c *cache.Cache[K, V], key K, load func(context.Context) (V, error)) <-chan result[V] {
 	ch := make(chan result[V], 1)
 	go func() {
 		v, err := c.Get(ctx, key, load)
@@ -54,28 +72,28 @@ func getAsync[K comparable, V any](ctx context.Context, c *resilience.Cache[K, V
 	return ch
 }
 
-func TestNewCacheRejectsInvalidConfig(t *testing.T) {
+func TestNewRejectsInvalidConfig(t *testing.T) {
 	tests := []struct {
 		name   string
-		cfg    resilience.CacheConfig
+		cfg    cache.Config
 		option string
 	}{
-		{"negative max entries", resilience.CacheConfig{MaxEntries: -1}, "MaxEntries"},
-		{"negative TTL", resilience.CacheConfig{TTL: -time.Second}, "TTL"},
+		{"negative max entries", cache.Config{MaxEntries: -1}, "MaxEntries"},
+		{"negative TTL", cache.Config{TTL: -time.Second}, "TTL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := resilience.NewCache[string, int](tt.cfg)
-			var ce *resilience.ConfigError
-			if !errors.As(err, &ce) || ce.Option != tt.option || ce.Config != "CacheConfig" {
-				t.Fatalf("NewCache error = %v, want a *ConfigError naming CacheConfig.%s", err, tt.option)
+			_, err := cache.New[string, int](tt.cfg)
+			var ce *cache.ConfigError
+			if !errors.As(err, &ce) || ce.Option != tt.option || ce.Config != "cache.Config" {
+				t.Fatalf("New error = %v, want a *ConfigError naming cache.Config.%s", err, tt.option)
 			}
 		})
 	}
 }
 
 func TestCacheHitReturnsCachedValueWithoutLoading(t *testing.T) {
-	c := mustCache[string, int](t, resilience.CacheConfig{})
+	c := mustCache[string, int](t, cache.Config{})
 	var loads atomic.Int32
 	load := func(context.Context) (int, error) { return int(loads.Add(1)) * 10, nil }
 	for i := range 3 {
@@ -106,7 +124,7 @@ func TestCacheConcurrentMissesShareOneLoad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := mustCache[string, string](t, resilience.CacheConfig{})
+			c := mustCache[string, string](t, cache.Config{})
 			var loads atomic.Int32
 			release := make(chan struct{})
 			load := func(context.Context) (string, error) {
@@ -119,7 +137,7 @@ func TestCacheConcurrentMissesShareOneLoad(t *testing.T) {
 				results[i] = getAsync(context.Background(), c, "k", load)
 			}
 			eventually(t, "every caller to wait for the load", func() bool {
-				return resilience.CacheWaiters(c, "k") == callers
+				return cache.Waiters(c, "k") == callers
 			})
 			close(release)
 			for i, ch := range results {
@@ -136,7 +154,7 @@ func TestCacheConcurrentMissesShareOneLoad(t *testing.T) {
 }
 
 func TestCacheErrorsAreNotCached(t *testing.T) {
-	c := mustCache[string, int](t, resilience.CacheConfig{})
+	c := mustCache[string, int](t, cache.Config{})
 	errDown := errors.New("down")
 	var loads atomic.Int32
 	load := func(context.Context) (int, error) {
@@ -162,7 +180,7 @@ func TestCacheErrorsAreNotCached(t *testing.T) {
 func TestCacheEntriesExpireAfterTTL(t *testing.T) {
 	const ttl = time.Minute
 	clk := fakeclock.New(epoch)
-	c := mustCache[string, int](t, resilience.CacheConfigWithClock(resilience.CacheConfig{TTL: ttl}, clk))
+	c := mustCache[string, int](t, cache.ConfigWithClock(cache.Config{TTL: ttl}, clk))
 	var loads atomic.Int32
 	load := func(context.Context) (int, error) { return int(loads.Add(1)), nil }
 
@@ -185,7 +203,7 @@ func TestCacheEntriesExpireAfterTTL(t *testing.T) {
 }
 
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	c := mustCache[string, string](t, resilience.CacheConfig{MaxEntries: 3})
+	c := mustCache[string, string](t, cache.Config{MaxEntries: 3})
 	load := func(key string) func(context.Context) (string, error) {
 		return func(context.Context) (string, error) { return "v-" + key, nil }
 	}
@@ -216,7 +234,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 func TestCacheReclaimsExpiredEntriesBeforeEvictingLiveOnes(t *testing.T) {
 	const ttl = time.Minute
 	clk := fakeclock.New(epoch)
-	c := mustCache[string, int](t, resilience.CacheConfigWithClock(resilience.CacheConfig{MaxEntries: 2, TTL: ttl}, clk))
+	c := mustCache[string, int](t, cache.ConfigWithClock(cache.Config{MaxEntries: 2, TTL: ttl}, clk))
 	ctx := context.Background()
 	load := func(context.Context) (int, error) { return 1, nil }
 
@@ -247,8 +265,8 @@ func TestCacheSizeBoundAndConsistencyProperty(t *testing.T) {
 		const ttl = time.Minute
 		maxEntries := rapid.IntRange(1, 8).Draw(rt, "maxEntries")
 		clk := fakeclock.New(epoch)
-		c, err := resilience.NewCache[int, string](resilience.CacheConfigWithClock(
-			resilience.CacheConfig{MaxEntries: maxEntries, TTL: ttl}, clk))
+		c, err := cache.New[int, string](cache.ConfigWithClock(
+			cache.Config{MaxEntries: maxEntries, TTL: ttl}, clk))
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -280,7 +298,7 @@ func TestCacheSizeBoundAndConsistencyProperty(t *testing.T) {
 }
 
 func TestCacheWaiterLeavingDoesNotCancelSharedLoad(t *testing.T) {
-	c := mustCache[string, string](t, resilience.CacheConfig{})
+	c := mustCache[string, string](t, cache.Config{})
 	release := make(chan struct{})
 	loadCtxs := make(chan context.Context, 1)
 	load := func(ctx context.Context) (string, error) {
@@ -293,7 +311,7 @@ func TestCacheWaiterLeavingDoesNotCancelSharedLoad(t *testing.T) {
 	a := getAsync(ctxA, c, "k", load)
 	b := getAsync(context.Background(), c, "k", load)
 	loadCtx := recv(t, loadCtxs, "the load to start")
-	eventually(t, "both callers to wait", func() bool { return resilience.CacheWaiters(c, "k") == 2 })
+	eventually(t, "both callers to wait", func() bool { return cache.Waiters(c, "k") == 2 })
 
 	cancelA()
 	if r := recv(t, a, "the cancelled caller"); !errors.Is(r.err, context.Canceled) {
@@ -313,7 +331,7 @@ func TestCacheWaiterLeavingDoesNotCancelSharedLoad(t *testing.T) {
 
 func TestCacheLastWaiterLeavingCancelsTheLoad(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c := mustCache[string, string](t, resilience.CacheConfig{})
+	c := mustCache[string, string](t, cache.Config{})
 	var loads atomic.Int32
 	cancelled := make(chan error, 1)
 	load := func(ctx context.Context) (string, error) {
@@ -326,7 +344,7 @@ func TestCacheLastWaiterLeavingCancelsTheLoad(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := getAsync(ctx, c, "k", load)
-	eventually(t, "the caller to wait", func() bool { return resilience.CacheWaiters(c, "k") == 1 })
+	eventually(t, "the caller to wait", func() bool { return cache.Waiters(c, "k") == 1 })
 	cancel()
 	if got := recv(t, r, "the cancelled caller"); !errors.Is(got.err, context.Canceled) {
 		t.Errorf("caller got %q, %v; want context.Canceled", got.v, got.err)
@@ -342,7 +360,7 @@ func TestCacheLastWaiterLeavingCancelsTheLoad(t *testing.T) {
 
 func TestCacheLoadPanicReachesEveryWaiter(t *testing.T) {
 	const callers = 10
-	c := mustCache[string, int](t, resilience.CacheConfig{})
+	c := mustCache[string, int](t, cache.Config{})
 	release := make(chan struct{})
 	var loads atomic.Int32
 	load := func(context.Context) (int, error) {
@@ -356,13 +374,13 @@ func TestCacheLoadPanicReachesEveryWaiter(t *testing.T) {
 	for i := range results {
 		results[i] = getAsync(context.Background(), c, "k", load)
 	}
-	eventually(t, "every caller to wait", func() bool { return resilience.CacheWaiters(c, "k") == callers })
+	eventually(t, "every caller to wait", func() bool { return cache.Waiters(c, "k") == callers })
 	close(release)
 	for i, ch := range results {
 		r := recv(t, ch, "a caller's result")
-		var pe *resilience.TaskPanicError
-		if !errors.Is(r.err, resilience.ErrTaskPanic) || !errors.As(r.err, &pe) || pe.Value != "loader exploded" {
-			t.Errorf("caller %d got %d, %v; want the load's panic as a *TaskPanicError", i, r.v, r.err)
+		var pe *cache.PanicError
+		if !errors.Is(r.err, cache.ErrPanic) || !errors.As(r.err, &pe) || pe.Value != "loader exploded" {
+			t.Errorf("caller %d got %d, %v; want the load's panic as a *PanicError", i, r.v, r.err)
 		}
 	}
 	if v, err := c.Get(context.Background(), "k", load); err != nil || v != 7 {
@@ -371,12 +389,12 @@ func TestCacheLoadPanicReachesEveryWaiter(t *testing.T) {
 }
 
 func TestCacheLoadGoexitDoesNotStrandWaiters(t *testing.T) {
-	c := mustCache[string, int](t, resilience.CacheConfig{})
+	c := mustCache[string, int](t, cache.Config{})
 	v, err := c.Get(context.Background(), "k", func(context.Context) (int, error) {
 		runtime.Goexit()
 		return 1, nil
 	})
-	if err == nil || errors.Is(err, resilience.ErrTaskPanic) {
+	if err == nil || errors.Is(err, cache.ErrPanic) {
 		t.Errorf("Get with a load that called Goexit = %d, %v; want a non-panic error", v, err)
 	}
 	if c.Len() != 0 {
@@ -385,7 +403,7 @@ func TestCacheLoadGoexitDoesNotStrandWaiters(t *testing.T) {
 }
 
 func TestCacheDeleteForgetsLoadInFlight(t *testing.T) {
-	c := mustCache[string, string](t, resilience.CacheConfig{})
+	c := mustCache[string, string](t, cache.Config{})
 	releases := []chan struct{}{make(chan struct{}), make(chan struct{})}
 	var loads atomic.Int32
 	load := func(context.Context) (string, error) {
@@ -394,7 +412,7 @@ func TestCacheDeleteForgetsLoadInFlight(t *testing.T) {
 		return fmt.Sprintf("v%d", n), nil
 	}
 	first := getAsync(context.Background(), c, "k", load)
-	eventually(t, "the first caller to wait", func() bool { return resilience.CacheWaiters(c, "k") == 1 })
+	eventually(t, "the first caller to wait", func() bool { return cache.Waiters(c, "k") == 1 })
 	c.Delete("k")
 	second := getAsync(context.Background(), c, "k", load)
 	eventually(t, "the second load to start", func() bool { return loads.Load() == 2 })
@@ -416,7 +434,7 @@ func TestCacheDeleteForgetsLoadInFlight(t *testing.T) {
 }
 
 func TestCacheDoneContext(t *testing.T) {
-	c := mustCache[string, int](t, resilience.CacheConfig{})
+	c := mustCache[string, int](t, cache.Config{})
 	var loads atomic.Int32
 	load := func(context.Context) (int, error) { return int(loads.Add(1)), nil }
 	done, cancel := context.WithCancel(context.Background())
@@ -436,7 +454,7 @@ func TestCacheDoneContext(t *testing.T) {
 type ctxKey struct{}
 
 func TestCacheLoadContextKeepsValuesNotDeadline(t *testing.T) {
-	c := mustCache[string, string](t, resilience.CacheConfig{})
+	c := mustCache[string, string](t, cache.Config{})
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "trace-1"), time.Hour)
 	defer cancel()
 	v, err := c.Get(ctx, "k", func(ctx context.Context) (string, error) {
@@ -452,7 +470,7 @@ func TestCacheLoadContextKeepsValuesNotDeadline(t *testing.T) {
 }
 
 func TestCacheHitDoesNotAllocate(t *testing.T) {
-	c := mustCache[string, []string](t, resilience.CacheConfig{TTL: time.Hour})
+	c := mustCache[string, []string](t, cache.Config{TTL: time.Hour})
 	ctx := context.Background()
 	load := func(context.Context) ([]string, error) { return []string{"x"}, nil }
 	if _, err := c.Get(ctx, "k", load); err != nil {
@@ -469,7 +487,7 @@ func TestCacheHitDoesNotAllocate(t *testing.T) {
 }
 
 func TestCacheIsSafeForConcurrentUse(t *testing.T) {
-	c := mustCache[int, int](t, resilience.CacheConfig{MaxEntries: 16, TTL: time.Hour})
+	c := mustCache[int, int](t, cache.Config{MaxEntries: 16, TTL: time.Hour})
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
@@ -493,7 +511,7 @@ func TestCacheIsSafeForConcurrentUse(t *testing.T) {
 }
 
 func BenchmarkCacheGetHit(b *testing.B) {
-	c, err := resilience.NewCache[string, []string](resilience.CacheConfig{TTL: time.Hour})
+	c, err := cache.New[string, []string](cache.Config{TTL: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -511,7 +529,7 @@ func BenchmarkCacheGetHit(b *testing.B) {
 }
 
 func BenchmarkCacheGetHitParallel(b *testing.B) {
-	c, err := resilience.NewCache[string, []string](resilience.CacheConfig{TTL: time.Hour})
+	c, err := cache.New[string, []string](cache.Config{TTL: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -532,7 +550,7 @@ func BenchmarkCacheGetHitParallel(b *testing.B) {
 }
 
 func BenchmarkCacheGetMiss(b *testing.B) {
-	c, err := resilience.NewCache[int, int](resilience.CacheConfig{MaxEntries: 1024})
+	c, err := cache.New[int, int](cache.Config{MaxEntries: 1024})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package resilience
+package schedule
 
 import (
 	"fmt"
@@ -6,6 +6,10 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/jitter"
+	"github.com/MrVSiK/gotry/internal/kiterr"
+	"github.com/MrVSiK/gotry/resilience"
 )
 
 // JitterStrategy selects how a Schedule randomises the delays it computes.
@@ -14,17 +18,17 @@ type JitterStrategy int
 
 // Jitter strategies. Each is applied to the capped exponential delay d.
 const (
-	// JitterAdditive adds a uniform random amount in [0, Jitter) to d, then
+	// JitterAdditive adds a uniform random amount in [0, Jitter] to d, then
 	// caps the sum at MaxDelay. The spread is fixed, so its share of the
 	// delay shrinks as the delay grows, and it is absorbed entirely once d
 	// sits at MaxDelay. This is the default.
 	JitterAdditive JitterStrategy = iota
-	// JitterFull replaces d with a uniform random delay in [0, d). Because
+	// JitterFull replaces d with a uniform random delay in [0, d]. Because
 	// the spread grows with the delay, it pulls clients that fail together
 	// apart the furthest. Jitter is ignored.
 	JitterFull
 	// JitterEqual keeps half of d and randomises the rest: a uniform delay
-	// in [d/2, d). Less spread than JitterFull, but a floor under how soon
+	// in [d/2, d]. Less spread than JitterFull, but a floor under how soon
 	// the next try comes. Jitter is ignored.
 	JitterEqual
 )
@@ -42,13 +46,12 @@ func (s JitterStrategy) String() string {
 	return fmt.Sprintf("JitterStrategy(%d)", int(s))
 }
 
-// defaultScheduleFactor is the growth factor of a ScheduleConfig whose Factor
-// is zero.
-const defaultScheduleFactor = 2
+// defaultFactor is the growth factor of a Config whose Factor is zero.
+const defaultFactor = 2
 
-// ScheduleConfig configures a Schedule. Its zero value is valid and describes
-// a schedule that always returns 0.
-type ScheduleConfig struct {
+// Config configures a Schedule. Its zero value is valid and describes a
+// schedule that always returns 0.
+type Config struct {
 	// Base is the first delay, before jitter. It must not be negative; 0
 	// makes every delay 0 before jitter.
 	Base time.Duration
@@ -58,8 +61,8 @@ type ScheduleConfig struct {
 	// values below 1 are rejected. Very large finite factors are fine: the
 	// delay simply reaches MaxDelay at the second step.
 	Factor float64
-	// Jitter is the ceiling of the random amount JitterAdditive adds; the
-	// other strategies ignore it. It must not be negative; 0 means no jitter.
+	// Jitter is the largest random amount JitterAdditive adds (inclusive);
+	// the other strategies ignore it. It must not be negative; 0 means no jitter.
 	Jitter time.Duration
 	// MaxDelay caps every delay, jitter included. It must not be negative
 	// and, when set, must not be below Base. Zero means no cap other than
@@ -70,35 +73,19 @@ type ScheduleConfig struct {
 	Strategy JitterStrategy
 
 	// randN draws a uniform integer in [0, n) for n > 0; nil means
-	// math/rand/v2. Tests set it to pin the random draws.
+	// math/rand/v2. Tests set it (export_test.go) to pin the random draws.
 	randN func(n int64) int64
 }
 
-// ConfigError reports an invalid configuration value, so callers can find the
-// offending option with errors.As. NewSchedule, NewPeriodic, NewCache and
-// NewDNSCache return one. The other constructors that validate their
-// arguments panic instead, with a message naming the argument or option:
-// NewBudget, NewBreakers, the Backoff constructors (Constant, Exponential,
-// ExponentialJitter, EqualJitter, DecorrelatedJitter) and the RetrierOption
-// constructors (WithMaxAttempts and the rest, when called, not NewRetrier).
-type ConfigError struct {
-	// Config names what was being configured, e.g. "ScheduleConfig" or
-	// "NewPeriodic".
-	Config string
-	// Option names the field or argument, e.g. "Factor".
-	Option string
-	// Reason says what is wrong with it, including the value given.
-	Reason string
-}
-
-func (e *ConfigError) Error() string {
-	return "resilience: " + e.Config + ": " + e.Option + " " + e.Reason
-}
-
-// configErrorf builds a *ConfigError with a formatted reason.
-func configErrorf(config, option, format string, args ...any) *ConfigError {
-	return &ConfigError{Config: config, Option: option, Reason: fmt.Sprintf(format, args...)}
-}
+// ConfigError is the error New returns for an invalid Config: Config is
+// "schedule.Config", Option the field's name and Reason what is wrong with
+// it. Find it with errors.As. The type is shared with the other kit packages
+// (periodic.ConfigError, cache.ConfigError, dnscache.ConfigError are the same
+// type). Only the kit's New functions return it; the constructors of package
+// resilience that validate their arguments (NewBudget, NewBreakers, the
+// Backoff constructors, the RetrierOption constructors) panic instead, with a
+// message naming the argument or option.
+type ConfigError = kiterr.ConfigError
 
 // Schedule is a backoff delay calculator. It never sleeps, starts no
 // goroutines and does no I/O: it only says how long to wait, and the caller
@@ -106,8 +93,8 @@ func configErrorf(config, option, format string, args ...any) *ConfigError {
 //
 // Next walks the progression Base, Base·Factor, Base·Factor², ... capped at
 // MaxDelay, applying the jitter strategy to each value. Delay computes the
-// same values from the retry number alone, which makes a *Schedule a Backoff
-// for the attempt engine.
+// same values from the retry number alone, which makes a *Schedule a
+// resilience.Backoff for the attempt engine.
 //
 // The progression is computed in floating point and clamped before it is
 // converted back to a time.Duration, so no factor and no number of steps can
@@ -123,7 +110,7 @@ func configErrorf(config, option, format string, args ...any) *ConfigError {
 // their own Schedule, or use Delay. Next and Delay cost one math.Pow and, with
 // jitter, one random draw; neither allocates.
 //
-// The zero Schedule returns 0 from every method; build one with NewSchedule.
+// The zero Schedule returns 0 from every method; build one with New.
 type Schedule struct {
 	base     time.Duration
 	factor   float64
@@ -137,29 +124,29 @@ type Schedule struct {
 	last time.Duration // the previous delay before jitter; 0 after Reset
 }
 
-var _ Backoff = (*Schedule)(nil)
+var _ resilience.Backoff = (*Schedule)(nil)
 
-// NewSchedule validates cfg and returns a Schedule positioned before its
-// first delay. An invalid field yields a *ConfigError naming it.
-func NewSchedule(cfg ScheduleConfig) (*Schedule, error) {
-	const name = "ScheduleConfig"
+// New validates cfg and returns a Schedule positioned before its first delay.
+// An invalid field yields a *ConfigError naming it.
+func New(cfg Config) (*Schedule, error) {
+	const name = "schedule.Config"
 	factor := cfg.Factor
 	if factor == 0 {
-		factor = defaultScheduleFactor
+		factor = defaultFactor
 	}
 	switch {
 	case cfg.Base < 0:
-		return nil, configErrorf(name, "Base", "must not be negative, got %v", cfg.Base)
+		return nil, kiterr.Configf(name, "Base", "must not be negative, got %v", cfg.Base)
 	case math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1:
-		return nil, configErrorf(name, "Factor", "must be a finite number >= 1 (or 0 for the default), got %v", cfg.Factor)
+		return nil, kiterr.Configf(name, "Factor", "must be a finite number >= 1 (or 0 for the default), got %v", cfg.Factor)
 	case cfg.Jitter < 0:
-		return nil, configErrorf(name, "Jitter", "must not be negative, got %v", cfg.Jitter)
+		return nil, kiterr.Configf(name, "Jitter", "must not be negative, got %v", cfg.Jitter)
 	case cfg.MaxDelay < 0:
-		return nil, configErrorf(name, "MaxDelay", "must not be negative, got %v", cfg.MaxDelay)
+		return nil, kiterr.Configf(name, "MaxDelay", "must not be negative, got %v", cfg.MaxDelay)
 	case cfg.MaxDelay > 0 && cfg.MaxDelay < cfg.Base:
-		return nil, configErrorf(name, "MaxDelay", "%v is below Base %v", cfg.MaxDelay, cfg.Base)
+		return nil, kiterr.Configf(name, "MaxDelay", "%v is below Base %v", cfg.MaxDelay, cfg.Base)
 	case cfg.Strategy < JitterAdditive || cfg.Strategy > JitterEqual:
-		return nil, configErrorf(name, "Strategy", "is not a known JitterStrategy, got %d", int(cfg.Strategy))
+		return nil, kiterr.Configf(name, "Strategy", "is not a known JitterStrategy, got %d", int(cfg.Strategy))
 	}
 	s := &Schedule{
 		base:     cfg.Base,
@@ -179,7 +166,7 @@ func NewSchedule(cfg ScheduleConfig) (*Schedule, error) {
 }
 
 // Next returns the next delay of the progression, jitter applied, and
-// advances the progression. The first call after NewSchedule or Reset returns
+// advances the progression. The first call after New or Reset returns
 // Base (jittered). Before jitter the delays never decrease, and every result
 // lies in [0, MaxDelay].
 func (s *Schedule) Next() time.Duration {
@@ -208,8 +195,8 @@ func (s *Schedule) Reset() {
 	s.mu.Unlock()
 }
 
-// Delay implements Backoff. It returns the delay before retry number retry
-// (1 for the first retry; smaller values count as 1): Base·Factor^(retry−1)
+// Delay implements resilience.Backoff. It returns the delay before retry
+// number retry (1 for the first retry; smaller values count as 1): Base·Factor^(retry−1)
 // capped at MaxDelay, with the jitter strategy applied. prev is ignored.
 //
 // Delay is computed from retry alone. It neither reads nor advances the
@@ -242,39 +229,18 @@ func (s *Schedule) applyJitter(d time.Duration) time.Duration {
 	}
 	switch s.strategy {
 	case JitterFull:
-		if d <= 0 {
-			return 0
-		}
-		return time.Duration(s.randN(int64(d)))
+		return jitter.Full(d, s.randN)
 	case JitterEqual:
-		half := d / 2
-		if d-half <= 0 {
-			return half
-		}
-		return half + time.Duration(s.randN(int64(d-half)))
+		return jitter.Equal(d, s.randN)
 	}
-	return min(addJitter(d, s.jitter, s.randN), s.cap)
+	return min(jitter.Add(d, s.jitter, s.randN), s.cap)
 }
 
-// AddJitter returns d plus a uniform random amount in [0, jitter). It is the
+// AddJitter returns d plus a uniform random amount in [0, j]. It is the
 // jitter step of a Schedule on its own, for work paced at a fixed interval
-// rather than backing off. A negative d counts as 0, a jitter ≤ 0 adds
-// nothing, and the sum saturates at the largest time.Duration instead of
-// wrapping negative. Safe for concurrent use; it does not allocate.
-func AddJitter(d, jitter time.Duration) time.Duration {
-	return addJitter(d, jitter, rand.Int64N)
-}
-
-// addJitter is AddJitter with the random source as a parameter; randN must
-// return a value in [0, n) for n > 0.
-func addJitter(d, jitter time.Duration, randN func(int64) int64) time.Duration {
-	d = max(d, 0)
-	if jitter <= 0 {
-		return d
-	}
-	r := time.Duration(randN(int64(jitter)))
-	if r > math.MaxInt64-d {
-		return math.MaxInt64
-	}
-	return d + r
+// rather than backing off. A negative d counts as 0, a j ≤ 0 adds nothing,
+// and the sum saturates at the largest time.Duration instead of wrapping
+// negative. Safe for concurrent use; it does not allocate.
+func AddJitter(d, j time.Duration) time.Duration {
+	return jitter.Add(d, j, rand.Int64N)
 }

@@ -1,4 +1,4 @@
-package resilience_test
+package dnscache_test
 
 import (
 	"context"
@@ -11,13 +11,18 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
-	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/resilience/dnscache"
 )
+
+// waitLimit bounds the real-time waits of the test that uses the network; it
+// is a safety net for a broken implementation, never a means of
+// synchronisation.
+const waitLimit = 5 * time.Second
 
 // fakeResolver answers from a table and records every query. When gate is
 // set, each query waits for it to close first.
@@ -53,38 +58,38 @@ func (r *fakeResolver) Queries() []string {
 	return slices.Clone(r.queries)
 }
 
-func mustDNSCache(t testing.TB, cfg resilience.DNSCacheConfig) *resilience.DNSCache {
+func mustCache(t testing.TB, cfg dnscache.Config) *dnscache.Cache {
 	t.Helper()
-	d, err := resilience.NewDNSCache(cfg)
+	d, err := dnscache.New(cfg)
 	if err != nil {
-		t.Fatalf("NewDNSCache: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	return d
 }
 
-func TestNewDNSCacheRejectsInvalidConfig(t *testing.T) {
+func TestNewRejectsInvalidConfig(t *testing.T) {
 	tests := []struct {
 		name   string
-		cfg    resilience.DNSCacheConfig
+		cfg    dnscache.Config
 		option string
 	}{
-		{"negative TTL", resilience.DNSCacheConfig{TTL: -1}, "TTL"},
-		{"negative max entries", resilience.DNSCacheConfig{MaxEntries: -1}, "MaxEntries"},
+		{"negative TTL", dnscache.Config{TTL: -1}, "TTL"},
+		{"negative max entries", dnscache.Config{MaxEntries: -1}, "MaxEntries"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := resilience.NewDNSCache(tt.cfg)
-			var ce *resilience.ConfigError
-			if !errors.As(err, &ce) || ce.Option != tt.option || ce.Config != "DNSCacheConfig" {
-				t.Fatalf("NewDNSCache error = %v, want a *ConfigError naming DNSCacheConfig.%s", err, tt.option)
+			_, err := dnscache.New(tt.cfg)
+			var ce *dnscache.ConfigError
+			if !errors.As(err, &ce) || ce.Option != tt.option || ce.Config != "dnscache.Config" {
+				t.Fatalf("New error = %v, want a *ConfigError naming dnscache.Config.%s", err, tt.option)
 			}
 		})
 	}
 }
 
-func TestDNSCacheNamesMatchCaseInsensitivelyWithOrWithoutTrailingDot(t *testing.T) {
+func TestCacheNamesMatchCaseInsensitivelyWithOrWithoutTrailingDot(t *testing.T) {
 	r := &fakeResolver{hosts: map[string][]string{"example.com": {"192.0.2.1", "192.0.2.2"}}}
-	d := mustDNSCache(t, resilience.DNSCacheConfig{Resolver: r})
+	d := mustCache(t, dnscache.Config{Resolver: r})
 	for _, host := range []string{"example.com", "EXAMPLE.com", "example.com.", "Example.COM."} {
 		addrs, err := d.LookupHost(context.Background(), host)
 		if err != nil || !slices.Equal(addrs, []string{"192.0.2.1", "192.0.2.2"}) {
@@ -96,9 +101,9 @@ func TestDNSCacheNamesMatchCaseInsensitivelyWithOrWithoutTrailingDot(t *testing.
 	}
 }
 
-func TestDNSCacheReturnsIPLiteralsWithoutLookup(t *testing.T) {
+func TestCacheReturnsIPLiteralsWithoutLookup(t *testing.T) {
 	r := &fakeResolver{}
-	d := mustDNSCache(t, resilience.DNSCacheConfig{Resolver: r})
+	d := mustCache(t, dnscache.Config{Resolver: r})
 	for _, host := range []string{"127.0.0.1", "::1", "2001:DB8::1", "fe80::1%eth0", "::ffff:10.0.0.1"} {
 		addrs, err := d.LookupHost(context.Background(), host)
 		if err != nil || !slices.Equal(addrs, []string{host}) {
@@ -110,7 +115,7 @@ func TestDNSCacheReturnsIPLiteralsWithoutLookup(t *testing.T) {
 	}
 }
 
-func TestDNSCacheFailuresAreNotCachedAndKeepTheirType(t *testing.T) {
+func TestCacheFailuresAreNotCachedAndKeepTheirType(t *testing.T) {
 	tests := []struct {
 		name  string
 		hosts map[string][]string
@@ -121,7 +126,7 @@ func TestDNSCacheFailuresAreNotCachedAndKeepTheirType(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &fakeResolver{hosts: tt.hosts}
-			d := mustDNSCache(t, resilience.DNSCacheConfig{Resolver: r})
+			d := mustCache(t, dnscache.Config{Resolver: r})
 			for range 2 {
 				_, err := d.LookupHost(context.Background(), "missing.test")
 				var dnsErr *net.DNSError
@@ -136,9 +141,9 @@ func TestDNSCacheFailuresAreNotCachedAndKeepTheirType(t *testing.T) {
 	}
 }
 
-func TestDNSCacheEmptyHostIsNotFound(t *testing.T) {
+func TestCacheEmptyHostIsNotFound(t *testing.T) {
 	r := &fakeResolver{}
-	d := mustDNSCache(t, resilience.DNSCacheConfig{Resolver: r})
+	d := mustCache(t, dnscache.Config{Resolver: r})
 	for _, host := range []string{"", "."} {
 		_, err := d.LookupHost(context.Background(), host)
 		var dnsErr *net.DNSError
@@ -151,33 +156,53 @@ func TestDNSCacheEmptyHostIsNotFound(t *testing.T) {
 	}
 }
 
-func TestDNSCacheExpiresAfterTTL(t *testing.T) {
-	const ttl = 30 * time.Second
-	clk := fakeclock.New(epoch)
-	r := &fakeResolver{hosts: map[string][]string{"svc.test": {"192.0.2.7"}}}
-	d := mustDNSCache(t, resilience.DNSCacheConfigWithClock(resilience.DNSCacheConfig{Resolver: r, TTL: ttl}, clk))
-	steps := []struct {
-		advance time.Duration
-		queries int
-	}{
-		{0, 1},
-		{ttl - time.Nanosecond, 1},
-		{time.Nanosecond, 2},
-	}
-	for i, s := range steps {
-		clk.Advance(s.advance)
-		if _, err := d.LookupHost(context.Background(), "svc.test"); err != nil {
-			t.Fatal(err)
+// The cache tells the time with the real clock, which inside a synctest
+// bubble is a fake one: time.Sleep there advances it at once, exactly, and
+// without waiting in real time.
+func TestCacheExpiresAfterTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 30 * time.Second
+		r := &fakeResolver{hosts: map[string][]string{"svc.test": {"192.0.2.7"}}}
+		d := mustCache(t, dnscache.Config{Resolver: r, TTL: ttl})
+		steps := []struct {
+			advance time.Duration
+			queries int
+		}{
+			{0, 1},
+			{ttl - time.Nanosecond, 1},
+			{time.Nanosecond, 2},
 		}
-		if q := r.Queries(); len(q) != s.queries {
-			t.Errorf("step %d: %d queries, want %d", i, len(q), s.queries)
+		for i, s := range steps {
+			time.Sleep(s.advance)
+			if _, err := d.LookupHost(context.Background(), "svc.test"); err != nil {
+				t.Fatal(err)
+			}
+			if q := r.Queries(); len(q) != s.queries {
+				t.Errorf("step %d: %d queries, want %d", i, len(q), s.queries)
+			}
 		}
-	}
+	})
 }
 
-func TestDNSCacheLookupReturnsTheCallersOwnCopy(t *testing.T) {
+func TestCacheDefaultTTLIsOneMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fakeResolver{hosts: map[string][]string{"svc.test": {"192.0.2.7"}}}
+		d := mustCache(t, dnscache.Config{Resolver: r})
+		for _, advance := range []time.Duration{0, time.Minute - time.Nanosecond, time.Nanosecond} {
+			time.Sleep(advance)
+			if _, err := d.LookupHost(context.Background(), "svc.test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if q := r.Queries(); len(q) != 2 {
+			t.Errorf("%d queries over one minute, want 2 (one before, one after expiry)", len(q))
+		}
+	})
+}
+
+func TestCacheLookupReturnsTheCallersOwnCopy(t *testing.T) {
 	r := &fakeResolver{hosts: map[string][]string{"svc.test": {"192.0.2.1", "192.0.2.2"}}}
-	d := mustDNSCache(t, resilience.DNSCacheConfig{Resolver: r})
+	d := mustCache(t, dnscache.Config{Resolver: r})
 	first, err := d.LookupHost(context.Background(), "svc.test")
 	if err != nil {
 		t.Fatal(err)
@@ -189,30 +214,35 @@ func TestDNSCacheLookupReturnsTheCallersOwnCopy(t *testing.T) {
 	}
 }
 
-func TestDNSCacheConcurrentLookupsShareOneQuery(t *testing.T) {
-	const callers = 100
-	r := &fakeResolver{hosts: map[string][]string{"svc.test": {"192.0.2.9"}}, gate: make(chan struct{})}
-	d := mustDNSCache(t, resilience.DNSCacheConfig{Resolver: r})
-	errs := make(chan error, callers)
-	for range callers {
-		go func() {
-			addrs, err := d.LookupHost(context.Background(), "SVC.test.")
-			if err == nil && !slices.Equal(addrs, []string{"192.0.2.9"}) {
-				err = errors.New("wrong addresses")
-			}
-			errs <- err
-		}()
-	}
-	eventually(t, "every caller to wait", func() bool { return resilience.DNSCacheWaiters(d, "svc.test") == callers })
-	close(r.gate)
-	for range callers {
-		if err := recv(t, errs, "a caller's result"); err != nil {
-			t.Error(err)
+func TestCacheConcurrentLookupsShareOneQuery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const callers = 100
+		r := &fakeResolver{hosts: map[string][]string{"svc.test": {"192.0.2.9"}}, gate: make(chan struct{})}
+		d := mustCache(t, dnscache.Config{Resolver: r})
+		errs := make(chan error, callers)
+		for range callers {
+			go func() {
+				addrs, err := d.LookupHost(context.Background(), "SVC.test.")
+				if err == nil && !slices.Equal(addrs, []string{"192.0.2.9"}) {
+					err = errors.New("wrong addresses")
+				}
+				errs <- err
+			}()
 		}
-	}
-	if q := r.Queries(); len(q) != 1 {
-		t.Errorf("%d callers caused %d queries, want 1", callers, len(q))
-	}
+		// Every caller is now blocked: one query waits at the gate, and
+		// the callers wait for it (or, without single flight, for queries
+		// of their own).
+		synctest.Wait()
+		if q := r.Queries(); len(q) != 1 {
+			t.Errorf("%d callers in flight caused %d queries, want 1", callers, len(q))
+		}
+		close(r.gate)
+		for range callers {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }
 
 // dialRecorder stands in for the network: it records every address dialled
@@ -245,7 +275,7 @@ func (d *dialRecorder) close() {
 	}
 }
 
-func TestDNSCacheDialContext(t *testing.T) {
+func TestCacheDialContext(t *testing.T) {
 	hosts := map[string][]string{
 		"multi.test": {"192.0.2.1", "2001:db8::1", "192.0.2.2", "192.0.2.3"},
 		"v4.test":    {"192.0.2.1"},
@@ -301,8 +331,8 @@ func TestDNSCacheDialContext(t *testing.T) {
 			for _, a := range tt.ok {
 				rec.ok[a] = true
 			}
-			d := mustDNSCache(t, resilience.DNSCacheConfigWithDial(
-				resilience.DNSCacheConfig{Resolver: &fakeResolver{hosts: hosts}}, rec.dial))
+			d := mustCache(t, dnscache.ConfigWithDial(
+				dnscache.Config{Resolver: &fakeResolver{hosts: hosts}}, rec.dial))
 			conn, err := d.DialContext(context.Background(), tt.network, tt.address)
 			switch {
 			case tt.wantErr == nil && (err != nil || conn == nil):
@@ -317,7 +347,7 @@ func TestDNSCacheDialContext(t *testing.T) {
 	}
 }
 
-func TestDNSCacheDialContextErrors(t *testing.T) {
+func TestCacheDialContextErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		network string
@@ -337,7 +367,7 @@ func TestDNSCacheDialContextErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &dialRecorder{}
-			d := mustDNSCache(t, resilience.DNSCacheConfigWithDial(resilience.DNSCacheConfig{
+			d := mustCache(t, dnscache.ConfigWithDial(dnscache.Config{
 				Resolver: &fakeResolver{hosts: map[string][]string{"v4.test": {"192.0.2.1"}}},
 			}, rec.dial))
 			conn, err := d.DialContext(context.Background(), tt.network, tt.address)
@@ -351,7 +381,7 @@ func TestDNSCacheDialContextErrors(t *testing.T) {
 	}
 }
 
-func TestDNSCachePlugsIntoHTTPTransport(t *testing.T) {
+func TestCachePlugsIntoHTTPTransport(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "hello")
@@ -365,7 +395,7 @@ func TestDNSCachePlugsIntoHTTPTransport(t *testing.T) {
 	r := &fakeResolver{hosts: map[string][]string{"api.internal.test": {"127.0.0.1"}}}
 	var mu sync.Mutex
 	var controlled []string // addresses the configured Dialer was used for
-	d := mustDNSCache(t, resilience.DNSCacheConfig{
+	d := mustCache(t, dnscache.Config{
 		Resolver: r,
 		Dialer: &net.Dialer{Timeout: waitLimit, Control: func(_, address string, _ syscall.RawConn) error {
 			mu.Lock()
@@ -400,9 +430,9 @@ func TestDNSCachePlugsIntoHTTPTransport(t *testing.T) {
 	}
 }
 
-func BenchmarkDNSCacheLookupHostHit(b *testing.B) {
+func BenchmarkCacheLookupHostHit(b *testing.B) {
 	r := &fakeResolver{hosts: map[string][]string{"api.example.com": {"192.0.2.1", "192.0.2.2"}}}
-	d := mustDNSCache(b, resilience.DNSCacheConfig{Resolver: r})
+	d := mustCache(b, dnscache.Config{Resolver: r})
 	ctx := context.Background()
 	if _, err := d.LookupHost(ctx, "api.example.com"); err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-package resilience_test
+package periodic_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
-	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/resilience/periodic"
 )
 
 // waitLimit bounds every real-time wait in these tests; it is a safety net
@@ -49,21 +49,26 @@ func waitArmed(t *testing.T, clk *fakeclock.Clock, n int) {
 	}
 }
 
-// fixedDraw pins every jitter draw to v (which must be below the jitter).
+// drawMin and drawMax pin the jitter draws to the ends of [0, n), so a pause
+// lands on either end of its closed range [interval, interval+jitter].
+func drawMin(int64) int64   { return 0 }
+func drawMax(n int64) int64 { return n - 1 }
+
+// fixedDraw pins every jitter draw to v (which must not exceed the jitter).
 func fixedDraw(v time.Duration) func(int64) int64 {
 	return func(int64) int64 { return int64(v) }
 }
 
-func mustPeriodic(t *testing.T, interval, jitter, timeout time.Duration, task func(context.Context) error, opts ...resilience.PeriodicOption) *resilience.Periodic {
+func mustPeriodic(t *testing.T, interval, jitter, timeout time.Duration, task func(context.Context) error, opts ...periodic.Option) *periodic.Periodic {
 	t.Helper()
-	p, err := resilience.NewPeriodic(interval, jitter, timeout, task, opts...)
+	p, err := periodic.New(interval, jitter, timeout, task, opts...)
 	if err != nil {
-		t.Fatalf("NewPeriodic: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	return p
 }
 
-func TestNewPeriodicRejectsInvalidArguments(t *testing.T) {
+func TestNewRejectsInvalidArguments(t *testing.T) {
 	task := func(context.Context) error { return nil }
 	tests := []struct {
 		name                      string
@@ -79,10 +84,10 @@ func TestNewPeriodicRejectsInvalidArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := resilience.NewPeriodic(tt.interval, tt.jitter, tt.timeout, tt.task)
-			var ce *resilience.ConfigError
-			if !errors.As(err, &ce) || ce.Option != tt.option {
-				t.Fatalf("NewPeriodic error = %v, want a *ConfigError naming %q", err, tt.option)
+			_, err := periodic.New(tt.interval, tt.jitter, tt.timeout, tt.task)
+			var ce *periodic.ConfigError
+			if !errors.As(err, &ce) || ce.Config != "periodic.New" || ce.Option != tt.option {
+				t.Fatalf("New error = %v, want a *ConfigError naming periodic.New and %q", err, tt.option)
 			}
 		})
 	}
@@ -94,7 +99,7 @@ func TestPeriodicFirstCallIsImmediate(t *testing.T) {
 	p := mustPeriodic(t, time.Minute, 10*time.Second, 0, func(context.Context) error {
 		calls <- clk.Now()
 		return nil
-	}, resilience.WithPeriodicClock(clk))
+	}, periodic.WithClock(clk))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +116,7 @@ func TestPeriodicWithInitialJitterDelaysFirstCall(t *testing.T) {
 	p := mustPeriodic(t, time.Minute, jitter, 0, func(context.Context) error {
 		calls <- clk.Now()
 		return nil
-	}, resilience.WithInitialJitter(), resilience.WithPeriodicClock(clk), resilience.WithPeriodicRand(fixedDraw(draw)))
+	}, periodic.WithInitialJitter(), periodic.WithClock(clk), periodic.WithRand(fixedDraw(draw)))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +139,7 @@ func TestPeriodicSpacingIsIntervalPlusJitter(t *testing.T) {
 		gap  time.Duration
 	}{
 		{"smallest jitter", drawMin, interval},
-		{"largest jitter", drawMax, interval + jitter - time.Nanosecond},
+		{"largest jitter", drawMax, interval + jitter},
 		{"middle jitter", fixedDraw(3 * time.Second), interval + 3*time.Second},
 	}
 	for _, tt := range tests {
@@ -144,7 +149,7 @@ func TestPeriodicSpacingIsIntervalPlusJitter(t *testing.T) {
 			p := mustPeriodic(t, interval, jitter, 0, func(context.Context) error {
 				calls <- clk.Now()
 				return nil
-			}, resilience.WithPeriodicClock(clk), resilience.WithPeriodicRand(tt.draw))
+			}, periodic.WithClock(clk), periodic.WithRand(tt.draw))
 			if err := p.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +182,7 @@ func TestPeriodicTimeoutCancelsTheCall(t *testing.T) {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return ctx.Err()
-	}, resilience.WithPeriodicClock(clk), resilience.WithErrorHandler(func(err error) { reported <- err }))
+	}, periodic.WithClock(clk), periodic.WithErrorHandler(func(err error) { reported <- err }))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +195,11 @@ func TestPeriodicTimeoutCancelsTheCall(t *testing.T) {
 	clk.Advance(time.Nanosecond)
 
 	cause := recv(t, causes, "the call's cancellation")
-	if !errors.Is(cause, resilience.ErrTaskTimeout) || !errors.Is(cause, context.DeadlineExceeded) {
-		t.Errorf("context.Cause = %v, want one matching ErrTaskTimeout and DeadlineExceeded", cause)
+	if !errors.Is(cause, periodic.ErrTimeout) || !errors.Is(cause, context.DeadlineExceeded) {
+		t.Errorf("context.Cause = %v, want one matching ErrTimeout and DeadlineExceeded", cause)
 	}
 	err := recv(t, reported, "the reported timeout")
-	for _, target := range []error{resilience.ErrTaskTimeout, context.DeadlineExceeded, context.Canceled} {
+	for _, target := range []error{periodic.ErrTimeout, context.DeadlineExceeded, context.Canceled} {
 		if !errors.Is(err, target) {
 			t.Errorf("reported error %v does not match %v", err, target)
 		}
@@ -210,7 +215,7 @@ func TestPeriodicReportsTaskErrorsUnchanged(t *testing.T) {
 	clk := fakeclock.New(epoch)
 	reported := make(chan error, 8)
 	p := mustPeriodic(t, time.Minute, 0, time.Hour, func(context.Context) error { return errFlaky },
-		resilience.WithPeriodicClock(clk), resilience.WithErrorHandler(func(err error) { reported <- err }))
+		periodic.WithClock(clk), periodic.WithErrorHandler(func(err error) { reported <- err }))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +232,7 @@ func TestPeriodicRecoversPanicAndCarriesOn(t *testing.T) {
 		value any
 		match error // an error the report must also match
 	}{
-		{"string value", "boom", resilience.ErrTaskPanic},
+		{"string value", "boom", periodic.ErrPanic},
 		{"error value", errBoom, errBoom},
 	}
 	for _, tt := range tests {
@@ -242,7 +247,7 @@ func TestPeriodicRecoversPanicAndCarriesOn(t *testing.T) {
 					panic(tt.value)
 				}
 				return nil
-			}, resilience.WithPeriodicClock(clk), resilience.WithErrorHandler(func(err error) { reported <- err }))
+			}, periodic.WithClock(clk), periodic.WithErrorHandler(func(err error) { reported <- err }))
 			if err := p.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -250,12 +255,12 @@ func TestPeriodicRecoversPanicAndCarriesOn(t *testing.T) {
 
 			recv(t, calls, "the panicking call")
 			err := recv(t, reported, "the panic report")
-			var pe *resilience.TaskPanicError
+			var pe *periodic.PanicError
 			switch {
-			case !errors.Is(err, resilience.ErrTaskPanic) || !errors.Is(err, tt.match):
-				t.Errorf("reported %v, want it to match ErrTaskPanic and %v", err, tt.match)
+			case !errors.Is(err, periodic.ErrPanic) || !errors.Is(err, tt.match):
+				t.Errorf("reported %v, want it to match ErrPanic and %v", err, tt.match)
 			case !errors.As(err, &pe) || pe.Value != tt.value:
-				t.Errorf("reported %#v, want a *TaskPanicError holding %v", err, tt.value)
+				t.Errorf("reported %#v, want a *PanicError holding %v", err, tt.value)
 			case !strings.Contains(err.Error(), "periodic_test.go"):
 				t.Errorf("report lacks the panicking stack:\n%v", err)
 			}
@@ -279,7 +284,7 @@ func TestPeriodicStopWaitsForTheCallAndLeavesNoGoroutine(t *testing.T) {
 		<-ctx.Done()
 		returned.Store(true)
 		return ctx.Err()
-	}, resilience.WithPeriodicClock(clk), resilience.WithErrorHandler(func(err error) { reported <- err }))
+	}, periodic.WithClock(clk), periodic.WithErrorHandler(func(err error) { reported <- err }))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +300,8 @@ func TestPeriodicStopWaitsForTheCallAndLeavesNoGoroutine(t *testing.T) {
 	}
 	none(t, reported, "report of the cancellation Stop caused")
 	p.Stop() // idempotent
-	if err := p.Start(context.Background()); !errors.Is(err, resilience.ErrPeriodicStarted) {
-		t.Errorf("Start after Stop = %v, want ErrPeriodicStarted", err)
+	if err := p.Start(context.Background()); !errors.Is(err, periodic.ErrStarted) {
+		t.Errorf("Start after Stop = %v, want ErrStarted", err)
 	}
 }
 
@@ -309,7 +314,7 @@ func TestPeriodicParentCancelEndsLoopAfterCurrentCall(t *testing.T) {
 		started <- struct{}{}
 		<-release // ignores its context on purpose
 		return nil
-	}, resilience.WithPeriodicClock(clk))
+	}, periodic.WithClock(clk))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := p.Start(ctx); err != nil {
@@ -328,16 +333,16 @@ func TestPeriodicStartMisuse(t *testing.T) {
 	task := func(context.Context) error { return nil }
 	clk := fakeclock.New(epoch)
 
-	p := mustPeriodic(t, time.Minute, 0, 0, task, resilience.WithPeriodicClock(clk))
+	p := mustPeriodic(t, time.Minute, 0, 0, task, periodic.WithClock(clk))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(context.Background()); !errors.Is(err, resilience.ErrPeriodicStarted) {
-		t.Errorf("second Start = %v, want ErrPeriodicStarted", err)
+	if err := p.Start(context.Background()); !errors.Is(err, periodic.ErrStarted) {
+		t.Errorf("second Start = %v, want ErrStarted", err)
 	}
 	p.Stop()
 
-	q := mustPeriodic(t, time.Minute, 0, 0, task, resilience.WithPeriodicClock(clk))
+	q := mustPeriodic(t, time.Minute, 0, 0, task, periodic.WithClock(clk))
 	//lint:ignore SA1012 a nil context is exactly what is being tested
 	if err := q.Start(nil); err == nil { //nolint:staticcheck
 		t.Error("Start(nil) succeeded")
@@ -348,7 +353,7 @@ func TestPeriodicStartMisuse(t *testing.T) {
 	default:
 		t.Error("Done is not closed after Stop before Start")
 	}
-	if err := q.Start(context.Background()); !errors.Is(err, resilience.ErrPeriodicStarted) {
-		t.Errorf("Start after Stop = %v, want ErrPeriodicStarted", err)
+	if err := q.Start(context.Background()); !errors.Is(err, periodic.ErrStarted) {
+		t.Errorf("Start after Stop = %v, want ErrStarted", err)
 	}
 }

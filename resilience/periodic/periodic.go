@@ -1,61 +1,44 @@
-package resilience
+package periodic
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/internal/jitter"
+	"github.com/MrVSiK/gotry/internal/kiterr"
 )
 
-// ErrTaskPanic marks an error that stands for a panic in user-supplied work:
-// a Periodic task or a Cache load. The error is a *TaskPanicError; match it
-// with errors.Is.
-var ErrTaskPanic = errors.New("resilience: task panicked")
+// ErrPanic marks the error that stands for a panic in the task. The error is
+// a *PanicError; match it with errors.Is.
+var ErrPanic = errors.New("periodic: task panicked")
 
-// ErrTaskTimeout marks the error of a Periodic call cut off by its per-call
-// timeout. Such an error also matches context.DeadlineExceeded and wraps the
-// error the task returned. It is also the cause (see context.Cause) of the
-// cancelled call context.
-var ErrTaskTimeout = errors.New("resilience: task timed out")
+// ErrTimeout marks the error of a call cut off by its per-call timeout. Such
+// an error also matches context.DeadlineExceeded and wraps the error the task
+// returned. It is also the cause (see context.Cause) of the cancelled call
+// context.
+var ErrTimeout = errors.New("periodic: task timed out")
 
-// ErrPeriodicStarted is returned by Periodic.Start when the Periodic was
-// already started or stopped. A Periodic runs at most once.
-var ErrPeriodicStarted = errors.New("resilience: periodic task already started or stopped")
+// ErrStarted is returned by Periodic.Start when the Periodic was already
+// started or stopped. A Periodic runs at most once.
+var ErrStarted = errors.New("periodic: already started or stopped")
 
-// TaskPanicError is the error that replaces a recovered panic.
-type TaskPanicError struct {
-	// Value is the value passed to panic.
-	Value any
-	// Stack is the panicking goroutine's stack trace at the point of
-	// recovery.
-	Stack []byte
-}
+// PanicError is the error that replaces a panic recovered from the task. Its
+// fields are Value, the value passed to panic, and Stack, the panicking
+// goroutine's stack trace at the point of recovery. It matches ErrPanic, and
+// unwraps to Value when Value is an error. (The type is shared with package
+// cache, whose panics match cache.ErrPanic instead.)
+type PanicError = kiterr.PanicError
 
-// newTaskPanicError captures the current stack; call it from the deferred
-// function that recovered v.
-func newTaskPanicError(v any) *TaskPanicError {
-	return &TaskPanicError{Value: v, Stack: debug.Stack()}
-}
-
-// Error returns the panic value followed by the stack trace.
-func (e *TaskPanicError) Error() string {
-	return fmt.Sprintf("%v: %v\n\n%s", ErrTaskPanic, e.Value, e.Stack)
-}
-
-// Is makes errors.Is(err, ErrTaskPanic) true.
-func (e *TaskPanicError) Is(target error) bool { return target == ErrTaskPanic }
-
-// Unwrap returns the panic value when it is an error, so errors.Is and
-// errors.As see through the panic; otherwise nil.
-func (e *TaskPanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
+// ConfigError is the error New returns for an invalid argument: Config is
+// "periodic.New", Option the argument's name and Reason what is wrong with
+// it. Find it with errors.As. (The type is shared with the other kit
+// packages.)
+type ConfigError = kiterr.ConfigError
 
 // taskTimeoutError is the error of a call cut off by its timeout, and (with
 // a nil err) the cancellation cause of the call's context.
@@ -66,62 +49,63 @@ type taskTimeoutError struct {
 
 func (e *taskTimeoutError) Error() string {
 	if e.err == nil {
-		return fmt.Sprintf("%v after %v", ErrTaskTimeout, e.timeout)
+		return fmt.Sprintf("%v after %v", ErrTimeout, e.timeout)
 	}
-	return fmt.Sprintf("%v after %v: %v", ErrTaskTimeout, e.timeout, e.err)
+	return fmt.Sprintf("%v after %v: %v", ErrTimeout, e.timeout, e.err)
 }
 
 func (e *taskTimeoutError) Unwrap() []error {
 	if e.err == nil {
-		return []error{ErrTaskTimeout, context.DeadlineExceeded}
+		return []error{ErrTimeout, context.DeadlineExceeded}
 	}
-	return []error{ErrTaskTimeout, context.DeadlineExceeded, e.err}
+	return []error{ErrTimeout, context.DeadlineExceeded, e.err}
 }
 
 // Timeout reports true, like other timeouts.
 func (e *taskTimeoutError) Timeout() bool { return true }
 
-// PeriodicOption configures a Periodic. Nil options are ignored.
-type PeriodicOption interface {
-	applyPeriodic(*Periodic)
+// Option configures a Periodic. Nil options are ignored.
+type Option interface {
+	apply(*Periodic)
 }
 
-type periodicOptionFunc func(*Periodic)
+type optionFunc func(*Periodic)
 
-func (f periodicOptionFunc) applyPeriodic(p *Periodic) { f(p) }
+func (f optionFunc) apply(p *Periodic) { f(p) }
 
 // WithInitialJitter delays the first call by a uniform random amount in
-// [0, jitter) instead of making it at once. Without it, replicas started
+// [0, jitter] instead of making it at once. Without it, replicas started
 // together (a deploy, a restart) all make their first call together.
-func WithInitialJitter() PeriodicOption {
-	return periodicOptionFunc(func(p *Periodic) { p.initialJitter = true })
+func WithInitialJitter() Option {
+	return optionFunc(func(p *Periodic) { p.initialJitter = true })
 }
 
 // WithErrorHandler sets the function that receives every error a call
-// returns, including the *TaskPanicError of a panicking call and the
-// ErrTaskTimeout error of one cut off by its timeout. It runs on the loop's
+// returns, including the *PanicError of a panicking call and the ErrTimeout
+// error of one cut off by its timeout. It runs on the loop's
 // goroutine, between calls, so it never runs concurrently with itself or the
 // task; it delays the next call while it runs, must not call Stop (Stop would
 // wait for it), and is not protected against panics. A nil f drops errors,
 // which is also the default.
-func WithErrorHandler(f func(error)) PeriodicOption {
-	return periodicOptionFunc(func(p *Periodic) { p.onError = f })
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(p *Periodic) { p.onError = f })
 }
 
-// withPeriodicClock sets the clock behind the pauses and the per-call
-// timeout; tests use it to drive a Periodic with a fake clock.
-func withPeriodicClock(c clock.Clock) PeriodicOption {
-	return periodicOptionFunc(func(p *Periodic) {
+// withClock sets the clock behind the pauses and the per-call timeout; tests
+// use it (export_test.go) to drive a Periodic with a fake clock.
+func withClock(c clock.Clock) Option {
+	return optionFunc(func(p *Periodic) {
 		if c != nil {
 			p.clock = c
 		}
 	})
 }
 
-// withPeriodicRandN sets the random source of the jitter; tests use it to
-// pin the pauses. randN must return a value in [0, n) for n > 0.
-func withPeriodicRandN(randN func(n int64) int64) PeriodicOption {
-	return periodicOptionFunc(func(p *Periodic) {
+// withRandN sets the random source of the jitter; tests use it
+// (export_test.go) to pin the pauses. randN must return a value in [0, n)
+// for n > 0.
+func withRandN(randN func(n int64) int64) Option {
+	return optionFunc(func(p *Periodic) {
 		if randN != nil {
 			p.randN = randN
 		}
@@ -129,7 +113,7 @@ func withPeriodicRandN(randN func(n int64) int64) PeriodicOption {
 }
 
 // Periodic calls a task over and over on one background goroutine, pausing
-// interval plus a uniform random amount in [0, jitter) between the end of
+// interval plus a uniform random amount in [0, jitter] between the end of
 // one call and the start of the next. The jitter spreads the calls of many
 // replicas apart. Calls never overlap; a slow call pushes the later ones back
 // rather than being skipped or doubled up.
@@ -137,13 +121,13 @@ func withPeriodicRandN(randN func(n int64) int64) PeriodicOption {
 // By default the first call is made as soon as Start runs the loop, without
 // jitter; WithInitialJitter delays it too. Each call gets a context derived
 // from the one given to Start and, when timeout is positive, cancelled after
-// timeout with a cause matching ErrTaskTimeout and context.DeadlineExceeded.
+// timeout with a cause matching ErrTimeout and context.DeadlineExceeded.
 // (The cancellation is driven by the injected clock, not a context deadline,
 // so the call context has no Deadline and its Err is context.Canceled; use
 // context.Cause to tell a timeout from a stop.)
 //
 // A panicking task is recovered: the panic is reported to the error handler
-// as a *TaskPanicError and the loop carries on. A task that calls
+// as a *PanicError and the loop carries on. A task that calls
 // runtime.Goexit ends the loop.
 //
 // Start it once; Stop (or cancelling the context given to Start) ends the
@@ -166,22 +150,22 @@ type Periodic struct {
 	cancel  context.CancelFunc // ends the loop; nil before Start
 }
 
-// NewPeriodic returns a Periodic that calls task every interval plus up to
-// jitter, each call limited to timeout. interval must be positive, jitter
+// New returns a Periodic that calls task every interval plus up to jitter,
+// each call limited to timeout. interval must be positive, jitter
 // and timeout must not be negative (0 means no jitter and no per-call
 // timeout respectively), and task must not be nil; a violation yields a
 // *ConfigError naming the argument. Nothing runs until Start.
-func NewPeriodic(interval, jitter, timeout time.Duration, task func(context.Context) error, opts ...PeriodicOption) (*Periodic, error) {
-	const name = "NewPeriodic"
+func New(interval, jitter, timeout time.Duration, task func(context.Context) error, opts ...Option) (*Periodic, error) {
+	const name = "periodic.New"
 	switch {
 	case interval <= 0:
-		return nil, configErrorf(name, "interval", "must be positive, got %v", interval)
+		return nil, kiterr.Configf(name, "interval", "must be positive, got %v", interval)
 	case jitter < 0:
-		return nil, configErrorf(name, "jitter", "must not be negative, got %v", jitter)
+		return nil, kiterr.Configf(name, "jitter", "must not be negative, got %v", jitter)
 	case timeout < 0:
-		return nil, configErrorf(name, "timeout", "must not be negative, got %v", timeout)
+		return nil, kiterr.Configf(name, "timeout", "must not be negative, got %v", timeout)
 	case task == nil:
-		return nil, configErrorf(name, "task", "must not be nil")
+		return nil, kiterr.Configf(name, "task", "must not be nil")
 	}
 	p := &Periodic{
 		interval: interval,
@@ -194,23 +178,23 @@ func NewPeriodic(interval, jitter, timeout time.Duration, task func(context.Cont
 	}
 	for _, o := range opts {
 		if o != nil {
-			o.applyPeriodic(p)
+			o.apply(p)
 		}
 	}
 	return p, nil
 }
 
 // Start starts the loop on a new goroutine and returns at once. The loop
-// runs until Stop is called or ctx ends. Start returns ErrPeriodicStarted if
+// runs until Stop is called or ctx ends. Start returns ErrStarted if
 // the Periodic was started or stopped before, and an error if ctx is nil.
 func (p *Periodic) Start(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("resilience: Periodic.Start: nil context")
+		return errors.New("periodic: Start: nil context")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.started || p.stopped {
-		return ErrPeriodicStarted
+		return ErrStarted
 	}
 	p.started = true
 	loopCtx, cancel := context.WithCancel(ctx)
@@ -255,7 +239,7 @@ func (p *Periodic) loop(ctx context.Context) {
 
 	var wait time.Duration
 	if p.initialJitter {
-		wait = addJitter(0, p.jitter, p.randN)
+		wait = jitter.Add(0, p.jitter, p.randN)
 	}
 	var timer clock.Timer
 	defer func() {
@@ -280,7 +264,7 @@ func (p *Periodic) loop(ctx context.Context) {
 			return
 		}
 		p.call(ctx)
-		wait = addJitter(p.interval, p.jitter, p.randN)
+		wait = jitter.Add(p.interval, p.jitter, p.randN)
 	}
 }
 
@@ -314,7 +298,7 @@ func (p *Periodic) call(loopCtx context.Context) {
 		// The call ran out of time: the task's error is most likely the
 		// cancellation itself, so say why it happened.
 		err = &taskTimeoutError{timeout: p.timeout, err: err}
-	} else if loopCtx.Err() != nil && !errors.Is(err, ErrTaskPanic) &&
+	} else if loopCtx.Err() != nil && !errors.Is(err, ErrPanic) &&
 		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The loop is being stopped and the task merely reports that; this
 		// is not a failure worth handling.
@@ -323,11 +307,11 @@ func (p *Periodic) call(loopCtx context.Context) {
 	p.onError(err)
 }
 
-// invoke runs the task, turning a panic into a *TaskPanicError.
+// invoke runs the task, turning a panic into a *PanicError.
 func (p *Periodic) invoke(ctx context.Context) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = newTaskPanicError(v)
+			err = kiterr.NewPanicError(ErrPanic, v)
 		}
 	}()
 	return p.task(ctx)
