@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -200,7 +201,7 @@ func hostPort(u *url.URL) (string, int) {
 	if u == nil {
 		return "", 0
 	}
-	host := u.Hostname()
+	host := lowerHost(u.Hostname())
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err == nil {
@@ -217,14 +218,28 @@ func hostPort(u *url.URL) (string, int) {
 	return host, 0
 }
 
-// splitKey splits a breaker key (the transport's req.URL.Host) the same way.
+// splitKey splits a breaker key (the transport's normalised host: lower
+// case, an IPv6 literal in brackets, the scheme's default port dropped) into
+// the same server.address as hostPort gives for the request (no brackets),
+// and its port (0 when the key names none).
 func splitKey(key string) (string, int) {
 	host, p, err := net.SplitHostPort(key)
 	if err != nil {
-		return key, 0
+		return lowerHost(strings.TrimSuffix(strings.TrimPrefix(key, "["), "]")), 0
 	}
 	n, _ := strconv.Atoi(p)
-	return host, n
+	return lowerHost(host), n
+}
+
+// lowerHost lower-cases a host name, as the breaker keys are, without
+// allocating when it already is.
+func lowerHost(h string) string {
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
 }
 
 // fullURL is url.full without credentials, query or fragment: queries carry
