@@ -22,10 +22,12 @@ const (
 // alertNames are the alerts alerts.yml must define, in order.
 func alertNames() []string {
 	return []string{
+		"GotryBreakerOpened",
 		"GotryBreakerOpen",
 		"GotryBreakerFlapping",
 		"GotryRetryStorm",
 		"GotryRetryBudgetExhausted",
+		"GotryHedgeBudgetExhausted",
 		"GotryHighGiveUpRatio",
 	}
 }
@@ -75,8 +77,8 @@ func TestAlertRules(t *testing.T) {
 				}
 				return nil
 			})
-			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
-				t.Errorf("severity %q, want warning or critical", s)
+			if s := r.Labels["severity"]; s != "info" && s != "warning" && s != "critical" {
+				t.Errorf("severity %q, want info, warning or critical", s)
 			}
 			for _, a := range []string{"summary", "description"} {
 				text := r.Annotations[a]

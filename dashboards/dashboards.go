@@ -129,9 +129,13 @@ func quantile(q float64, bucket string, labels ...string) string {
 // needed.
 func div(num, den string) string { return num + " / " + den }
 
-// giveUp is the matcher that selects give-ups: every gotry_reason but
-// success and not_retryable, so a reason added later counts without an edit.
-func giveUp() string { return notIn(LabelReason, ReasonSuccess, ReasonNotRetryable) }
+// giveUp is the matcher that selects give-ups, as GotryHighGiveUpRatio
+// counts them: every gotry_reason but success and not_retryable (the
+// server's answer) and canceled (the caller's own decision), so a reason
+// added later counts without an edit.
+func giveUp() string {
+	return notIn(LabelReason, ReasonSuccess, ReasonNotRetryable, ReasonCanceled)
+}
 
 // The series the panels query.
 const (
