@@ -1,0 +1,333 @@
+package resilience
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// AdaptiveHedging configures hedges whose delay is learned per key (per
+// host, for the transport) instead of fixed: the caller states how much
+// extra load it accepts, and a hedge is sent after the latency percentile
+// that keeps the load there.
+//
+// The model, per key:
+//
+//   - Every attempt's time to its result (for HTTP, to the response
+//     headers) goes into a sliding-window latency histogram
+//     (AdaptiveWindow long, in four rotating quarters; log-linear buckets,
+//     eight per power of two, from 16µs to 34s). Recording is one atomic add:
+//     no lock, no allocation.
+//   - The hedge delay is the (1 − MaxExtraLoad) percentile of that window,
+//     clamped to [MinDelay, MaxDelay], recomputed at most every 100ms. The
+//     estimate is the upper bound of the bucket holding the exact
+//     percentile, so it is never below it and at most 12.5% above it: an
+//     error that errs toward fewer hedges.
+//   - Until the window holds AdaptiveMinSamples results (a cold key), the
+//     delay is MaxDelay when set, otherwise AdaptiveColdDelay.
+//   - A hard cap holds whatever the percentile says: a token bucket per key
+//     into which every call pays MaxExtraLoad tokens and every hedge takes
+//     one. Its capacity is a tenth of a second of calls' worth of tokens
+//     (MaxExtraLoad × calls per second / 10, and at least one), so over any
+//     interval the hedges launched for a key never exceed MaxExtraLoad × the
+//     calls in that interval plus that capacity. A sudden shift in latency
+//     therefore cannot turn every call into two while the percentile
+//     catches up. Hedges also still count against MaxAttempts and spend the
+//     retry budget.
+//
+// The per-key state is about 3 KiB; at most MaxKeys keys are tracked, the
+// least recently used evicted first.
+type AdaptiveHedging struct {
+	// MaxExtraLoad is the fraction of calls that may get a hedge, in
+	// (0, 1): 0.05 sends at most one hedge per 20 calls.
+	MaxExtraLoad float64
+	// MinDelay and MaxDelay clamp the learned delay; 0 means no bound
+	// (MinDelay) or AdaptiveColdDelay for a cold key (MaxDelay).
+	MinDelay, MaxDelay time.Duration
+	// MaxKeys bounds how many keys are tracked. Default 1000.
+	MaxKeys int
+}
+
+// Adaptive hedging constants; see AdaptiveHedging.
+const (
+	AdaptiveWindow      = 10 * time.Second
+	AdaptiveMinSamples  = 50
+	AdaptiveColdDelay   = time.Second
+	DefaultMaxHedgeKeys = 1000
+)
+
+const (
+	latSubBits  = 3 // 8 buckets per power of two
+	latSub      = 1 << latSubBits
+	latMinExp   = 14 // the first octave starts at 2^14 ns ≈ 16µs
+	latMaxExp   = 34 // the last ends at 2^35 ns ≈ 34s
+	latBuckets  = (latMaxExp - latMinExp + 1) * latSub
+	latSlots    = 4 // the window's quarters
+	latSlotSpan = int64(AdaptiveWindow / latSlots)
+	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
+	burstNs     = int64(100 * time.Millisecond) // the token bucket holds this much of the calls' tokens
+)
+
+// validate checks the configuration, naming the field it rejects.
+func (c AdaptiveHedging) validate() error {
+	switch {
+	case !(c.MaxExtraLoad > 0 && c.MaxExtraLoad < 1):
+		return fmt.Errorf("resilience: AdaptiveHedging.MaxExtraLoad must be in (0, 1), got %v", c.MaxExtraLoad)
+	case c.MinDelay < 0:
+		return fmt.Errorf("resilience: AdaptiveHedging.MinDelay must not be negative, got %v", c.MinDelay)
+	case c.MaxDelay < 0:
+		return fmt.Errorf("resilience: AdaptiveHedging.MaxDelay must not be negative, got %v", c.MaxDelay)
+	case c.MaxDelay > 0 && c.MinDelay > c.MaxDelay:
+		return fmt.Errorf("resilience: AdaptiveHedging.MinDelay %v is above MaxDelay %v", c.MinDelay, c.MaxDelay)
+	case c.MaxKeys < 0:
+		return fmt.Errorf("resilience: AdaptiveHedging.MaxKeys must not be negative, got %d", c.MaxKeys)
+	}
+	return nil
+}
+
+// latBucket returns the histogram bucket of a latency of ns nanoseconds.
+func latBucket(ns int64) int {
+	if ns < 1<<latMinExp {
+		return 0
+	}
+	e := bits.Len64(uint64(ns)) - 1
+	if e > latMaxExp {
+		return latBuckets - 1
+	}
+	sub := int(uint64(ns)>>(e-latSubBits)) & (latSub - 1)
+	return (e-latMinExp)*latSub + sub
+}
+
+// latUpper returns the exclusive upper bound of bucket i, in nanoseconds.
+func latUpper(i int) int64 {
+	e := latMinExp + i/latSub
+	sub := int64(i % latSub)
+	return (latSub + sub + 1) << (e - latSubBits)
+}
+
+// latSlot is one quarter of the window: the counts of the results recorded
+// during it. epoch numbers the quarter (nanoseconds / latSlotSpan, +1 so the
+// zero value means unused).
+type latSlot struct {
+	epoch  atomic.Int64
+	counts [latBuckets]atomic.Uint32
+}
+
+// hedgeKey is the adaptive state of one key.
+type hedgeKey struct {
+	cfg *AdaptiveHedging
+
+	slots  [latSlots]latSlot
+	rotate sync.Mutex // serialises the reset of a stale quarter
+
+	// The cached delay and bucket capacity, recomputed at most every
+	// refreshNs. Written under refresh (TryLock: a reader never waits).
+	refresh  sync.Mutex
+	computed atomic.Int64 // when, in ns (0: never)
+	delay    atomic.Int64 // ns
+	warm     atomic.Bool
+	capacity atomic.Uint64 // float64 bits
+
+	tokens   atomic.Uint64 // float64 bits: the hedges the key may still launch
+	lastUsed atomic.Int64  // ns, for eviction
+}
+
+// record adds one result's latency, observed at now.
+func (h *hedgeKey) record(now time.Time, d time.Duration) {
+	e := now.UnixNano()/latSlotSpan + 1
+	s := &h.slots[e%latSlots]
+	if s.epoch.Load() != e {
+		h.rotate.Lock()
+		if s.epoch.Load() != e { // stale: the quarter starts over
+			for i := range s.counts {
+				s.counts[i].Store(0)
+			}
+			s.epoch.Store(e)
+		}
+		h.rotate.Unlock()
+	}
+	s.counts[latBucket(int64(d))].Add(1)
+}
+
+// percentile returns the upper bound of the bucket holding the q-th
+// percentile of the window ending at now, and how many results the window
+// holds.
+func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) {
+	e := now.UnixNano()/latSlotSpan + 1
+	var counts [latBuckets]uint64
+	var n uint64
+	for i := range h.slots {
+		s := &h.slots[i]
+		if se := s.epoch.Load(); se <= e-latSlots || se > e {
+			continue // outside the window
+		}
+		for b := range s.counts {
+			c := uint64(s.counts[b].Load())
+			counts[b] += c
+			n += c
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	rank = max(rank, 1)
+	var seen uint64
+	for b, c := range counts {
+		seen += c
+		if seen >= rank {
+			return time.Duration(latUpper(b)), n
+		}
+	}
+	return time.Duration(latUpper(latBuckets - 1)), n
+}
+
+// current returns the key's hedge delay at now, recomputing it when the
+// cached one is older than refreshNs, and whether the key is warm.
+func (h *hedgeKey) current(now time.Time) time.Duration {
+	ns := now.UnixNano()
+	if c := h.computed.Load(); c != 0 && ns-c < refreshNs && ns >= c {
+		return time.Duration(h.delay.Load())
+	}
+	if !h.refresh.TryLock() {
+		return time.Duration(h.delay.Load()) // someone else is on it; the old value will do
+	}
+	defer h.refresh.Unlock()
+	cfg := h.cfg
+	p, n := h.percentile(now, 1-cfg.MaxExtraLoad)
+	d := p
+	warm := n >= AdaptiveMinSamples
+	if !warm {
+		d = cfg.MaxDelay
+		if d == 0 {
+			d = AdaptiveColdDelay
+		}
+	}
+	if cfg.MaxDelay > 0 {
+		d = min(d, cfg.MaxDelay)
+	}
+	d = max(d, cfg.MinDelay)
+	// Capacity: a tenth of a second of the calls' tokens, from the rate the
+	// window saw, and at least one hedge.
+	rate := float64(n) / AdaptiveWindow.Seconds()
+	capacity := max(1, cfg.MaxExtraLoad*rate*float64(burstNs)/float64(time.Second))
+	h.capacity.Store(math.Float64bits(capacity))
+	h.delay.Store(int64(d))
+	h.warm.Store(warm)
+	h.computed.Store(ns)
+	return d
+}
+
+// deposit pays one call's MaxExtraLoad tokens into the bucket.
+func (h *hedgeKey) deposit() {
+	capacity := math.Float64frombits(h.capacity.Load())
+	for {
+		old := h.tokens.Load()
+		t := math.Float64frombits(old)
+		if t >= capacity {
+			return
+		}
+		n := min(t+h.cfg.MaxExtraLoad, capacity)
+		if h.tokens.CompareAndSwap(old, math.Float64bits(n)) {
+			return
+		}
+	}
+}
+
+// take takes one hedge's token, reporting whether there was one.
+func (h *hedgeKey) take() bool {
+	for {
+		old := h.tokens.Load()
+		t := math.Float64frombits(old)
+		if t < 1 {
+			return false
+		}
+		if h.tokens.CompareAndSwap(old, math.Float64bits(t-1)) {
+			return true
+		}
+	}
+}
+
+// hedgers is the adaptive state of every key, sharded and bounded.
+type hedgers struct {
+	cfg    AdaptiveHedging
+	seed   maphash.Seed
+	shards [16]hedgeShard
+	perCap int
+}
+
+type hedgeShard struct {
+	mu   sync.RWMutex
+	keys map[string]*hedgeKey
+}
+
+// newHedgers returns the state for cfg, which must be valid.
+func newHedgers(cfg AdaptiveHedging) *hedgers {
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxHedgeKeys
+	}
+	h := &hedgers{cfg: cfg, seed: maphash.MakeSeed(), perCap: max(1, cfg.MaxKeys/16)}
+	for i := range h.shards {
+		h.shards[i].keys = make(map[string]*hedgeKey)
+	}
+	return h
+}
+
+// get returns key's state, creating it (and evicting the least recently
+// used key of its shard when the shard is full).
+func (h *hedgers) get(key string, now time.Time) *hedgeKey {
+	s := &h.shards[maphash.String(h.seed, key)%uint64(len(h.shards))]
+	s.mu.RLock()
+	k := s.keys[key]
+	s.mu.RUnlock()
+	if k == nil {
+		s.mu.Lock()
+		if k = s.keys[key]; k == nil {
+			if len(s.keys) >= h.perCap {
+				var oldest string
+				var at int64 = math.MaxInt64
+				for name, x := range s.keys {
+					if u := x.lastUsed.Load(); u < at {
+						oldest, at = name, u
+					}
+				}
+				delete(s.keys, oldest)
+			}
+			k = &hedgeKey{cfg: &h.cfg}
+			k.capacity.Store(math.Float64bits(1))
+			k.tokens.Store(math.Float64bits(1))
+			s.keys[key] = k
+		}
+		s.mu.Unlock()
+	}
+	if ns := now.UnixNano(); k.lastUsed.Load() != ns {
+		k.lastUsed.Store(ns)
+	}
+	return k
+}
+
+// each calls fn with every tracked key and its current delay, with no lock
+// held.
+func (h *hedgers) each(now time.Time, fn func(key string, delay time.Duration, warm bool)) {
+	type entry struct {
+		key string
+		k   *hedgeKey
+	}
+	var all []entry
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.RLock()
+		for name, k := range s.keys {
+			all = append(all, entry{name, k})
+		}
+		s.mu.RUnlock()
+	}
+	for _, e := range all {
+		d := e.k.current(now)
+		fn(e.key, d, e.k.warm.Load())
+	}
+}
