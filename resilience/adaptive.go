@@ -72,8 +72,8 @@ const (
 	burstNs     = int64(100 * time.Millisecond) // the token bucket holds this much of the calls' tokens
 )
 
-// validate checks the configuration, naming the field it rejects.
-func (c AdaptiveHedging) validate() error {
+// Validate checks the configuration, naming the field it rejects.
+func (c AdaptiveHedging) Validate() error {
 	switch {
 	case !(c.MaxExtraLoad > 0 && c.MaxExtraLoad < 1):
 		return fmt.Errorf("resilience: AdaptiveHedging.MaxExtraLoad must be in (0, 1), got %v", c.MaxExtraLoad)
@@ -133,6 +133,7 @@ type hedgeKey struct {
 	capacity atomic.Uint64 // float64 bits
 
 	tokens   atomic.Uint64 // float64 bits: the hedges the key may still launch
+	capped   atomic.Uint64 // hedges the cap held back
 	lastUsed atomic.Int64  // ns, for eviction
 }
 
@@ -248,6 +249,18 @@ func (h *hedgeKey) take() bool {
 		}
 		if h.tokens.CompareAndSwap(old, math.Float64bits(t-1)) {
 			return true
+		}
+	}
+}
+
+// untake gives back a token taken for a hedge that did not launch (the
+// budget or the breaker refused it).
+func (h *hedgeKey) untake() {
+	for {
+		old := h.tokens.Load()
+		n := math.Float64frombits(old) + 1
+		if h.tokens.CompareAndSwap(old, math.Float64bits(n)) {
+			return
 		}
 	}
 }

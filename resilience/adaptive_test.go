@@ -168,11 +168,11 @@ func TestAdaptiveHedgingValidate(t *testing.T) {
 		{MaxExtraLoad: 0.1, MinDelay: 2, MaxDelay: 1}, {MaxExtraLoad: 0.1, MaxKeys: -1},
 	}
 	for _, c := range bad {
-		if err := c.validate(); err == nil {
+		if err := c.Validate(); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	if err := (AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: time.Millisecond, MaxDelay: time.Second}).validate(); err != nil {
+	if err := (AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: time.Millisecond, MaxDelay: time.Second}).Validate(); err != nil {
 		t.Error(err)
 	}
 }

@@ -21,6 +21,7 @@ type Engine struct {
 	budget   *Budget
 	breakers *Breakers
 	hooks    Hooks
+	hedgers  *hedgers  // adaptive hedging state per key; nil when not configured
 	timers   sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
 	runs     sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
 }
@@ -35,6 +36,9 @@ type EngineConfig struct {
 	Hooks Hooks
 	// Clock is the time source; nil means the real clock. Tests inject a fake.
 	Clock clock.Clock
+	// Adaptive, when set, keeps the per-key latency state that calls whose
+	// Policy.Adaptive is set hedge by. NewEngine panics if it is invalid.
+	Adaptive *AdaptiveHedging
 }
 
 // NewEngine returns an engine for cfg.
@@ -42,7 +46,23 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	return &Engine{clock: cfg.Clock, budget: cfg.Budget, breakers: cfg.Breakers, hooks: cfg.Hooks}
+	e := &Engine{clock: cfg.Clock, budget: cfg.Budget, breakers: cfg.Breakers, hooks: cfg.Hooks}
+	if cfg.Adaptive != nil {
+		if err := cfg.Adaptive.Validate(); err != nil {
+			panic(err.Error())
+		}
+		e.hedgers = newHedgers(*cfg.Adaptive)
+	}
+	return e
+}
+
+// EachHedgeDelay calls fn for every key tracked by adaptive hedging with its
+// current hedge delay and whether the key is warm (has enough samples). fn
+// runs with no lock held. For gauges; does nothing without adaptive hedging.
+func (e *Engine) EachHedgeDelay(fn func(key string, delay time.Duration, warm bool)) {
+	if e.hedgers != nil {
+		e.hedgers.each(e.clock.Now(), fn)
+	}
 }
 
 // Budget returns the engine's retry budget (nil when there is none).
@@ -70,6 +90,11 @@ type Policy struct {
 	MaxHedges int
 	// HedgeDelay is how long to wait for a result before launching a hedge.
 	HedgeDelay time.Duration
+	// Adaptive hedges after the delay learned for the call's key (see
+	// AdaptiveHedging) instead of HedgeDelay, when the engine was built with
+	// EngineConfig.Adaptive and HedgeDelay is 0. Hedging is then on when
+	// MaxHedges is positive.
+	Adaptive bool
 	// Backoff gives the delay before a retry when nothing else is in flight;
 	// nil means retry at once.
 	Backoff Backoff
@@ -82,7 +107,16 @@ type Policy struct {
 	MaxRetryAfter time.Duration
 }
 
-func (p Policy) hedging() bool { return p.MaxHedges > 0 && p.HedgeDelay > 0 }
+// hedging reports whether p hedges on engine e: with a fixed delay, or with
+// the adaptive one.
+func (p Policy) hedging(e *Engine) bool {
+	return p.MaxHedges > 0 && (p.HedgeDelay > 0 || p.adaptive(e))
+}
+
+// adaptive reports whether p hedges with the delay learned on e.
+func (p Policy) adaptive(e *Engine) bool {
+	return p.Adaptive && p.HedgeDelay == 0 && e.hedgers != nil
+}
 
 // Verdict is the classification of one attempt's result.
 type Verdict struct {
@@ -213,6 +247,9 @@ type run[T any] struct {
 	retained                            *attempt[T] // most recent retryable result with a value
 	errs                                errorLog
 
+	hk         *hedgeKey     // the key's adaptive state, when the call hedges adaptively
+	hedgeDelay time.Duration // the delay before each hedge: the policy's, or the learned one
+
 	ready *attempt[T]   // the finished attempt, in sequential mode
 	wake  chan struct{} // hedging mode: signalled (capacity 1) when done grows
 	timer clock.Timer   // the hedge timer
@@ -294,7 +331,15 @@ func (r *run[T]) execute() Result[T] {
 		r.limitReason = ReasonCircuitOpen
 	}
 	e.budget.Deposit(r.start)
-	r.hedge = r.maxAttempts > 1 && r.c.Policy.hedging()
+	if c.Policy.adaptive(e) && c.Key != "" {
+		r.hk = e.hedgers.get(c.Key, r.start)
+	}
+	r.hedge = r.maxAttempts > 1 && r.c.Policy.hedging(e)
+	r.hedgeDelay = c.Policy.HedgeDelay
+	if r.hedge && r.hk != nil {
+		r.hk.deposit()
+		r.hedgeDelay = r.hk.current(r.start)
+	}
 	if r.hedge {
 		r.wake = make(chan struct{}, 1)
 		r.active = r.activeBuf[:0]
@@ -400,13 +445,20 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		cancel := a.cancel
 		a.timer = e.clock.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
 	}
-	timed := e.hooks.OnAttemptEnd != nil // timing costs two clock reads; only hooks want it
+	// Timing costs two clock reads; only hooks and adaptive hedging want it.
+	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
 	if timed {
 		a.start = e.clock.Now()
 	}
 	a.v, a.err = r.c.Op.Do(ctx, &a.info)
 	if timed {
-		a.dur = e.clock.Now().Sub(a.start)
+		now := e.clock.Now()
+		a.dur = now.Sub(a.start)
+		if r.hk != nil && r.parent.Err() == nil {
+			// A loser's time is cut short by its cancellation: still a
+			// lower bound of its latency, and above the hedge delay.
+			r.hk.record(now, a.dur)
+		}
 	}
 	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil {
 		// The timeout fired (its cancel may still be on its way): the
@@ -478,15 +530,15 @@ func (r *run[T]) armHedge() {
 	}
 	if r.timer == nil {
 		if t, ok := r.e.timers.Get().(clock.Timer); ok {
-			t.Reset(r.c.Policy.HedgeDelay)
+			t.Reset(r.hedgeDelay)
 			r.timer = t
 			return
 		}
-		r.timer = r.e.clock.NewTimer(r.c.Policy.HedgeDelay)
+		r.timer = r.e.clock.NewTimer(r.hedgeDelay)
 		return
 	}
 	r.timer.Stop()
-	r.timer.Reset(r.c.Policy.HedgeDelay)
+	r.timer.Reset(r.hedgeDelay)
 }
 
 // stopHedge disarms the hedge timer and returns it to the pool. With Go
@@ -616,12 +668,22 @@ func (r *run[T]) tryHedge() {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		return
 	}
+	if r.hk != nil && !r.hk.take() {
+		// The key's hard cap on extra load: no hedge now. The timer is
+		// not re-armed; the next launch re-arms it.
+		r.hk.capped.Add(1)
+		return
+	}
 	t, _, _, ok := r.admitNext(KindHedge)
 	if !ok {
+		if r.hk != nil {
+			r.hk.untake()
+		}
 		return // no re-arm: the next launch re-arms the timer
 	}
 	if h := r.e.hooks.OnHedge; h != nil {
-		h(HedgeEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, InFlight: r.inflight + 1})
+		h(HedgeEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1,
+			InFlight: r.inflight + 1, Delay: r.hedgeDelay, Adaptive: r.hk != nil})
 	}
 	r.launch(KindHedge, t)
 }

@@ -179,6 +179,10 @@ type HedgeEvent struct {
 	Subject  any
 	Attempt  int // the hedge's attempt number
 	InFlight int // attempts in flight, the hedge included
+	// Delay is the wait that triggered the hedge: the policy's fixed
+	// HedgeDelay, or the delay learned for the key when Adaptive.
+	Delay    time.Duration
+	Adaptive bool
 }
 
 // BudgetEvent: the retry budget refused an attempt.

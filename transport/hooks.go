@@ -113,6 +113,10 @@ type HedgeEvent struct {
 	Request  *http.Request
 	Attempt  int // the hedge's attempt number
 	InFlight int // attempts in flight, the hedge included
+	// Delay is the wait that triggered the hedge: the fixed hedge delay, or
+	// the one learned for the host when Adaptive (WithAdaptiveHedging).
+	Delay    time.Duration
+	Adaptive bool
 }
 
 // BudgetEvent describes a refusal by the retry budget.
@@ -209,7 +213,8 @@ func engineHooks(h Hooks) resilience.Hooks {
 	}
 	if f := h.OnHedge; f != nil {
 		eh.OnHedge = func(e resilience.HedgeEvent) {
-			f(HedgeEvent{Context: e.Context, Request: req(e.Subject), Attempt: e.Attempt, InFlight: e.InFlight})
+			f(HedgeEvent{Context: e.Context, Request: req(e.Subject), Attempt: e.Attempt, InFlight: e.InFlight,
+				Delay: e.Delay, Adaptive: e.Adaptive})
 		}
 	}
 	if f := h.OnBudgetExhausted; f != nil {

@@ -37,6 +37,7 @@ type config struct {
 	budgetMinPerSec   int
 	hedgeDelay        time.Duration
 	maxHedges         int
+	adaptive          *resilience.AdaptiveHedging
 	breaker           *resilience.BreakerConfig
 	hooks             Hooks
 	perAttemptTimeout time.Duration
@@ -124,7 +125,28 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 	if maxHedges < 0 {
 		invalid("WithHedging", "maxHedges must not be negative, got %d", maxHedges)
 	}
-	return optionFunc(func(c *config) { c.hedgeDelay, c.maxHedges = delay, maxHedges })
+	return optionFunc(func(c *config) { c.hedgeDelay, c.maxHedges, c.adaptive = delay, maxHedges, nil })
+}
+
+// WithAdaptiveHedging hedges with a delay learned per host instead of a
+// fixed one, up to maxHedges extra attempts in flight: cfg.MaxExtraLoad is
+// the fraction of requests that may get a hedge (0.05: one in twenty), and
+// each host's delay is the (1 − MaxExtraLoad) percentile of its recent
+// attempt latencies (time to response headers), clamped to
+// [cfg.MinDelay, cfg.MaxDelay], with a hard cap that keeps hedges within
+// MaxExtraLoad of the requests even when latency shifts suddenly. See
+// resilience.AdaptiveHedging for the model, the cold start and the bounds.
+// A request whose Policy sets a HedgeDelay hedges after that instead; a
+// later WithHedging turns adaptive hedging off. It panics, naming the field,
+// when cfg makes no sense or maxHedges < 1.
+func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
+	if err := cfg.Validate(); err != nil {
+		invalid("WithAdaptiveHedging", "%v", err)
+	}
+	if maxHedges < 1 {
+		invalid("WithAdaptiveHedging", "maxHedges must be at least 1, got %d", maxHedges)
+	}
+	return optionFunc(func(c *config) { c.adaptive, c.hedgeDelay, c.maxHedges = &cfg, 0, maxHedges })
 }
 
 // WithCircuitBreaker turns on a circuit breaker per host (default off): per

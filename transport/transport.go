@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -38,9 +39,10 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	ec := resilience.EngineConfig{
-		Budget: resilience.NewBudget(cfg.budgetRatio, cfg.budgetMinPerSec),
-		Hooks:  engineHooks(cfg.hooks),
-		Clock:  cfg.clock,
+		Budget:   resilience.NewBudget(cfg.budgetRatio, cfg.budgetMinPerSec),
+		Hooks:    engineHooks(cfg.hooks),
+		Clock:    cfg.clock,
+		Adaptive: cfg.adaptive,
 	}
 	if cfg.breaker != nil {
 		ec.Breakers = resilience.NewBreakers(*cfg.breaker)
@@ -59,6 +61,15 @@ func (t *Transport) BreakerState(host string) resilience.BreakerState {
 		return b.State(host, t.engine.Now())
 	}
 	return resilience.BreakerClosed
+}
+
+// EachHedgeDelay calls fn for every host that adaptive hedging tracks
+// (WithAdaptiveHedging) with its current hedge delay, and whether the host
+// has enough recent results for the delay to be learned (warm) rather than
+// the cold default. fn runs with no lock held. For gauges; does nothing
+// without adaptive hedging.
+func (t *Transport) EachHedgeDelay(fn func(host string, delay time.Duration, warm bool)) {
+	t.engine.EachHedgeDelay(fn)
 }
 
 // EachBreaker calls fn for every tracked host with its breaker state. fn runs
@@ -97,7 +108,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
 	}
-	if pol.MaxAttempts <= 1 || pol.MaxHedges <= 0 || pol.HedgeDelay <= 0 {
+	if pol.MaxAttempts <= 1 || pol.MaxHedges <= 0 || (pol.HedgeDelay <= 0 && !pol.Adaptive) {
 		// Not hedged: every attempt ran on this goroutine and none holds c.
 		*c = call{}
 		t.calls.Put(c)
@@ -134,6 +145,7 @@ func (c *call) policy() (resilience.Policy, error) {
 		MaxAttempts:       cfg.maxAttempts,
 		MaxHedges:         cfg.maxHedges,
 		HedgeDelay:        cfg.hedgeDelay,
+		Adaptive:          cfg.adaptive != nil,
 		Backoff:           cfg.backoff,
 		PerAttemptTimeout: cfg.perAttemptTimeout,
 		MaxRetryAfter:     cfg.maxRetryAfter,
