@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -62,6 +63,9 @@ func runHedging(cfg *Config) (*HedgeResult, error) {
 		}),
 		mk(fmt.Sprintf("failsafe-go retry+hedge(%v)", cfg.HedgeDelay), func(b http.RoundTripper) http.RoundTripper {
 			return failsafeRetry(b, successRetry, cfg.HedgeDelay)
+		}),
+		mk("gotry WithAdaptiveHedging(5%, 1), no delay given", func(b http.RoundTripper) http.RoundTripper {
+			return transport.New(b, transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
 		}),
 	}
 	defer func() {

@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "total outage", "Recovery", "Scaling", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Latency shift", "total outage", "Recovery", "Scaling", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -48,6 +48,20 @@ func TestQuickRun(t *testing.T) {
 			if r.Server < r.Client {
 				t.Errorf("%s: server saw %d requests, fewer than the %d sent", r.Name, r.Server, r.Client)
 			}
+		}
+	})
+
+	t.Run("shift: every candidate sent requests without errors; the adaptive one reports its delay", func(t *testing.T) {
+		if len(res.Shift.Rows) != 3 {
+			t.Fatalf("%d rows, want 3", len(res.Shift.Rows))
+		}
+		for _, r := range res.Shift.Rows {
+			if r.Errors != 0 || len(r.ExtraLoad) == 0 || r.P99After == 0 {
+				t.Errorf("%s: %d errors, extra load %v, p99 after %v", r.Name, r.Errors, r.ExtraLoad, r.P99After)
+			}
+		}
+		if len(res.Shift.Rows[0].Delays) == 0 {
+			t.Errorf("the adaptive candidate reported no delays")
 		}
 	})
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "outage", "recovery", "scaling"}
+var Scenarios = []string{"overhead", "hedging", "shift", "outage", "recovery", "scaling"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -37,6 +37,7 @@ type Config struct {
 	hedgeRounds                  int
 	outageRate, recoveryRate     float64
 	outageTime, downTime, upTime time.Duration
+	shiftAt, shiftTotal          time.Duration
 	scalingLevels                []int
 	scalingTime                  time.Duration
 	began                        time.Time
@@ -61,12 +62,14 @@ func (c *Config) setDefaults() {
 		c.hedgeRequests = 200
 		c.outageTime, c.downTime, c.upTime = 150*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 		c.scalingLevels, c.scalingTime = []int{1, 16, 256}, 10*time.Millisecond
+		c.shiftAt, c.shiftTotal = 500*time.Millisecond, time.Second
 		return
 	}
 	c.warmup, c.sampleTime = 100*time.Millisecond, 100*time.Millisecond
 	c.hedgeRequests = 2000
 	c.outageTime, c.downTime, c.upTime = 2*time.Second, 3*time.Second, 3*time.Second
 	c.scalingLevels, c.scalingTime = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}, 150*time.Millisecond
+	c.shiftAt, c.shiftTotal = 4*time.Second, 10*time.Second
 }
 
 func (c *Config) wants(s string) bool {
@@ -91,6 +94,7 @@ func (c *Config) progress(format string, args ...any) {
 type Results struct {
 	Overhead *OverheadResult
 	Hedging  *HedgeResult
+	Shift    *ShiftResult
 	Outage   *OutageResult
 	Recovery *RecoveryResult
 	Scaling  *ScalingResult
@@ -122,6 +126,12 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Hedging.write(w, cfg.hedgeRounds)
+	}
+	if cfg.wants("shift") {
+		if res.Shift, err = runShift(&cfg); err != nil {
+			return res, err
+		}
+		res.Shift.write(w)
 	}
 	if cfg.wants("outage") {
 		if res.Outage, err = runOutage(&cfg); err != nil {

@@ -19,6 +19,9 @@ type backend struct {
 	// wait stallFor, or until the client goes away.
 	stallEvery atomic.Int64
 	stallFor   atomic.Int64 // nanoseconds
+	// baseDelay: every request waits this long (nanoseconds) before it is
+	// answered, or until the client goes away.
+	baseDelay atomic.Int64
 	// downUntil: requests arriving before this UnixNano answer 503.
 	downUntil atomic.Int64
 	// buckets, when set, count requests per bucketWidth since bucketStart.
@@ -43,6 +46,7 @@ func (b *backend) reset() {
 	b.requests.Store(0)
 	b.stallEvery.Store(0)
 	b.stallFor.Store(0)
+	b.baseDelay.Store(0)
 	b.downUntil.Store(0)
 	b.buckets.Store(nil)
 }
@@ -79,6 +83,9 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "down") // a client that went away cannot be told
 		return
+	}
+	if d := b.baseDelay.Load(); d > 0 && !sleepCtx(r.Context(), time.Duration(d)) {
+		return // the client gave up
 	}
 	if every := b.stallEvery.Load(); every > 0 && n%every == 0 {
 		if !sleepCtx(r.Context(), time.Duration(b.stallFor.Load())) {

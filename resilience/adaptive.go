@@ -17,8 +17,9 @@ import (
 //
 // The model, per key:
 //
-//   - Every attempt's time to its result (for HTTP, to the response
-//     headers) goes into a sliding-window latency histogram
+//   - Every call's first attempt's time to its result (for HTTP, to the
+//     response headers; for a first attempt that lost to a hedge, to its
+//     cancellation, a lower bound) goes into a sliding-window latency histogram
 //     (AdaptiveWindow long, in four rotating quarters; log-linear buckets,
 //     eight per power of two, from 16µs to 34s). Recording is one atomic add:
 //     no lock, no allocation.
@@ -31,10 +32,9 @@ import (
 //     delay is MaxDelay when set, otherwise AdaptiveColdDelay.
 //   - A hard cap holds whatever the percentile says: a token bucket per key
 //     into which every call pays MaxExtraLoad tokens and every hedge takes
-//     one. Its capacity is a tenth of a second of calls' worth of tokens
-//     (MaxExtraLoad × calls per second / 10, and at least one), so over any
-//     interval the hedges launched for a key never exceed MaxExtraLoad × the
-//     calls in that interval plus that capacity. A sudden shift in latency
+//     one. Its capacity is the tokens of 100 calls (MaxExtraLoad × 100, and
+//     at least 2), so over any interval the hedges launched for a key never
+//     exceed MaxExtraLoad × the calls in that interval + that capacity. A sudden shift in latency
 //     therefore cannot turn every call into two while the percentile
 //     catches up. Hedges also still count against MaxAttempts and spend the
 //     retry budget.
@@ -69,7 +69,7 @@ const (
 	latSlots    = 4 // the window's quarters
 	latSlotSpan = int64(AdaptiveWindow / latSlots)
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
-	burstNs     = int64(100 * time.Millisecond) // the token bucket holds this much of the calls' tokens
+	burstCalls  = 100                           // the token bucket holds the tokens of this many calls
 )
 
 // Validate checks the configuration, naming the field it rejects.
@@ -212,10 +212,8 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		d = min(d, cfg.MaxDelay)
 	}
 	d = max(d, cfg.MinDelay)
-	// Capacity: a tenth of a second of the calls' tokens, from the rate the
-	// window saw, and at least one hedge.
-	rate := float64(n) / AdaptiveWindow.Seconds()
-	capacity := max(1, cfg.MaxExtraLoad*rate*float64(burstNs)/float64(time.Second))
+	// Capacity: the tokens of burstCalls calls, and at least two hedges.
+	capacity := max(2, cfg.MaxExtraLoad*burstCalls)
 	h.capacity.Store(math.Float64bits(capacity))
 	h.delay.Store(int64(d))
 	h.warm.Store(warm)

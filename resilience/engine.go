@@ -454,8 +454,10 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	if timed {
 		now := e.clock.Now()
 		a.dur = now.Sub(a.start)
-		if r.hk != nil && r.parent.Err() == nil {
-			// A loser's time is cut short by its cancellation: still a
+		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
+			// The key's latency is its calls' first attempts: what a call
+			// would take unhedged. A first attempt that lost to a hedge
+			// is cut short by its cancellation; its time then is still a
 			// lower bound of its latency, and above the hedge delay.
 			r.hk.record(now, a.dur)
 		}
