@@ -103,12 +103,22 @@ type AttemptInfo struct {
 	Probe  bool // a half-open breaker's probe: the call's only attempt
 	// Own reports that the attempt has a cancelable context of its own
 	// (hedging or a per-attempt timeout); otherwise Do receives the call's
-	// context itself.
+	// context itself, or the one OnAttemptStart derived from it.
 	Own bool
-	// Context may be set by Do to the context it derived for the attempt
-	// (for example one carrying a span); later events for the attempt carry
-	// it. It starts as the context passed to Do.
-	Context context.Context
+	// Carrier is the attempt's private metadata that OnAttemptStart saw in
+	// its event (see Carrier), for Do to send; nil when the Operation makes
+	// none or no OnAttemptStart hook is installed.
+	Carrier any
+}
+
+// Carrier may be implemented by an Operation whose attempts carry metadata
+// of their own that hooks may write (the transport: each attempt's copy of
+// the request headers, for trace context). The engine calls NewCarrier
+// before firing OnAttemptStart, only when that hook is installed, on the
+// goroutine that makes the attempt, and hands the value to the hook
+// (AttemptStartEvent.Carrier) and then to Do (AttemptInfo.Carrier).
+type Carrier interface {
+	NewCarrier(a *AttemptInfo) any
 }
 
 // Operation is what a call does, supplied by the adapter (the transport, or
@@ -168,15 +178,38 @@ type Result[T any] struct {
 	Attempt int
 	// Context is that attempt's context.
 	Context context.Context
-	// Finish releases the returned attempt's context: call Finish(nil) once
-	// the value is no longer in use (for HTTP: when the response body is
-	// closed). It is nil when there is nothing to release.
-	Finish context.CancelCauseFunc
+
+	// What Finish does: cancel the returned attempt's own context, fire
+	// OnResultDone with the event.
+	cancel context.CancelCauseFunc
+	onDone func(ResultDoneEvent)
+	done   ResultDoneEvent
 }
+
+// Finish ends the returned attempt once its value is no longer in use (for
+// HTTP: when the response body is closed or read to EOF): it cancels the
+// attempt's own context, if it has one, and fires OnResultDone with err (an
+// error that ended the use early, or nil). Call it once for a result with a
+// Value; it does nothing for one without, or when NeedsFinish is false.
+func (r *Result[T]) Finish(err error) {
+	if r.cancel != nil {
+		r.cancel(nil)
+	}
+	if r.onDone != nil {
+		e := r.done
+		e.Err = err
+		r.onDone(e)
+	}
+}
+
+// NeedsFinish reports whether Finish does anything, so an adapter can spare
+// arranging to call it (for HTTP: wrapping the response body).
+func (r *Result[T]) NeedsFinish() bool { return r.cancel != nil || r.onDone != nil }
 
 // attempt is one attempt in flight or done.
 type attempt[T any] struct {
 	info   AttemptInfo
+	ctx    context.Context         // the attempt's context, as OnAttemptStart returned it
 	cancel context.CancelCauseFunc // nil when the attempt shares the call's context
 	timer  clock.Timer             // the per-attempt timeout, if any
 	ticket Ticket
@@ -256,7 +289,7 @@ func (r *run[T]) execute() Result[T] {
 	e, c, ctx := r.e, r.c, r.parent
 	r.maxAttempts = max(1, r.c.Policy.MaxAttempts)
 	if h := e.hooks.OnCallStart; h != nil {
-		r.ctx = h(ctx, CallStartEvent{Key: c.Key, Subject: c.Subject, Start: r.start})
+		r.ctx = h(ctx, CallStartEvent{Event: Event{Context: ctx, Key: c.Key, Subject: c.Subject}, Start: r.start})
 	}
 	if err := ctx.Err(); err != nil {
 		return r.end(Result[T]{Err: err}, ReasonCanceled)
@@ -270,7 +303,7 @@ func (r *run[T]) execute() Result[T] {
 			if h := e.hooks.OnBreakerReject; h != nil {
 				var coe *CircuitOpenError
 				errors.As(err, &coe)
-				h(BreakerRejectEvent{Context: r.ctx, Key: c.Key, Subject: c.Subject, State: coe.State})
+				h(BreakerRejectEvent{Event: r.event(), State: coe.State})
 			}
 			return r.end(Result[T]{Err: err}, ReasonCircuitOpen)
 		}
@@ -304,10 +337,14 @@ func (r *run[T]) execute() Result[T] {
 	return r.loop()
 }
 
-// report forwards a breaker transition to the hook. Never called with a lock held.
+// event is the part every call event shares.
+func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject} }
+
+// report forwards a breaker transition to the hook, in the call's context.
+// Never called with a lock held.
 func (r *run[T]) report(tr Transition) {
-	if tr.Changed() && r.e.hooks.OnBreakerStateChange != nil {
-		r.e.hooks.OnBreakerStateChange(tr.Key, tr.From, tr.To)
+	if h := r.e.hooks.OnBreakerStateChange; h != nil && tr.Changed() {
+		h(BreakerStateEvent{Event: Event{Context: r.ctx, Key: tr.Key, Subject: r.c.Subject}, From: tr.From, To: tr.To})
 	}
 }
 
@@ -330,7 +367,7 @@ func (r *run[T]) launch(k AttemptKind, t Ticket) {
 		ctx, a.cancel = context.WithCancelCause(r.ctx)
 		a.info.Own = true
 	}
-	a.info.Context = ctx
+	a.ctx = ctx
 	r.inflight++
 	if !r.hedge {
 		r.exec(ctx, a)
@@ -404,6 +441,14 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	if timed {
 		a.start = e.clock.Now()
 	}
+	if h := e.hooks.OnAttemptStart; h != nil {
+		if cr, ok := r.c.Op.(Carrier); ok {
+			a.info.Carrier = cr.NewCarrier(&a.info)
+		}
+		ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
+			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
+		a.ctx = ctx
+	}
 	a.v, a.err = r.c.Op.Do(ctx, &a.info)
 	if timed {
 		a.dur = e.clock.Now().Sub(a.start)
@@ -442,7 +487,7 @@ func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo Outcome) {
 		r.report(r.e.breakers.Done(a.ticket, bo, r.e.clock.Now()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
-		h(AttemptEndEvent{Context: a.info.Context, Key: r.c.Key, Subject: r.c.Subject,
+		h(AttemptEndEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject},
 			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Code: a.verd.Code,
 			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o})
 	}
@@ -523,7 +568,7 @@ func (r *run[T]) spend(k AttemptKind) (BudgetToken, bool) {
 	tok, ok := r.e.budget.Take(r.e.clock.Now())
 	if !ok {
 		if h := r.e.hooks.OnBudgetExhausted; h != nil {
-			h(BudgetEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, Kind: k})
+			h(BudgetEvent{Event: r.event(), Attempt: r.launched + 1, Kind: k})
 		}
 	}
 	return tok, ok
@@ -542,7 +587,7 @@ func (r *run[T]) admitBreaker() (Ticket, bool) {
 		if h := e.hooks.OnBreakerReject; h != nil {
 			var coe *CircuitOpenError
 			errors.As(err, &coe)
-			h(BreakerRejectEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, State: coe.State})
+			h(BreakerRejectEvent{Event: r.event(), Attempt: r.launched + 1, State: coe.State})
 		}
 		return t, false
 	}
@@ -621,7 +666,7 @@ func (r *run[T]) tryHedge() {
 		return // no re-arm: the next launch re-arms the timer
 	}
 	if h := r.e.hooks.OnHedge; h != nil {
-		h(HedgeEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: r.launched + 1, InFlight: r.inflight + 1})
+		h(HedgeEvent{Event: r.event(), Attempt: r.launched + 1, InFlight: r.inflight + 1})
 	}
 	r.launch(KindHedge, t)
 }
@@ -656,9 +701,13 @@ func (r *run[T]) drop(a *attempt[T]) {
 	}
 }
 
+// resultOf returns a's result, to be finished by the caller.
 func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
-	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.info.Context}
-	res.Finish = a.cancel
+	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, cancel: a.cancel}
+	if h := r.e.hooks.OnResultDone; h != nil {
+		res.onDone = h
+		res.done = ResultDoneEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject}, Attempt: a.info.Number}
+	}
 	return res
 }
 
@@ -670,7 +719,7 @@ func (r *run[T]) retain(a *attempt[T]) {
 	r.drop(r.retained)
 	r.retained = a
 	if !a.kept {
-		a.v, a.kept = r.c.Op.Retain(a.info.Context, a.v), true
+		a.v, a.kept = r.c.Op.Retain(a.ctx, a.v), true
 	}
 }
 
@@ -765,7 +814,7 @@ func (r *run[T]) giveUp(a *attempt[T], reason EndReason) Result[T] {
 
 func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
 	if h := r.e.hooks.OnRetry; h != nil {
-		h(RetryEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Attempt: a.info.Number,
+		h(RetryEvent{Event: r.event(), Attempt: a.info.Number,
 			Delay: d, FromRetryAfter: fromServer, Code: a.verd.Code, Err: a.err})
 	}
 }
@@ -794,7 +843,7 @@ func (r *run[T]) sleep(wait, d time.Duration, fromServer bool) bool {
 	}
 	r.slept += slept
 	if h := r.e.hooks.OnBackoff; h != nil {
-		h(BackoffEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Retry: r.retries + 1,
+		h(BackoffEvent{Event: r.event(), Retry: r.retries + 1,
 			Start: start, Delay: d, Slept: slept, FromRetryAfter: fromServer, Interrupted: !ok})
 	}
 	return ok
@@ -858,7 +907,7 @@ func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
 	r.decide()
 	if h := r.e.hooks.OnCallEnd; h != nil {
 		now := r.e.clock.Now()
-		h(CallEndEvent{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject, Start: r.start,
+		h(CallEndEvent{Event: r.event(), Start: r.start,
 			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
 			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe, Returned: res.Attempt})
 	}

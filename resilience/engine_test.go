@@ -121,8 +121,8 @@ func (r *recorder) hooks() Hooks {
 			r.add("budget refused %d %s", e.Attempt, e.Kind)
 		},
 		OnBreakerReject: func(e BreakerRejectEvent) { r.add("breaker rejected %d %s", e.Attempt, e.State) },
-		OnBreakerStateChange: func(k string, from, to BreakerState) {
-			r.add("breaker %s %s->%s", k, from, to)
+		OnBreakerStateChange: func(e BreakerStateEvent) {
+			r.add("breaker %s %s->%s", e.Key, e.From, e.To)
 		},
 		OnCallEnd: func(e CallEndEvent) {
 			r.add("end %s attempts=%d retries=%d hedges=%d", e.Reason, e.Attempts, e.Retries, e.Hedges)
@@ -385,7 +385,7 @@ func TestEngineHedgeWinsAndLoserIsCancelled(t *testing.T) {
 	}
 	fc.Advance(50 * time.Millisecond)
 	res := <-done
-	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || res.Finish == nil {
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.NeedsFinish() {
 		t.Fatalf("res %+v", res)
 	}
 	res.Finish(nil)

@@ -211,7 +211,7 @@ type RetryAfterError interface {
 func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	op := &retryOp[T]{fn: fn, key: key, onStart: r.engine.hooks.OnAttemptStart, retryIf: r.retryIf}
+	op := &retryOp[T]{fn: fn, retryIf: r.retryIf}
 	for _, o := range opts {
 		if o != nil {
 			o(op)
@@ -225,9 +225,7 @@ func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.C
 	}()
 	res := Execute[*result[T]](ctx, r.engine, Call[*result[T]]{Key: key, Policy: r.policy, Op: op})
 	done = true
-	if res.Finish != nil {
-		res.Finish(nil)
-	}
+	res.Finish(nil)
 	var v T
 	if res.Value != nil {
 		v = res.Value.v
@@ -243,8 +241,6 @@ type result[T any] struct{ v T }
 // retryOp adapts a function to Operation.
 type retryOp[T any] struct {
 	fn      func(context.Context) (T, error)
-	key     string
-	onStart func(context.Context, AttemptStartEvent) context.Context
 	retryIf func(error) bool
 	pred    func(T, error) bool
 	release func(T)
@@ -258,10 +254,6 @@ type retryOp[T any] struct {
 func (o *retryOp[T]) Prepare(n int) (int, EndReason, error) { return n, 0, nil }
 
 func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (*result[T], error) {
-	if o.onStart != nil {
-		ctx = o.onStart(ctx, AttemptStartEvent{Key: o.key, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe})
-		a.Context = ctx
-	}
 	v, err := o.fn(ctx)
 	res := &o.first
 	if a.Number > 1 {

@@ -4,10 +4,10 @@
 // transport and resilience packages. Setup is one line per transport:
 //
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
-//	tr := transport.New(nil, transport.WithHooks(tel.TransportHooks()))
+//	tr := transport.New(nil, transport.WithHooks(tel.Hooks()))
 //	reg, err := tel.ObserveTransport("payments", tr)      // budget and breaker gauges; reg.Unregister()
 //
-// and, for the generic resilience.Retrier, resilience.WithHooks(tel.RetrierHooks()).
+// and, for the generic resilience.Retrier, resilience.WithHooks(tel.Hooks()).
 //
 // Traces follow the OpenTelemetry HTTP client conventions. Each RoundTrip is
 // an INTERNAL span "gotry {method}" (attributes http.request.method,

@@ -27,7 +27,7 @@ func exercise(t *testing.T, tel *Telemetry) {
 
 	// Retries: 503 then 429 with Retry-After: 0, then 200.
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), backoff)
+	tr := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff)
 	mustGet(t, tr, srv.URL)
 
 	// Give-up: always 503.
@@ -38,17 +38,17 @@ func exercise(t *testing.T, tel *Telemetry) {
 	done := make(chan struct{})
 	slow := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) })
-	hedged := transport.New(base(t), transport.WithHooks(tel.TransportHooks()),
+	hedged := transport.New(base(t), transport.WithHooks(tel.Hooks()),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 	mustGet(t, hedged, slow.URL)
 
 	// Budget refusal: deposits of 0.01 never pay for a retry.
-	budgeted := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), backoff, transport.WithBudget(0.01, 0))
+	budgeted := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff, transport.WithBudget(0.01, 0))
 	mustGet(t, budgeted, down.URL)
 
 	// Breaker: open on a 503, reject, then close on a probe.
 	flaky := newServer(t, status(503), status(200))
-	breaker := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), transport.WithMaxAttempts(1),
+	breaker := transport.New(base(t), transport.WithHooks(tel.Hooks()), transport.WithMaxAttempts(1),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
 	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
@@ -322,7 +322,7 @@ func TestMetricsContract(t *testing.T) {
 // attributes.
 func TestMetricsRetrier(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.RetrierHooks()),
+	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
 		resilience.WithBackoff(resilience.Constant(time.Millisecond)), resilience.WithMaxAttempts(2),
 		resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}))
 	reg, err := r.tel.ObserveRetrier("jobs", rt)
@@ -369,7 +369,7 @@ func TestMetricsRetrier(t *testing.T) {
 func TestHostLimit(t *testing.T) {
 	r := newRig(t, WithHostLimit(1))
 	a, b := newServer(t, status(200)), newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
 	mustGet(t, tr, a.URL)
 	mustGet(t, tr, strings.Replace(b.URL, "127.0.0.1", "localhost", 1))
 	_, ps := find(t, r.collect(t), MetricAttempts)

@@ -19,7 +19,7 @@ import (
 func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503, "Retry-After", "1"), status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
 
 	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret#frag")
@@ -111,7 +111,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	done := make(chan struct{})
 	srv := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) }) // runs before srv.Close
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 
 	resp, err := get(t, tr, srv.URL)
@@ -154,7 +154,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithMaxAttempts(1),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 
 	resp, err := get(t, tr, srv.URL)
@@ -201,7 +201,7 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 // The generic Retrier's calls get the same tree with gotry.operation.
 func TestTraceRetrierHooks(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.RetrierHooks()),
+	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
 		resilience.WithBackoff(resilience.Constant(2*time.Millisecond)), resilience.WithMaxAttempts(3))
 	n := 0
 	v, err := resilience.Retry(context.Background(), rt, "load-config", func(ctx context.Context) (string, error) {
@@ -238,7 +238,7 @@ func TestTraceRetrierHooks(t *testing.T) {
 func TestNoTracingStillCounts(t *testing.T) {
 	r := newRig(t, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))))
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func equal(a, b []string) bool {
 func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 	r1, r2 := newRig(t), newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r1.tel.TransportHooks()), transport.WithHooks(r2.tel.TransportHooks()))
+	tr := transport.New(base(t), transport.WithHooks(r1.tel.Hooks()), transport.WithHooks(r2.tel.Hooks()))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)

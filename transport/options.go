@@ -146,7 +146,7 @@ func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 // WithHooks adds observation hooks. Several WithHooks options combine: each
 // hook set sees every event, in the order the options were given.
 func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = CombineHooks(c.hooks, h) })
+	return optionFunc(func(c *config) { c.hooks = resilience.Combine(c.hooks, h) })
 }
 
 // WithPerAttemptTimeout bounds each attempt until its response headers

@@ -239,8 +239,8 @@ func TestExhaustedBudgetEndsTheCallBeforeTheSleep(t *testing.T) {
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0.0001, 0),
 		transport.WithHooks(transport.Hooks{
-			OnRetry:   func(transport.RetryEvent) { retries.Add(1) },
-			OnBackoff: func(transport.BackoffEvent) { backoffs.Add(1) },
+			OnRetry:   func(resilience.RetryEvent) { retries.Add(1) },
+			OnBackoff: func(resilience.BackoffEvent) { backoffs.Add(1) },
 		}))
 	r := recv(t, goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil)), "RoundTrip without a sleep")
 	if r.err != nil {
@@ -380,7 +380,7 @@ func TestBaseReturningNothingIsAnError(t *testing.T) {
 		{"defaults", nil},
 		{"hedging", []transport.Option{transport.WithHedging(time.Millisecond, 1)}},
 		{"per-attempt timeout", []transport.Option{transport.WithPerAttemptTimeout(time.Second)}},
-		{"OnBodyClosed", []transport.Option{transport.WithHooks(transport.Hooks{OnBodyClosed: func(transport.BodyClosedEvent) {}})}},
+		{"OnResultDone", []transport.Option{transport.WithHooks(transport.Hooks{OnResultDone: func(resilience.ResultDoneEvent) {}})}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

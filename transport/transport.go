@@ -39,7 +39,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	ec := resilience.EngineConfig{
 		Budget: resilience.NewBudget(cfg.budgetRatio, cfg.budgetMinPerSec),
-		Hooks:  engineHooks(cfg.hooks),
+		Hooks:  cfg.hooks,
 		Clock:  cfg.clock,
 	}
 	if cfg.breaker != nil {
@@ -106,8 +106,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, res.Err
 	}
 	resp := res.Value
-	if res.Finish != nil || t.cfg.hooks.OnBodyClosed != nil {
-		track(resp, bodyEnd{cancel: res.Finish, hook: t.cfg.hooks.OnBodyClosed, ctx: res.Context, req: req, attempt: res.Attempt})
+	if res.NeedsFinish() {
+		track(resp, res)
 	}
 	return resp, nil
 }
@@ -253,21 +253,13 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 		body = b
 	}
 	hooks := &c.t.cfg.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnRequestStart == nil && hooks.OnAttemptStart == nil {
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
 		return c.send(req)
 	}
-	var header http.Header
-	if h := hooks.OnAttemptStart; h != nil {
-		header = req.Header.Clone()
-		if header == nil {
-			header = http.Header{}
-		}
-		ctx = h(ctx, AttemptStartEvent{Request: req, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe, Header: header})
-		a.Context = ctx
-	}
+	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
 	out := req.WithContext(ctx)
 	out.Body = body
 	if c.getBody != nil {
@@ -277,6 +269,17 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 		out.Header = header
 	}
 	return c.send(out)
+}
+
+// NewCarrier gives each attempt a private copy of the request's headers,
+// which OnAttemptStart may modify (to inject trace context) and Do sends.
+// The engine calls it only when that hook is installed.
+func (c *call) NewCarrier(*resilience.AttemptInfo) any {
+	header := c.req.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	return header
 }
 
 // send hands one attempt's request to the base.
