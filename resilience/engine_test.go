@@ -470,7 +470,7 @@ func TestEngineAttemptTimeoutErrorIsDistinct(t *testing.T) {
 	}
 }
 
-func TestCombineHooksCallsBothInOrder(t *testing.T) {
+func TestCombineCallsBothInOrder(t *testing.T) {
 	var got []string
 	type key struct{}
 	a := Hooks{

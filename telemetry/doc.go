@@ -35,5 +35,5 @@
 // gotry composes with otelhttp either way round; README.md shows both
 // recipes and the trace tree each produces. A Telemetry is safe for
 // concurrent use; create one per process (or per provider set) and call
-// TransportHooks once per Transport.
+// Hooks once per Transport or Retrier: one adapter serves both.
 package telemetry

@@ -199,7 +199,7 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 }
 
 // The generic Retrier's calls get the same tree with gotry.operation.
-func TestTraceRetrierHooks(t *testing.T) {
+func TestTraceRetrierCall(t *testing.T) {
 	r := newRig(t)
 	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
 		resilience.WithBackoff(resilience.Constant(2*time.Millisecond)), resilience.WithMaxAttempts(3))

@@ -440,9 +440,9 @@ func TestOnResultDoneFiresOnceOnCloseOrEOF(t *testing.T) {
 	}
 }
 
-// TestCombineHooks checks every field: the combined hook calls a's then b's,
+// TestCombine checks every field: the combined hook calls a's then b's,
 // context-returning hooks are chained, and neither input changes.
-func TestCombineHooks(t *testing.T) {
+func TestCombine(t *testing.T) {
 	var calls []string
 	ht := reflect.TypeOf(transport.Hooks{})
 	mk := func(field, who string) reflect.Value {
@@ -490,7 +490,7 @@ func TestCombineHooks(t *testing.T) {
 	}
 }
 
-func TestCombineHooksChainsContextsAndKeepsNilsFree(t *testing.T) {
+func TestCombineChainsContextsAndKeepsNilsFree(t *testing.T) {
 	var order []string
 	a := transport.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
@@ -515,14 +515,14 @@ func TestCombineHooksChainsContextsAndKeepsNilsFree(t *testing.T) {
 		t.Errorf("calls %v, want %v", order, want)
 	}
 	if a.OnRetry != nil {
-		t.Errorf("CombineHooks set a field of its first argument")
+		t.Errorf("Combine set a field of its first argument")
 	}
 	if c.OnHedge != nil || c.OnResultDone != nil || c.OnBreakerStateChange != nil {
 		t.Errorf("a hook neither input sets is not nil in the combination")
 	}
 	empty := resilience.Combine(transport.Hooks{}, transport.Hooks{})
 	if !reflect.ValueOf(empty).IsZero() {
-		t.Errorf("CombineHooks of two empty sets is not empty: %+v", empty)
+		t.Errorf("Combine of two empty sets is not empty: %+v", empty)
 	}
 }
 
