@@ -178,3 +178,46 @@ func TestDecisionString(t *testing.T) {
 		})
 	}
 }
+
+// ClassifyError is the one taxonomy: the built-in rules retry exactly the
+// classes that say Retryable.
+func TestClassifyError(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		want      transport.ErrorClass
+		retryable bool
+	}{
+		{nil, transport.ClassNone, false},
+		{context.Canceled, transport.ClassCanceled, false},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), transport.ClassDeadline, false},
+		{errors.Join(transport.ErrAttemptTimeout, context.DeadlineExceeded), transport.ClassAttemptTimeout, true},
+		{&net.DNSError{Err: "no such host", IsNotFound: true}, transport.ClassDNSNotFound, false},
+		{&net.DNSError{Err: "timeout", IsTimeout: true}, transport.ClassTimeout, true},
+		{&net.DNSError{Err: "server misbehaving"}, transport.ClassDNS, true},
+		{tls.AlertError(40), transport.ClassTLS, false},
+		{x509.UnknownAuthorityError{}, transport.ClassTLS, false},
+		{os.NewSyscallError("connect", syscall.ECONNREFUSED), transport.ClassConnectionRefused, true},
+		{syscall.EPIPE, transport.ClassConnectionReset, true},
+		{io.ErrUnexpectedEOF, transport.ClassConnectionClosed, true},
+		{&net.OpError{Op: "read", Err: timeoutError{}}, transport.ClassTimeout, true},
+		{&net.OpError{Op: "dial", Err: errors.New("no route to host")}, transport.ClassDial, true},
+		{errors.New("boom"), transport.ClassOther, false},
+	} {
+		t.Run(tc.want.String(), func(t *testing.T) {
+			got := transport.ClassifyError(tc.err)
+			if got != tc.want || got.Retryable() != tc.retryable {
+				t.Errorf("ClassifyError(%v) = %v (retryable %v), want %v (%v)", tc.err, got, got.Retryable(), tc.want, tc.retryable)
+			}
+			if tc.err == nil {
+				return
+			}
+			d := transport.DefaultClassifier(transport.Attempt{Err: tc.err, Number: 1})
+			if (d == transport.Retry) != tc.retryable {
+				t.Errorf("DefaultClassifier(%v) = %v, but the class says retryable=%v", tc.err, d, tc.retryable)
+			}
+		})
+	}
+	if s := transport.ErrorClass(99).String(); s != "ErrorClass(99)" {
+		t.Errorf("unknown class prints %q", s)
+	}
+}
