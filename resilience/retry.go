@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // Retrier runs any func(context.Context) (T, error) with the same engine as
@@ -33,7 +35,7 @@ type retrierConfig struct {
 	breaker *BreakerConfig
 	hooks   Hooks
 	retryIf func(error) bool
-	clock   clockOverride
+	clock   clock.Clock // nil: the wall clock
 }
 
 // Retrier defaults.
@@ -108,6 +110,17 @@ func WithHooks(h Hooks) RetrierOption {
 	return func(c *retrierConfig) { c.hooks = Combine(c.hooks, h) }
 }
 
+// WithClock runs the Retrier on c (default the wall clock; nil is ignored).
+// As transport.WithClock, it is gotry's one way to inject time, for tests
+// inside this module (clock is an internal package).
+func WithClock(c clock.Clock) RetrierOption {
+	return func(rc *retrierConfig) {
+		if c != nil {
+			rc.clock = c
+		}
+	}
+}
+
 // WithRetryIf sets which errors are retried when a call gives no predicate
 // of its own (default DefaultRetryIf). It panics on nil.
 func WithRetryIf(f func(error) bool) RetrierOption {
@@ -129,7 +142,7 @@ func NewRetrier(opts ...RetrierOption) *Retrier {
 			o(&c)
 		}
 	}
-	ec := EngineConfig{Budget: NewBudget(c.ratio, c.minPS), Hooks: c.hooks, Clock: c.clock.clock}
+	ec := EngineConfig{Budget: NewBudget(c.ratio, c.minPS), Hooks: c.hooks, Clock: c.clock}
 	if c.breaker != nil {
 		ec.Breakers = NewBreakers(*c.breaker)
 	}

@@ -225,7 +225,7 @@ func (c *call) logBudget(ctx context.Context, n int, k resilience.AttemptKind) {
 	if !t.logEnabled(ctx, levelWarn) {
 		return
 	}
-	dropped, ok := c.hs.budget.allow(t.cfg.now())
+	dropped, ok := c.hs.budget.allow(t.cfg.clock.Now())
 	if !ok {
 		return
 	}

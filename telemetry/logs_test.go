@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -136,13 +137,14 @@ func TestLogsGiveUpWithError(t *testing.T) {
 func TestLogsBreakerStateChanges(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1),
+	fc := fakeclock.New(time.Unix(1000, 0))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, tr, srv.URL)
 	if _, err := get(t, tr, srv.URL); err == nil {
 		t.Fatal("want a rejection")
 	}
-	time.Sleep(breakerOpen + 50*time.Millisecond)
+	fc.Advance(breakerOpen)
 	mustGet(t, tr, srv.URL)
 
 	var got []string
@@ -167,8 +169,8 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 
 // At most one budget line per second per hooks value, counting the rest.
 func TestLogsBudgetRateLimited(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
-	r := newRig(t, withClock(clock.Now))
+	clock := fakeclock.New(time.Unix(1000, 0))
+	r := newRig(t, WithClock(clock))
 	h := r.tel.Hooks()
 	req, _ := http.NewRequest(http.MethodGet, "http://api.example:8080/", nil)
 	ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})

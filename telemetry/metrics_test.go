@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -48,13 +49,14 @@ func exercise(t *testing.T, tel *Telemetry) {
 
 	// Breaker: open on a 503, reject, then close on a probe.
 	flaky := newServer(t, status(503), status(200))
-	breaker := transport.New(base(t), transport.WithHooks(tel.Hooks()), transport.WithMaxAttempts(1),
+	fc := fakeclock.New(time.Unix(1000, 0))
+	breaker := transport.New(base(t), transport.WithHooks(tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
 	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
 		t.Fatalf("want a rejection, got %v", err)
 	}
-	time.Sleep(breakerOpen + 50*time.Millisecond)
+	fc.Advance(breakerOpen)
 	mustGet(t, breaker, flaky.URL)
 	// Re-open it so the state gauge shows open.
 	flaky2 := newServer(t, status(503))

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -154,7 +155,8 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1),
+	fc := fakeclock.New(time.Unix(1000, 0))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 
 	resp, err := get(t, tr, srv.URL)
@@ -165,7 +167,7 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	if _, err := get(t, tr, srv.URL); !errors.Is(err, transport.ErrCircuitOpen) {
 		t.Fatalf("second request: %v, want ErrorTypeCircuitOpen", err)
 	}
-	time.Sleep(breakerOpen + 50*time.Millisecond)
+	fc.Advance(breakerOpen)
 	resp, err = get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -224,7 +224,17 @@ func WithNonIdempotentRetries(on bool) Option {
 	return optionFunc(func(c *config) { c.nonIdempotent = on })
 }
 
-// withClock injects a clock; tests only.
-func withClock(cl clock.Clock) Option {
-	return optionFunc(func(c *config) { c.clock = cl })
+// WithClock runs the transport on c: its backoff sleeps, hedge timers,
+// per-attempt timeouts, breaker and budget windows and Retry-After dates
+// (default the wall clock; nil is ignored). It is gotry's one way to inject
+// time, for its own tests in any package: clock is an internal package, so
+// only code inside this module can build a Clock (internal/clock/fakeclock
+// is the fake). Resilience's Retrier, telemetry and the kit take the same
+// option.
+func WithClock(cl clock.Clock) Option {
+	return optionFunc(func(c *config) {
+		if cl != nil {
+			c.clock = cl
+		}
+	})
 }
