@@ -7,11 +7,11 @@ import "errors"
 
 // admit asks the breaker to admit the call and lets the operation prepare
 // it; it reports false with the call's result when the call ends here.
-func (r *run[T]) admit() (Ticket, Result[T], bool) {
+func (r *run[T]) admit() (ticket, Result[T], bool) {
 	e, c := r.e, r.c
-	var ticket Ticket
+	var tk ticket
 	if e.breakers != nil && c.Key != "" {
-		t, tr, err := e.breakers.Admit(c.Key, r.start)
+		t, tr, err := e.breakers.admit(c.Key, r.start)
 		r.report(tr)
 		if err != nil {
 			if h := e.hooks.OnBreakerReject; h != nil {
@@ -19,19 +19,19 @@ func (r *run[T]) admit() (Ticket, Result[T], bool) {
 				errors.As(err, &coe)
 				h(BreakerRejectEvent{Event: r.event(), State: coe.State})
 			}
-			return Ticket{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
+			return ticket{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
 		}
-		ticket = t
+		tk = t
 	}
-	if ticket.Probe() {
+	if tk.Probe() {
 		r.probe = true
 		r.maxAttempts = 1
 	}
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
-		r.report(e.breakers.Done(ticket, OutcomeIgnore, e.clock.Now()))
-		return Ticket{}, r.end(Result[T]{Err: err}, ReasonNotRetryable), false
+		r.report(e.breakers.done(tk, outcomeIgnore, e.clock.Now()))
+		return ticket{}, r.end(Result[T]{Err: err}, ReasonNotRetryable), false
 	}
 	if n < r.maxAttempts {
 		r.maxAttempts = max(1, n)
@@ -40,12 +40,12 @@ func (r *run[T]) admit() (Ticket, Result[T], bool) {
 	if r.probe {
 		r.limitReason = ReasonCircuitOpen
 	}
-	return ticket, Result[T]{}, true
+	return tk, Result[T]{}, true
 }
 
 // report forwards a breaker transition to the hook, in the call's context.
 // Never called with a lock held.
-func (r *run[T]) report(tr Transition) {
+func (r *run[T]) report(tr transition) {
 	if h := r.e.hooks.OnBreakerStateChange; h != nil && tr.Changed() {
 		h(BreakerStateEvent{Event: Event{Context: r.ctx, Key: tr.Key, Subject: r.c.Subject}, From: tr.From, To: tr.To})
 	}
@@ -55,23 +55,23 @@ func (r *run[T]) report(tr Transition) {
 // k. It returns the breaker's ticket and the budget's token (to refund if the
 // attempt does not launch after all), or the reason it was refused. A
 // token taken before a refusal by the breaker is refunded here.
-func (r *run[T]) admitNext(k AttemptKind) (Ticket, BudgetToken, EndReason, bool) {
+func (r *run[T]) admitNext(k AttemptKind) (ticket, budgetToken, EndReason, bool) {
 	tok, ok := r.spend(k)
 	if !ok {
-		return Ticket{}, tok, ReasonBudgetExhausted, false
+		return ticket{}, tok, ReasonBudgetExhausted, false
 	}
 	t, ok := r.admitBreaker()
 	if !ok {
 		tok.Refund()
-		return t, BudgetToken{}, ReasonCircuitOpen, false
+		return t, budgetToken{}, ReasonCircuitOpen, false
 	}
 	return t, tok, 0, true
 }
 
 // spend takes one token from the budget for an attempt of kind k, reporting
 // a refusal to OnBudgetExhausted.
-func (r *run[T]) spend(k AttemptKind) (BudgetToken, bool) {
-	tok, ok := r.e.budget.Take(r.e.clock.Now())
+func (r *run[T]) spend(k AttemptKind) (budgetToken, bool) {
+	tok, ok := r.e.budget.take(r.e.clock.Now())
 	if !ok {
 		if h := r.e.hooks.OnBudgetExhausted; h != nil {
 			h(BudgetEvent{Event: r.event(), Attempt: r.launched + 1, Kind: k})
@@ -82,12 +82,12 @@ func (r *run[T]) spend(k AttemptKind) (BudgetToken, bool) {
 
 // admitBreaker asks the breaker to admit one more attempt, reporting a
 // refusal to OnBreakerReject.
-func (r *run[T]) admitBreaker() (Ticket, bool) {
+func (r *run[T]) admitBreaker() (ticket, bool) {
 	e := r.e
 	if e.breakers == nil || r.c.Key == "" {
-		return Ticket{}, true
+		return ticket{}, true
 	}
-	t, tr, err := e.breakers.AdmitRetry(r.c.Key, e.clock.Now())
+	t, tr, err := e.breakers.admitRetry(r.c.Key, e.clock.Now())
 	r.report(tr)
 	if err != nil {
 		if h := e.hooks.OnBreakerReject; h != nil {

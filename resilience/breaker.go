@@ -98,35 +98,35 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 	return c
 }
 
-// Outcome is what one admitted attempt tells its breaker.
-type Outcome int
+// outcome is what one admitted attempt tells its breaker.
+type outcome int
 
 // Outcomes reported to a breaker.
 const (
-	OutcomeIgnore  Outcome = iota // neither success nor failure (caller cancelled, non-retryable error)
-	OutcomeSuccess                // a non-retryable result
-	OutcomeFailure                // a retryable result
+	outcomeIgnore  outcome = iota // neither success nor failure (caller cancelled, non-retryable error)
+	outcomeSuccess                // a non-retryable result
+	outcomeFailure                // a retryable result
 )
 
-// Transition is a breaker state change, to be reported once no lock is held.
-type Transition struct {
+// transition is a breaker state change, to be reported once no lock is held.
+type transition struct {
 	Key      string
 	From, To BreakerState
 }
 
 // Changed reports whether t records a change.
-func (t Transition) Changed() bool { return t.From != t.To }
+func (t transition) Changed() bool { return t.From != t.To }
 
-// Ticket is an admission by a breaker; hand it back with Done. The zero
-// Ticket (no breaker) accepts Done as a no-op.
-type Ticket struct {
+// ticket is an admission by a breaker; hand it back with Done. The zero
+// ticket (no breaker) accepts Done as a no-op.
+type ticket struct {
 	b     *breaker
 	gen   uint64
 	probe bool
 }
 
 // Probe reports whether the ticket admits a half-open probe.
-func (t Ticket) Probe() bool { return t.probe }
+func (t ticket) Probe() bool { return t.probe }
 
 // Breakers is a bounded set of circuit breakers, one per key. State is
 // evaluated lazily when it is read: there are no timers and no background
@@ -334,52 +334,52 @@ func (b *Breakers) Each(now time.Time, fn func(key string, state BreakerState)) 
 // has passed, then turns half-open and admits up to HalfOpenProbes probes at
 // once. The returned transition (if Changed) must be reported by the caller
 // after Admit returns.
-func (b *Breakers) Admit(key string, now time.Time) (Ticket, Transition, error) {
+func (b *Breakers) admit(key string, now time.Time) (ticket, transition, error) {
 	return b.allow(key, now, true)
 }
 
 // AdmitRetry asks key's breaker to admit a later attempt of a request that is
 // already running (a retry or hedge). Only a closed breaker admits: a
 // half-open breaker's probes are whole requests, not retries.
-func (b *Breakers) AdmitRetry(key string, now time.Time) (Ticket, Transition, error) {
+func (b *Breakers) admitRetry(key string, now time.Time) (ticket, transition, error) {
 	return b.allow(key, now, false)
 }
 
-func (b *Breakers) allow(key string, now time.Time, admission bool) (Ticket, Transition, error) {
+func (b *Breakers) allow(key string, now time.Time, admission bool) (ticket, transition, error) {
 	br := b.get(key, now)
 	if br == nil {
 		b.untracked.Add(1)
-		return Ticket{}, Transition{Key: key}, nil // served untracked: as if closed, nothing recorded
+		return ticket{}, transition{Key: key}, nil // served untracked: as if closed, nothing recorded
 	}
 	br.lastUsed.Store(now.UnixNano())
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	tr := Transition{Key: key, From: br.state, To: br.state}
+	tr := transition{Key: key, From: br.state, To: br.state}
 	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
 		br.setLocked(BreakerHalfOpen)
 		tr.To = BreakerHalfOpen
 	}
 	switch {
 	case br.state == BreakerClosed:
-		return Ticket{b: br, gen: br.gen}, tr, nil
+		return ticket{b: br, gen: br.gen}, tr, nil
 	case br.state == BreakerHalfOpen && admission && br.probes < b.cfg.HalfOpenProbes:
 		br.probes++
-		return Ticket{b: br, gen: br.gen, probe: true}, tr, nil
+		return ticket{b: br, gen: br.gen, probe: true}, tr, nil
 	}
-	return Ticket{}, tr, &CircuitOpenError{Key: key, State: br.state}
+	return ticket{}, tr, &CircuitOpenError{Key: key, State: br.state}
 }
 
 // Done reports the outcome of an admitted attempt. Results from a previous
 // generation (the breaker changed state since the ticket was issued) are
 // dropped. A probe's slot is released whatever the outcome.
-func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
+func (b *Breakers) done(t ticket, o outcome, now time.Time) transition {
 	br := t.b
 	if br == nil {
-		return Transition{}
+		return transition{}
 	}
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	tr := Transition{Key: br.key, From: br.state, To: br.state}
+	tr := transition{Key: br.key, From: br.state, To: br.state}
 	if t.probe {
 		// A probe holds its slot until it completes, whatever happened to
 		// the breaker meanwhile, so probes in flight never pile up.
@@ -391,9 +391,9 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 	switch br.state {
 	case BreakerClosed:
 		switch o {
-		case OutcomeSuccess:
+		case outcomeSuccess:
 			br.failures = 0
-		case OutcomeFailure:
+		case outcomeFailure:
 			br.failures++
 			if br.failures >= b.cfg.FailureThreshold {
 				br.openedAt = now
@@ -402,9 +402,9 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 		}
 	case BreakerHalfOpen:
 		switch o {
-		case OutcomeSuccess:
+		case outcomeSuccess:
 			br.setLocked(BreakerClosed)
-		case OutcomeFailure:
+		case outcomeFailure:
 			br.openedAt = now
 			br.setLocked(BreakerOpen)
 		}

@@ -48,10 +48,10 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 func TestBudgetDepositsExpireAfterWindow(t *testing.T) {
 	b := NewBudget(1, 0)
 	b.Deposit(t0)
-	if got := b.Tokens(t0.Add(BudgetWindow - time.Second)); got != 1 {
+	if got := b.Tokens(t0.Add(budgetWindow - time.Second)); got != 1 {
 		t.Fatalf("Tokens inside the window = %v, want 1", got)
 	}
-	if b.Withdraw(t0.Add(BudgetWindow)) {
+	if b.Withdraw(t0.Add(budgetWindow)) {
 		t.Fatal("a deposit older than the window was spent")
 	}
 }
@@ -118,9 +118,9 @@ func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
 		// Check the window of every grant.
 		for _, at := range granted {
 			end := at.Truncate(time.Second).Add(time.Second)
-			start := end.Add(-BudgetWindow)
+			start := end.Add(-budgetWindow)
 			g, r := countIn(granted, start, end), countIn(requests, start, end)
-			limit := math.Floor(ratio*float64(r)) + float64(minPS)*BudgetWindow.Seconds()
+			limit := math.Floor(ratio*float64(r)) + float64(minPS)*budgetWindow.Seconds()
 			if float64(g) > limit {
 				t.Fatalf("window ending %v: %d retries granted, limit %v (ratio %v, %d requests, floor %d/s)", end, g, limit, ratio, r, minPS)
 			}
@@ -209,7 +209,7 @@ func TestBudgetExactAcrossEpochWrap(t *testing.T) {
 
 // TestBudgetBoundOverAnyInterval checks the bound the Budget documents for
 // intervals of any alignment: the retries granted in an interval I no longer
-// than BudgetWindow number at most minPerSec × S + ⌊ratio × R⌋, S being the
+// than budgetWindow number at most minPerSec × S + ⌊ratio × R⌋, S being the
 // whole seconds I touches (at most 11) and R the requests from nine seconds
 // before I's first second through its last second.
 func TestBudgetBoundOverAnyInterval(t *testing.T) {
@@ -244,8 +244,8 @@ func TestBudgetBoundOverAnyInterval(t *testing.T) {
 			starts = append(starts, t0.Add(time.Duration(rapid.Int64Range(int64(-time.Second), int64(now.Sub(t0))).Draw(t, "start"))))
 		}
 		for _, a := range starts {
-			for _, d := range []time.Duration{BudgetWindow, BudgetWindow - time.Nanosecond,
-				time.Duration(rapid.Int64Range(0, int64(BudgetWindow)).Draw(t, "length"))} {
+			for _, d := range []time.Duration{budgetWindow, budgetWindow - time.Nanosecond,
+				time.Duration(rapid.Int64Range(0, int64(budgetWindow)).Draw(t, "length"))} {
 				end := a.Add(d) // the interval is [a, end], both ends included
 				first, last := a.Unix(), end.Unix()
 				g := countIn(granted, a, end.Add(time.Nanosecond))

@@ -113,18 +113,18 @@ type AttemptInfo struct {
 	// context itself, or the one OnAttemptStart derived from it.
 	Own bool
 	// Carrier is the attempt's private metadata that OnAttemptStart saw in
-	// its event (see Carrier), for Do to send; nil when the Operation makes
+	// its event (see carrier), for Do to send; nil when the Operation makes
 	// none or no OnAttemptStart hook is installed.
 	Carrier any
 }
 
-// Carrier may be implemented by an Operation whose attempts carry metadata
+// carrier may be implemented by an Operation whose attempts carry metadata
 // of their own that hooks may write (the transport: each attempt's copy of
 // the request headers, for trace context). The engine calls NewCarrier
 // before firing OnAttemptStart, only when that hook is installed, on the
 // goroutine that makes the attempt, and hands the value to the hook
 // (AttemptStartEvent.Carrier) and then to Do (AttemptInfo.Carrier).
-type Carrier interface {
+type carrier interface {
 	NewCarrier(a *AttemptInfo) any
 }
 

@@ -62,7 +62,7 @@ func (e *attemptTimeoutError) Timeout() bool { return true }
 // holds the errors of the first and the most recent attempts, in the order
 // they ended, so errors.Is and errors.As find the error that started the
 // trouble and the ones that ended it. Its size is bounded whatever
-// MaxAttempts is: at most MaxKeptErrors errors are kept, and Omitted counts
+// MaxAttempts is: at most 8 errors are kept, and Omitted counts
 // the ones dropped from the middle.
 type Error struct {
 	// Attempts is the number of attempts launched (retries and hedges
@@ -70,7 +70,7 @@ type Error struct {
 	Attempts int
 	// Err is the error of the last attempt to end.
 	Err error
-	// Errs holds the errors of the first MaxKeptErrors/2 attempts to end
+	// Errs holds the errors of the first 4 attempts to end
 	// with one and of the most recent ones, oldest first (Err is the last).
 	Errs []error
 	// Omitted is how many errors between the first and the most recent
@@ -80,9 +80,9 @@ type Error struct {
 	Reason EndReason
 }
 
-// MaxKeptErrors bounds Error.Errs: half of it for the first errors of a
+// maxKeptErrors bounds Error.Errs: half of it for the first errors of a
 // call, half for the most recent.
-const MaxKeptErrors = 8
+const maxKeptErrors = 8
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -93,7 +93,7 @@ func (e *Error) Error() string {
 			if i > 0 {
 				b.WriteString("; ")
 			}
-			if e.Omitted > 0 && i == MaxKeptErrors/2 {
+			if e.Omitted > 0 && i == maxKeptErrors/2 {
 				fmt.Fprintf(&b, "... %d more ...; ", e.Omitted)
 			}
 			b.WriteString(err.Error())
@@ -112,7 +112,7 @@ func (e *Error) Unwrap() []error {
 	return e.Errs
 }
 
-// errorLog keeps the errors of a call within MaxKeptErrors: the first half
+// errorLog keeps the errors of a call within maxKeptErrors: the first half
 // as they come, then a window of the most recent ones.
 type errorLog struct {
 	errs    []error
@@ -120,11 +120,11 @@ type errorLog struct {
 }
 
 func (l *errorLog) add(err error) {
-	if len(l.errs) < MaxKeptErrors {
+	if len(l.errs) < maxKeptErrors {
 		l.errs = append(l.errs, err)
 		return
 	}
-	recent := l.errs[MaxKeptErrors/2:]
+	recent := l.errs[maxKeptErrors/2:]
 	copy(recent, recent[1:])
 	recent[len(recent)-1] = err
 	l.omitted++

@@ -120,7 +120,7 @@ func (r *run[T]) decide() {
 // releaseLate releases an attempt that finished after the call was decided
 // and settles it as cancelled.
 func (r *run[T]) releaseLate(a *attempt[T]) {
-	bo := OutcomeIgnore
+	bo := outcomeIgnore
 	if a.err == nil {
 		bo = a.outcome()
 	}

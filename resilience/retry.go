@@ -38,11 +38,6 @@ type retrierConfig struct {
 	clock   clock.Clock // nil: the wall clock
 }
 
-// Retrier defaults.
-const (
-	DefaultRetrierAttempts = 3
-)
-
 // WithMaxAttempts sets the attempt limit, retries and hedges together
 // (default 3). It panics if n < 1.
 func WithMaxAttempts(n int) RetrierOption {
@@ -133,7 +128,7 @@ func WithRetryIf(f func(error) bool) RetrierOption {
 // NewRetrier returns a Retrier.
 func NewRetrier(opts ...RetrierOption) *Retrier {
 	c := retrierConfig{
-		policy: Policy{MaxAttempts: DefaultRetrierAttempts, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
+		policy: Policy{MaxAttempts: 3, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
 		ratio:  0.1, minPS: 10,
 		retryIf: DefaultRetryIf,
 	}
@@ -203,9 +198,10 @@ func ReleaseWith[T any](release func(T)) RetryOption[T] {
 	return func(o *retryOp[T]) { o.release = release }
 }
 
-// RetryAfterError may be implemented by an error to dictate the delay
-// before the next retry, as an HTTP Retry-After does.
-type RetryAfterError interface {
+// retryAfterError is what an error implements to dictate the delay before
+// the next retry, as an HTTP Retry-After does: a method
+// RetryAfter() time.Duration anywhere in its chain (see Retry).
+type retryAfterError interface {
 	error
 	RetryAfter() time.Duration
 }
@@ -220,7 +216,10 @@ type RetryAfterError interface {
 // allocation per call, plus a goroutine while the call runs when ctx is a
 // cancelable context of a type the context package does not know). A panic
 // in fn, a predicate or a hook propagates to the caller after every result
-// still kept has been passed to ReleaseWith. Nil options are ignored.
+// still kept has been passed to ReleaseWith. Nil options are ignored. A
+// retryable error with a method RetryAfter() time.Duration in its chain
+// dictates the delay before the next retry, as an HTTP Retry-After does
+// (capped by nothing but ctx's deadline).
 func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -292,7 +291,7 @@ func (o *retryOp[T]) Classify(res *result[T], err error, _ *AttemptInfo) Verdict
 	} else {
 		verd.Retryable = o.retryIf(err)
 	}
-	var ra RetryAfterError
+	var ra retryAfterError
 	if verd.Retryable && errors.As(err, &ra) {
 		verd.RetryAfter, verd.HasRetryAfter = ra.RetryAfter(), true
 	}

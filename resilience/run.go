@@ -15,7 +15,7 @@ type attempt[T any] struct {
 	ctx    context.Context         // the attempt's context, as OnAttemptStart returned it
 	cancel context.CancelCauseFunc // nil when the attempt shares the call's context
 	timer  clock.Timer             // the per-attempt timeout, if any
-	ticket Ticket
+	ticket ticket
 	start  time.Time
 	dur    time.Duration
 	v      T
@@ -117,7 +117,7 @@ func (r *run[T]) execute() Result[T] {
 func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject} }
 
 // launch starts attempt number launched+1 of kind k with breaker ticket t.
-func (r *run[T]) launch(k AttemptKind, t Ticket) {
+func (r *run[T]) launch(k AttemptKind, t ticket) {
 	r.launched++
 	switch k {
 	case KindRetry:
@@ -161,7 +161,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		a.start = e.clock.Now()
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
-		if cr, ok := r.c.Op.(Carrier); ok {
+		if cr, ok := r.c.Op.(carrier); ok {
 			a.info.Carrier = cr.NewCarrier(&a.info)
 		}
 		ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
@@ -190,20 +190,20 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 }
 
 // outcome maps a classified attempt to its breaker outcome.
-func (a *attempt[T]) outcome() Outcome {
+func (a *attempt[T]) outcome() outcome {
 	switch {
 	case a.verd.Retryable:
-		return OutcomeFailure
+		return outcomeFailure
 	case a.err == nil:
-		return OutcomeSuccess
+		return outcomeSuccess
 	}
-	return OutcomeIgnore
+	return outcomeIgnore
 }
 
 // settle reports a finished attempt to its breaker and to OnAttemptEnd.
-func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo Outcome) {
+func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 	if a.ticket.b != nil { // only a breaker needs the time
-		r.report(r.e.breakers.Done(a.ticket, bo, r.e.clock.Now()))
+		r.report(r.e.breakers.done(a.ticket, bo, r.e.clock.Now()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
 		h(AttemptEndEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject},
@@ -309,7 +309,7 @@ func (r *run[T]) take() *attempt[T] {
 // endWith ends the call with a's non-retryable result.
 func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 	if r.parent.Err() != nil && a.err != nil {
-		r.settle(a, AttemptCancelled, OutcomeIgnore)
+		r.settle(a, AttemptCancelled, outcomeIgnore)
 		return r.endWithout(ReasonCanceled)
 	}
 	o, reason := AttemptSuccess, ReasonSuccess

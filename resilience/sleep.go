@@ -10,7 +10,7 @@ import "time"
 // when another is in flight, else after the delay) or ends the call, and
 // reports done with the final result when the call ends.
 func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
-	r.settle(a, AttemptRetryable, OutcomeFailure)
+	r.settle(a, AttemptRetryable, outcomeFailure)
 	if a.err != nil {
 		r.errs.add(a.err)
 		if a.cancel != nil {

@@ -29,6 +29,9 @@ import (
 // machine. A test that fails it would, before the fix, wait forever.
 const retainBound = 6 * time.Second
 
+// maxKeptErrors is the bound on resilience.Error.Errs the README documents.
+const maxKeptErrors = 8
+
 // countConns counts the connections a test server accepts.
 func countConns(srv *httptest.Server) *atomic.Int32 {
 	var n atomic.Int32
@@ -341,13 +344,13 @@ func TestGiveUpErrorIsBounded(t *testing.T) {
 	if !errors.As(err, &ge) {
 		t.Fatalf("err %v, want *transport.Error", err)
 	}
-	if ge.Attempts != attempts || len(ge.Errs) > resilience.MaxKeptErrors || ge.Omitted != attempts-len(ge.Errs) {
+	if ge.Attempts != attempts || len(ge.Errs) > maxKeptErrors || ge.Omitted != attempts-len(ge.Errs) {
 		t.Errorf("Attempts %d, %d errors kept, %d omitted", ge.Attempts, len(ge.Errs), ge.Omitted)
 	}
 	if !errors.Is(err, first) || !strings.Contains(err.Error(), "attempt 10000 failed") || len(err.Error()) > 1024 {
 		t.Errorf("message of %d bytes, first error found %v: %.300s", len(err.Error()), errors.Is(err, first), err)
 	}
-	if !strings.Contains(err.Error(), fmt.Sprintf("%d more", attempts-resilience.MaxKeptErrors)) {
+	if !strings.Contains(err.Error(), fmt.Sprintf("%d more", attempts-maxKeptErrors)) {
 		t.Errorf("message does not count the omitted errors: %.300s", err)
 	}
 }
