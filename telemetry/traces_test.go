@@ -49,8 +49,11 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: int64(0), KeyReason: "success",
 		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: nil,
 	})
-	if bt := attrs(root.Attributes())[KeyBackoffTotal].AsFloat64(); bt < 1.005 {
-		t.Errorf("gotry.backoff.total = %v, want >= 1.005", bt)
+	// The planned delays add up to 1.005 s; the time spent retaining each
+	// superseded response counts against its delay (so the sleeps may be a
+	// little shorter on a loaded machine), and real sleeps may overrun.
+	if bt := attrs(root.Attributes())[KeyBackoffTotal].AsFloat64(); bt < 0.95 || bt > 2 {
+		t.Errorf("gotry.backoff.total = %v, want about 1.005", bt)
 	}
 	if root.Status().Code != codes.Unset {
 		t.Errorf("request span status %v, want unset", root.Status())
