@@ -64,7 +64,8 @@ type BreakerConfig struct {
 	// keeps rejecting. When every breaker in the new key's shard is open, the
 	// new key is served untracked: admitted as if its breaker were closed,
 	// with nothing recorded (it cannot open), until an OpenDuration ends and
-	// room can be made. Breakers.Untracked counts those admissions.
+	// room can be made. transport.Transport.UntrackedAdmissions counts those
+	// admissions.
 	MaxBreakers int
 }
 
@@ -128,11 +129,11 @@ type ticket struct {
 // Probe reports whether the ticket admits a half-open probe.
 func (t ticket) Probe() bool { return t.probe }
 
-// Breakers is a bounded set of circuit breakers, one per key. State is
+// breakerSet is a bounded set of circuit breakers, one per key. State is
 // evaluated lazily when it is read: there are no timers and no background
 // goroutines. Lookups are sharded, so requests to different keys do not
 // contend on one lock. Safe for concurrent use.
-type Breakers struct {
+type breakerSet struct {
 	cfg       BreakerConfig
 	seed      maphash.Seed
 	shards    []breakerShard
@@ -165,15 +166,15 @@ type breaker struct {
 	gen      uint64    // bumped on every state change; stale tickets are ignored
 }
 
-// NewBreakers returns an empty set configured by cfg (zero fields take their
+// newBreakerSet returns an empty set configured by cfg (zero fields take their
 // defaults). It panics if a field is negative.
-func NewBreakers(cfg BreakerConfig) *Breakers {
+func newBreakerSet(cfg BreakerConfig) *breakerSet {
 	cfg = cfg.withDefaults()
 	n := 16
 	if cfg.MaxBreakers < 64 {
 		n = 1
 	}
-	b := &Breakers{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
+	b := &breakerSet{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
 	b.shardCap = max(1, cfg.MaxBreakers/n)
 	for i := range b.shards {
 		b.shards[i].m = make(map[string]*breaker)
@@ -182,9 +183,9 @@ func NewBreakers(cfg BreakerConfig) *Breakers {
 }
 
 // Config returns the effective configuration, defaults filled in.
-func (b *Breakers) Config() BreakerConfig { return b.cfg }
+func (b *breakerSet) Config() BreakerConfig { return b.cfg }
 
-func (b *Breakers) shard(key string) *breakerShard {
+func (b *breakerSet) shard(key string) *breakerShard {
 	if len(b.shards) == 1 {
 		return &b.shards[0]
 	}
@@ -194,7 +195,7 @@ func (b *Breakers) shard(key string) *breakerShard {
 // get returns key's breaker, creating (and evicting to make room) if needed.
 // It returns nil when the key's shard is full of open breakers: the key is
 // then served untracked (see BreakerConfig.MaxBreakers).
-func (b *Breakers) get(key string, now time.Time) *breaker {
+func (b *breakerSet) get(key string, now time.Time) *breaker {
 	s := b.shard(key)
 	s.mu.RLock()
 	br := s.m[key]
@@ -271,10 +272,10 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Dur
 // Untracked returns how many admissions were served untracked because every
 // breaker in the key's shard was open (see BreakerConfig.MaxBreakers). It
 // only grows; export it as a counter.
-func (b *Breakers) Untracked() uint64 { return b.untracked.Load() }
+func (b *breakerSet) Untracked() uint64 { return b.untracked.Load() }
 
 // Len returns the number of tracked keys.
-func (b *Breakers) Len() int {
+func (b *breakerSet) Len() int {
 	n := 0
 	for i := range b.shards {
 		s := &b.shards[i]
@@ -286,7 +287,7 @@ func (b *Breakers) Len() int {
 }
 
 // State returns key's state at now; an untracked key is closed.
-func (b *Breakers) State(key string, now time.Time) BreakerState {
+func (b *breakerSet) State(key string, now time.Time) BreakerState {
 	s := b.shard(key)
 	s.mu.RLock()
 	br := s.m[key]
@@ -304,7 +305,7 @@ func (b *Breakers) State(key string, now time.Time) BreakerState {
 
 // Each calls fn with every tracked key and its state at now. fn runs without
 // any breaker lock held; states may change while Each runs.
-func (b *Breakers) Each(now time.Time, fn func(key string, state BreakerState)) {
+func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState)) {
 	type kv struct {
 		k string
 		s BreakerState
@@ -334,18 +335,18 @@ func (b *Breakers) Each(now time.Time, fn func(key string, state BreakerState)) 
 // has passed, then turns half-open and admits up to HalfOpenProbes probes at
 // once. The returned transition (if Changed) must be reported by the caller
 // after Admit returns.
-func (b *Breakers) admit(key string, now time.Time) (ticket, transition, error) {
+func (b *breakerSet) admit(key string, now time.Time) (ticket, transition, error) {
 	return b.allow(key, now, true)
 }
 
 // AdmitRetry asks key's breaker to admit a later attempt of a request that is
 // already running (a retry or hedge). Only a closed breaker admits: a
 // half-open breaker's probes are whole requests, not retries.
-func (b *Breakers) admitRetry(key string, now time.Time) (ticket, transition, error) {
+func (b *breakerSet) admitRetry(key string, now time.Time) (ticket, transition, error) {
 	return b.allow(key, now, false)
 }
 
-func (b *Breakers) allow(key string, now time.Time, admission bool) (ticket, transition, error) {
+func (b *breakerSet) allow(key string, now time.Time, admission bool) (ticket, transition, error) {
 	br := b.get(key, now)
 	if br == nil {
 		b.untracked.Add(1)
@@ -372,7 +373,7 @@ func (b *Breakers) allow(key string, now time.Time, admission bool) (ticket, tra
 // Done reports the outcome of an admitted attempt. Results from a previous
 // generation (the breaker changed state since the ticket was issued) are
 // dropped. A probe's slot is released whatever the outcome.
-func (b *Breakers) done(t ticket, o outcome, now time.Time) transition {
+func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 	br := t.b
 	if br == nil {
 		return transition{}

@@ -22,7 +22,7 @@ func TestBreakerStateString(t *testing.T) {
 }
 
 func TestBreakerConfigDefaults(t *testing.T) {
-	got := NewBreakers(BreakerConfig{}).Config()
+	got := newBreakerSet(BreakerConfig{}).Config()
 	want := BreakerConfig{FailureThreshold: DefaultFailureThreshold, OpenDuration: DefaultOpenDuration, HalfOpenProbes: DefaultHalfOpenProbes, MaxBreakers: DefaultMaxBreakers}
 	if got != want {
 		t.Fatalf("defaults = %+v, want %+v", got, want)
@@ -39,14 +39,14 @@ func TestBreakerConfigRejectsNegatives(t *testing.T) {
 		{BreakerConfig{HalfOpenProbes: -2}, "HalfOpenProbes"},
 		{BreakerConfig{MaxBreakers: -3}, "MaxBreakers"},
 	} {
-		if msg := panicMessage(func() { NewBreakers(c.cfg) }); !strings.Contains(msg, c.want) {
+		if msg := panicMessage(func() { newBreakerSet(c.cfg) }); !strings.Contains(msg, c.want) {
 			t.Errorf("panic %q does not name %s", msg, c.want)
 		}
 	}
 }
 
 // fail admits and fails one attempt at now, returning the transitions seen.
-func fail(t *testing.T, b *Breakers, key string, now time.Time) []transition {
+func fail(t *testing.T, b *breakerSet, key string, now time.Time) []transition {
 	t.Helper()
 	tk, tr, err := b.admit(key, now)
 	if err != nil {
@@ -56,7 +56,7 @@ func fail(t *testing.T, b *Breakers, key string, now time.Time) []transition {
 }
 
 func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second})
 	fail(t, b, "h", t0)
 	fail(t, b, "h", t0)
 	// A success resets the count.
@@ -79,7 +79,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 }
 
 func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1})
 	tk, _, _ := b.admit("h", t0)
 	b.done(tk, outcomeIgnore, t0)
 	if s := b.State("h", t0); s != BreakerClosed {
@@ -89,7 +89,7 @@ func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
 
 func TestBreakerHalfOpenProbes(t *testing.T) {
 	cfg := BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, HalfOpenProbes: 2}
-	b := NewBreakers(cfg)
+	b := newBreakerSet(cfg)
 	fail(t, b, "h", t0)
 	later := t0.Add(time.Second)
 	p1, tr, err := b.admit("h", later)
@@ -122,7 +122,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 }
 
 func TestBreakerProbeFailureReopens(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
 	fail(t, b, "h", t0)
 	at := t0.Add(time.Second)
 	p, _, _ := b.admit("h", at)
@@ -135,7 +135,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 }
 
 func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
 	old, _, _ := b.admit("h", t0)
 	fail(t, b, "h", t0) // opens
 	if tr := b.done(old, outcomeSuccess, t0); tr.Changed() || b.State("h", t0) != BreakerOpen {
@@ -144,7 +144,7 @@ func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
 }
 
 func TestBreakersAreBounded(t *testing.T) {
-	b := NewBreakers(BreakerConfig{MaxBreakers: 1000})
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 1000})
 	for i := 0; i < 100000; i++ {
 		tk, _, _ := b.admit(fmt.Sprintf("host-%d", i), t0.Add(time.Duration(i)))
 		b.done(tk, outcomeSuccess, t0)
@@ -155,7 +155,7 @@ func TestBreakersAreBounded(t *testing.T) {
 }
 
 func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
-	b := NewBreakers(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
 	fail(t, b, "bad", t0)
 	for i := 0; i < 100; i++ {
 		if _, _, err := b.admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1))); err != nil {
@@ -168,7 +168,7 @@ func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
 }
 
 func TestBreakersEach(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1})
 	fail(t, b, "a", t0)
 	if _, _, err := b.admit("b", t0); err != nil {
 		t.Fatalf("Admit b: %v", err)
@@ -191,7 +191,7 @@ func TestBreakerProperties(t *testing.T) {
 			OpenDuration:     time.Duration(rapid.IntRange(1, 10).Draw(t, "open")) * time.Second,
 			HalfOpenProbes:   rapid.IntRange(1, 3).Draw(t, "probes"),
 		}
-		b := NewBreakers(cfg)
+		b := newBreakerSet(cfg)
 		now := t0
 		var held []ticket
 		var openedAt time.Time
@@ -238,7 +238,7 @@ func TestBreakerProperties(t *testing.T) {
 }
 
 func TestBreakersConcurrentUse(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond, MaxBreakers: 64})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond, MaxBreakers: 64})
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -264,7 +264,7 @@ func TestBreakersConcurrentUse(t *testing.T) {
 // that still rejects; once an OpenDuration ends, room is made as usual.
 func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 	fc := fakeclock.New(t0)
-	b := NewBreakers(BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second})
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second})
 	fail(t, b, "a", fc.Now())
 	fc.Advance(time.Second)
 	fail(t, b, "b", fc.Now())

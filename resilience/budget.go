@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// budgetWindow is how long a request's deposit stays in a Budget.
+// budgetWindow is how long a request's deposit stays in a budget.
 const budgetWindow = 10 * time.Second
 
 const (
@@ -23,7 +23,7 @@ const (
 	epochMod = (1 << (64 - countBits)) / budgetBuckets * budgetBuckets
 )
 
-// Budget caps how many retries (and hedges) a client may add on top of its
+// retryBudget caps how many retries (and hedges) a client may add on top of its
 // own traffic, so retries cannot amplify an outage.
 //
 // Every original request deposits ratio tokens; deposits expire after
@@ -51,9 +51,9 @@ const (
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
-// concurrent requests never queue on a mutex. A nil *Budget allows
+// concurrent requests never queue on a mutex. A nil *retryBudget allows
 // everything. Safe for concurrent use.
-type Budget struct {
+type retryBudget struct {
 	ratio     float64
 	minPerSec int64
 
@@ -65,10 +65,10 @@ type Budget struct {
 	floor    [budgetBuckets]atomic.Uint64 // retries paid from the per-second floor
 }
 
-// NewBudget returns a budget. ratio must be a finite number ≥ 0 and minPerSec
-// ≥ 0; NewBudget panics otherwise, naming the argument. NewBudget(0, 0)
+// newRetryBudget returns a budget. ratio must be a finite number ≥ 0 and
+// minPerSec ≥ 0; it panics otherwise, naming the argument. newRetryBudget(0, 0)
 // returns nil: no budget, every retry allowed.
-func NewBudget(ratio float64, minPerSec int) *Budget {
+func newRetryBudget(ratio float64, minPerSec int) *retryBudget {
 	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
 		panic(fmt.Sprintf("resilience: budget ratio must be a finite number >= 0, got %v", ratio))
 	}
@@ -78,7 +78,7 @@ func NewBudget(ratio float64, minPerSec int) *Budget {
 	if ratio == 0 && minPerSec == 0 {
 		return nil
 	}
-	return &Budget{ratio: ratio, minPerSec: int64(minPerSec)}
+	return &retryBudget{ratio: ratio, minPerSec: int64(minPerSec)}
 }
 
 // epochOf numbers now's bucket: whole seconds since the Unix epoch, modulo
@@ -132,7 +132,7 @@ func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
 }
 
 // Deposit records one original request at now.
-func (b *Budget) Deposit(now time.Time) {
+func (b *retryBudget) Deposit(now time.Time) {
 	if b == nil || b.ratio == 0 {
 		return
 	}
@@ -143,12 +143,12 @@ func (b *Budget) Deposit(now time.Time) {
 // Withdraw spends one token for a retry or hedge about to launch at now and
 // reports whether it was allowed. It first uses the per-second floor, then
 // the deposits.
-func (b *Budget) Withdraw(now time.Time) bool {
+func (b *retryBudget) Withdraw(now time.Time) bool {
 	_, ok := b.take(now)
 	return ok
 }
 
-// budgetToken is one token taken from a Budget, which Refund gives back. The
+// budgetToken is one token taken from a budget, which Refund gives back. The
 // zero value refunds nothing.
 type budgetToken struct {
 	w     *atomic.Uint64 // the bucket word it was paid from
@@ -167,7 +167,7 @@ func (t budgetToken) Refund() {
 
 // Take is Withdraw returning the token it spent, so that a retry that does
 // not launch after all can Refund it.
-func (b *Budget) take(now time.Time) (budgetToken, bool) {
+func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	if b == nil {
 		return budgetToken{}, true
 	}
@@ -195,7 +195,7 @@ func (b *Budget) take(now time.Time) (budgetToken, bool) {
 
 // Tokens returns how many retries could launch at now: the unspent deposits
 // plus what is left of this second's floor.
-func (b *Budget) Tokens(now time.Time) float64 {
+func (b *retryBudget) Tokens(now time.Time) float64 {
 	if b == nil {
 		return math.Inf(1)
 	}

@@ -25,8 +25,8 @@ import (
 // memory.
 type Engine struct {
 	clock    clock.Clock
-	budget   *Budget
-	breakers *Breakers
+	budget   *retryBudget
+	breakers *breakerSet
 	hooks    Hooks
 	timers   sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
 	runs     sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
@@ -34,29 +34,63 @@ type Engine struct {
 
 // EngineConfig configures an Engine. Every field is optional.
 type EngineConfig struct {
-	// Budget limits retries and hedges; nil allows them all.
-	Budget *Budget
-	// Breakers keeps a circuit breaker per call key; nil disables breaking.
-	Breakers *Breakers
+	// BudgetRatio and BudgetMinPerSec set the retry budget that every
+	// retry and hedge spends from: each call deposits BudgetRatio tokens,
+	// which expire after 10 s, and BudgetMinPerSec retries per second are
+	// always allowed. Both 0 (the zero value) disable it. The budget is
+	// lock-free; NewEngine panics on a negative, NaN or infinite ratio or a
+	// negative minimum.
+	BudgetRatio     float64
+	BudgetMinPerSec int
+	// Breaker, when set, keeps a circuit breaker per call key with this
+	// configuration (zero fields take their defaults; NewEngine panics on
+	// negative ones); nil disables breaking.
+	Breaker *BreakerConfig
 	// Hooks observe every call.
 	Hooks Hooks
 	// Clock is the time source; nil means the real clock. Tests inject a fake.
 	Clock clock.Clock
 }
 
-// NewEngine returns an engine for cfg.
+// NewEngine returns an engine for cfg. It panics, naming the field, on a
+// configuration that makes no sense.
 func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	return &Engine{clock: cfg.Clock, budget: cfg.Budget, breakers: cfg.Breakers, hooks: cfg.Hooks}
+	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks}
+	if cfg.Breaker != nil {
+		e.breakers = newBreakerSet(*cfg.Breaker)
+	}
+	return e
 }
 
-// Budget returns the engine's retry budget (nil when there is none).
-func (e *Engine) Budget() *Budget { return e.budget }
+// BreakerState returns key's breaker state (closed when breaking is off or
+// the key is not tracked).
+func (e *Engine) BreakerState(key string) BreakerState {
+	if e.breakers == nil {
+		return BreakerClosed
+	}
+	return e.breakers.State(key, e.clock.Now())
+}
 
-// Breakers returns the engine's breakers (nil when breaking is off).
-func (e *Engine) Breakers() *Breakers { return e.breakers }
+// EachBreaker calls fn for every tracked key with its breaker state, with no
+// lock held. It does nothing when breaking is off.
+func (e *Engine) EachBreaker(fn func(key string, s BreakerState)) {
+	if e.breakers != nil {
+		e.breakers.Each(e.clock.Now(), fn)
+	}
+}
+
+// UntrackedAdmissions returns how many calls were admitted without a
+// breaker because every breaker in their key's shard was open (see
+// BreakerConfig.MaxBreakers); 0 when breaking is off.
+func (e *Engine) UntrackedAdmissions() uint64 {
+	if e.breakers == nil {
+		return 0
+	}
+	return e.breakers.Untracked()
+}
 
 // Hooks returns the engine's hooks.
 func (e *Engine) Hooks() Hooks { return e.hooks }

@@ -324,7 +324,7 @@ func TestEngineCancelledDuringBackoffReturnsContextError(t *testing.T) {
 
 func TestEngineBudgetStopsRetries(t *testing.T) {
 	rec := &recorder{}
-	e := NewEngine(EngineConfig{Budget: NewBudget(0, 1), Hooks: rec.hooks()})
+	e := NewEngine(EngineConfig{BudgetMinPerSec: 1, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	res := Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
 	// The floor allows one retry in this second; the second retry is refused.
@@ -338,8 +338,7 @@ func TestEngineBudgetStopsRetries(t *testing.T) {
 
 func TestEngineBreakerRejectsAtAdmission(t *testing.T) {
 	rec := &recorder{}
-	br := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour})
-	e := NewEngine(EngineConfig{Breakers: br, Hooks: rec.hooks()})
+	e := NewEngine(EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), e, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 3}})
 	if op.Calls() != 1 || rec.end.Reason != ReasonCircuitOpen {
@@ -360,8 +359,7 @@ func TestEngineBreakerRejectsAtAdmission(t *testing.T) {
 func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	br := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
-	e := newTestEngine(fc, rec, EngineConfig{Breakers: br})
+	e := newTestEngine(fc, rec, EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), e, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 1}})
 	fc.Advance(time.Second)
@@ -369,7 +367,7 @@ func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	if op.Calls() != 2 || res.Value != 503 || !rec.end.Probe || rec.end.Reason != ReasonCircuitOpen {
 		t.Fatalf("probe: calls %d res %+v end %+v", op.Calls(), res, rec.end)
 	}
-	if br.State("h", fc.Now()) != BreakerOpen {
+	if e.BreakerState("h") != BreakerOpen {
 		t.Fatal("failed probe did not re-open the breaker")
 	}
 }

@@ -8,23 +8,29 @@ import (
 	"time"
 )
 
-// ErrCircuitOpen is returned (wrapped in a *CircuitOpenError) when a request
-// is rejected at admission because its key's breaker is open, or half-open
-// with every probe slot taken. Match it with errors.Is.
-var ErrCircuitOpen = errors.New("circuit breaker is open")
+// The sentinel errors, matched with errors.Is.
+var (
+	// ErrCircuitOpen is returned (wrapped in a *CircuitOpenError) when a
+	// request is rejected at admission because its key's breaker is open,
+	// or half-open with every probe slot taken.
+	ErrCircuitOpen = errors.New("resilience: circuit breaker is open")
 
-// ErrAttemptTimeout marks an attempt that ran past its per-attempt timeout.
-// Unlike an expired caller deadline, it is retryable. The error an attempt
-// returns in that case matches both ErrAttemptTimeout and
-// context.DeadlineExceeded.
-var ErrAttemptTimeout = errors.New("attempt timed out")
+	// ErrAttemptTimeout marks an attempt that ran past its per-attempt
+	// timeout. Unlike an expired caller deadline, it is retryable. The error
+	// an attempt returns in that case matches both ErrAttemptTimeout and
+	// context.DeadlineExceeded.
+	ErrAttemptTimeout = errors.New("resilience: attempt timed out")
 
-// ErrAttemptLost is the cancellation cause (context.Cause) of an attempt
-// that was cancelled on purpose because another attempt won, or because the
-// call ended without it. Code running inside an attempt can tell it from the
-// caller's cancellation and from a per-attempt timeout, whose cause is
-// ErrAttemptTimeout.
-var ErrAttemptLost = errors.New("attempt lost to another attempt")
+	// ErrAttemptLost is the cancellation cause (context.Cause) of an attempt
+	// that was cancelled on purpose because another attempt won, or because
+	// the call ended without it. Code running inside an attempt can tell it
+	// from the caller's cancellation and from a per-attempt timeout, whose
+	// cause is ErrAttemptTimeout.
+	ErrAttemptLost = errors.New("resilience: attempt lost to another attempt")
+
+	// ErrPermanent marks an error that must not be retried; see Permanent.
+	ErrPermanent = errors.New("resilience: permanent error")
+)
 
 // CircuitOpenError is the rejection of a request by its breaker.
 type CircuitOpenError struct {
@@ -33,7 +39,7 @@ type CircuitOpenError struct {
 }
 
 func (e *CircuitOpenError) Error() string {
-	return fmt.Sprintf("resilience: %s: %v (%s)", e.Key, ErrCircuitOpen, e.State)
+	return fmt.Sprintf("resilience: %s: circuit breaker is open (%s)", e.Key, e.State)
 }
 
 // Is makes errors.Is(err, ErrCircuitOpen) true.
@@ -86,7 +92,7 @@ const maxKeptErrors = 8
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "gotry: gave up after %d attempts (%s): %v", e.Attempts, e.Reason, e.Err)
+	fmt.Fprintf(&b, "resilience: gave up after %d attempts (%s): %v", e.Attempts, e.Reason, e.Err)
 	if n := len(e.Errs); n > 1 {
 		b.WriteString(" (earlier: ")
 		for i, err := range e.Errs[:n-1] {

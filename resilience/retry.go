@@ -50,7 +50,7 @@ func WithMaxAttempts(n int) RetrierOption {
 // WithBackoff sets the delay between retries (default full jitter from
 // 100ms to 5s). It panics on nil.
 func WithBackoff(b Backoff) RetrierOption {
-	if IsNil(b) {
+	if isNil(b) {
 		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
 	}
 	return func(c *retrierConfig) { c.policy.Backoff = b }
@@ -74,12 +74,13 @@ func WithHedging(delay time.Duration, maxHedges int) RetrierOption {
 	return func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges }
 }
 
-// WithRetryBudget sets the budget as for NewBudget (default 0.1 and 10 per
-// second); WithRetryBudget(0, 0) disables it. It panics where NewBudget
-// would: on a negative, NaN or infinite ratio or a negative minPerSec.
+// WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
+// BudgetMinPerSec describe (default 0.1 and 10 per second);
+// WithRetryBudget(0, 0) disables it. It panics on a negative, NaN or
+// infinite ratio or a negative minPerSec.
 func WithRetryBudget(ratio float64, minPerSec int) RetrierOption {
 	defer renamePanic("WithRetryBudget")
-	NewBudget(ratio, minPerSec) // validates
+	newRetryBudget(ratio, minPerSec) // validates
 	return func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec }
 }
 
@@ -137,18 +138,12 @@ func NewRetrier(opts ...RetrierOption) *Retrier {
 			o(&c)
 		}
 	}
-	ec := EngineConfig{Budget: NewBudget(c.ratio, c.minPS), Hooks: c.hooks, Clock: c.clock}
-	if c.breaker != nil {
-		ec.Breakers = NewBreakers(*c.breaker)
-	}
+	ec := EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker, Hooks: c.hooks, Clock: c.clock}
 	return &Retrier{engine: NewEngine(ec), policy: c.policy, retryIf: c.retryIf}
 }
 
-// Engine returns the retrier's engine (for its budget and breakers).
+// Engine returns the retrier's engine, to read its budget and breakers.
 func (r *Retrier) Engine() *Engine { return r.engine }
-
-// ErrPermanent marks an error that must not be retried; see Permanent.
-var ErrPermanent = errors.New("permanent error")
 
 type permanentError struct{ err error }
 

@@ -337,11 +337,9 @@ func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registra
 			var buf [1]attribute.KeyValue
 			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
 		}
-		if b := e.Breakers(); b != nil {
-			b.Each(e.Now(), func(key string, s resilience.BreakerState) {
-				observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
-			})
-		}
+		e.EachBreaker(func(key string, s resilience.BreakerState) {
+			observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
+		})
 		return nil
 	}, in.budgetTokens, in.breakerState)
 }

@@ -93,7 +93,7 @@ func WithMaxAttempts(n int) Option {
 // (default DefaultBackoff). It panics on nil; use resilience.Constant(0) to
 // retry without waiting.
 func WithBackoff(b resilience.Backoff) Option {
-	if resilience.IsNil(b) {
+	if nilBackoff(b) {
 		invalid("WithBackoff", "backoff must not be nil (use resilience.Constant(0) for no delay)")
 	}
 	return optionFunc(func(c *config) { c.backoff = b })
@@ -139,7 +139,7 @@ func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 			invalid("WithCircuitBreaker", "%v", r)
 		}
 	}()
-	resilience.NewBreakers(cfg) // validates
+	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates
 	return optionFunc(func(c *config) { c.breaker = &cfg })
 }
 
@@ -237,4 +237,11 @@ func WithClock(cl clock.Clock) Option {
 			c.clock = cl
 		}
 	})
+}
+
+// nilBackoff reports whether b is nil, or a nil function wrapped in
+// resilience.BackoffFunc (which is not a nil interface).
+func nilBackoff(b resilience.Backoff) bool {
+	f, ok := b.(resilience.BackoffFunc)
+	return b == nil || ok && f == nil
 }

@@ -58,7 +58,7 @@ func (p Policy) validate() error {
 		return fmt.Errorf("gotry: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
 	case p.PerAttemptTimeout < 0:
 		return fmt.Errorf("gotry: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
-	case p.Backoff != nil && resilience.IsNil(p.Backoff):
+	case p.Backoff != nil && nilBackoff(p.Backoff):
 		return fmt.Errorf("gotry: invalid Policy.Backoff: a nil BackoffFunc")
 	}
 	return nil

@@ -38,12 +38,11 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	ec := resilience.EngineConfig{
-		Budget: resilience.NewBudget(cfg.budgetRatio, cfg.budgetMinPerSec),
-		Hooks:  cfg.hooks,
-		Clock:  cfg.clock,
-	}
-	if cfg.breaker != nil {
-		ec.Breakers = resilience.NewBreakers(*cfg.breaker)
+		BudgetRatio:     cfg.budgetRatio,
+		BudgetMinPerSec: cfg.budgetMinPerSec,
+		Breaker:         cfg.breaker,
+		Hooks:           cfg.hooks,
+		Clock:           cfg.clock,
 	}
 	return &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
 }
@@ -55,18 +54,13 @@ func (t *Transport) BudgetTokens() float64 { return t.engine.BudgetTokens() }
 // BreakerState returns host's breaker state (closed when the breaker is off
 // or the host is not tracked).
 func (t *Transport) BreakerState(host string) resilience.BreakerState {
-	if b := t.engine.Breakers(); b != nil {
-		return b.State(host, t.engine.Now())
-	}
-	return resilience.BreakerClosed
+	return t.engine.BreakerState(host)
 }
 
 // EachBreaker calls fn for every tracked host with its breaker state. fn runs
 // with no lock held. For gauges; does nothing when the breaker is off.
 func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState)) {
-	if b := t.engine.Breakers(); b != nil {
-		b.Each(t.engine.Now(), fn)
-	}
+	t.engine.EachBreaker(fn)
 }
 
 // Unwrap returns the base transport.
