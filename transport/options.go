@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
@@ -76,7 +77,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // invalid panics with a message naming the option and the value.
 func invalid(option string, format string, args ...any) {
-	panic(fmt.Sprintf("gotry: %s: %s", option, fmt.Sprintf(format, args...)))
+	panic(fmt.Sprintf("transport: %s: %s", option, fmt.Sprintf(format, args...)))
 }
 
 // WithMaxAttempts sets how many attempts a request may make, retries and
@@ -136,7 +137,7 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 	defer func() {
 		if r := recover(); r != nil {
-			invalid("WithCircuitBreaker", "%v", r)
+			invalid("WithCircuitBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
 		}
 	}()
 	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates

@@ -223,7 +223,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 		if cerr := c.req.Context().Err(); cerr != nil {
 			return 0, 0, cerr // the caller's context ended the reading, as net/http would report it
 		}
-		return 0, 0, errors.Join(errors.New("gotry: reading request body to buffer it"), err)
+		return 0, 0, errors.Join(errors.New("transport: reading request body to buffer it"), err)
 	}
 	c.firstIsOriginal = false
 	if once != nil {
@@ -242,7 +242,7 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
 		b, err := c.getBody()
 		if err != nil {
-			return nil, errors.Join(errors.New("gotry: GetBody failed"), err)
+			return nil, errors.Join(errors.New("transport: GetBody failed"), err)
 		}
 		body = b
 	}
