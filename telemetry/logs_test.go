@@ -156,6 +156,12 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 	if !equal(got, want) {
 		t.Errorf("breaker lines %q, want %q", got, want)
 	}
+	// Each transition is logged in the trace of the request that moved it.
+	for _, l := range lines(r.logs, MsgBreakerState) {
+		if id, _ := l.ContextMap()["trace_id"].(string); id == "" {
+			t.Errorf("breaker line %v has no trace_id", l.ContextMap())
+		}
+	}
 	rejected := lines(r.logs, MsgBreakerReject)
 	if len(rejected) != 1 {
 		t.Fatalf("%d rejection lines, want 1", len(rejected))
