@@ -221,10 +221,12 @@ type Result[T any] struct {
 	Context context.Context
 
 	// What Finish does: cancel the returned attempt's own context, fire
-	// OnResultDone with the event.
-	cancel context.CancelCauseFunc
-	onDone func(ResultDoneEvent)
-	done   ResultDoneEvent
+	// OnResultDone for the call of key and subject. (The event is built at
+	// Finish: the transport keeps a Result in every body it wraps.)
+	cancel  context.CancelCauseFunc
+	onDone  func(ResultDoneEvent)
+	key     string
+	subject any
 }
 
 // Finish ends the returned attempt once its value is no longer in use (for
@@ -237,9 +239,7 @@ func (r *Result[T]) Finish(err error) {
 		r.cancel(nil)
 	}
 	if r.onDone != nil {
-		e := r.done
-		e.Err = err
-		r.onDone(e)
+		r.onDone(ResultDoneEvent{Event: Event{Context: r.Context, Key: r.key, Subject: r.subject}, Attempt: r.Attempt, Err: err})
 	}
 }
 

@@ -333,8 +333,7 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
 	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, cancel: a.cancel}
 	if h := r.e.hooks.OnResultDone; h != nil {
-		res.onDone = h
-		res.done = ResultDoneEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject}, Attempt: a.info.Number}
+		res.onDone, res.key, res.subject = h, r.c.Key, r.c.Subject
 	}
 	return res
 }
