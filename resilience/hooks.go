@@ -252,8 +252,8 @@ type ResultDoneEvent struct {
 // synchronously on the goroutine that drives the call (for the transport,
 // the one that called RoundTrip), except where a field says otherwise, so
 // keep them fast. The engine never calls a hook while holding a lock, so a
-// hook may read the Budget or Breakers (or the transport's BudgetTokens and
-// BreakerState). A panicking hook is not recovered. Payloads, and the
+// hook may call the Engine's BudgetTokens and BreakerState (or the
+// transport's). A panicking hook is not recovered. Payloads, and the
 // request a Subject points to, must not be modified; only an
 // AttemptStartEvent's Carrier may be written.
 type Hooks struct {
@@ -279,9 +279,10 @@ type Hooks struct {
 	OnBudgetExhausted func(e BudgetEvent)
 	// OnBreakerReject fires when a breaker refuses a call or an attempt.
 	OnBreakerReject func(e BreakerRejectEvent)
-	// OnBreakerStateChange fires after a breaker changed state, on the
-	// goroutine of the call whose admission or result moved it. Events for
-	// one key are not strictly ordered under contention.
+	// OnBreakerStateChange fires after a breaker changed state, in the
+	// context of the call whose admission or attempt moved it (on the
+	// attempt's goroutine for a hedge that ends after its call returned).
+	// Events for one key are not strictly ordered under contention.
 	OnBreakerStateChange func(e BreakerStateEvent)
 	// OnCallEnd fires once when the call returns.
 	OnCallEnd func(e CallEndEvent)
