@@ -219,6 +219,11 @@ type Result[T any] struct {
 	Attempt int
 	// Context is that attempt's context.
 	Context context.Context
+	// Detached reports that the call's attempts ran on goroutines of their
+	// own (hedging), so one may still be running, and using the Operation,
+	// after Execute returned; otherwise every attempt ran on the caller's
+	// goroutine and nothing holds the Operation any more.
+	Detached bool
 
 	// What Finish does: cancel the returned attempt's own context, fire
 	// OnResultDone for the call of key and subject. (The event is built at

@@ -546,3 +546,16 @@ func TestEnginePanicOnAttemptGoroutinePropagatesToCaller(t *testing.T) {
 		t.Fatalf("recovered %v", got)
 	}
 }
+
+// Result.Detached tells an adapter whether a late attempt may still use its
+// Operation after Execute returned: only when the call hedged.
+func TestResultDetachedOnlyWhenHedging(t *testing.T) {
+	op := &scripted{steps: []step{{v: 200}}}
+	seq := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, PerAttemptTimeout: time.Hour}})
+	hedged := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
+	seq.Finish(nil)
+	hedged.Finish(nil)
+	if seq.Detached || !hedged.Detached {
+		t.Errorf("Detached: sequential %v, hedged %v; want false, true", seq.Detached, hedged.Detached)
+	}
+}

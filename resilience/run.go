@@ -369,6 +369,7 @@ func (r *run[T]) wrap(err error, reason EndReason) error {
 // end fires OnCallEnd and returns res: every way out of a call passes here.
 func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
 	r.decide()
+	res.Detached = r.hedging
 	if h := r.e.hooks.OnCallEnd; h != nil {
 		now := r.e.clock.Now()
 		h(CallEndEvent{Event: r.event(), Start: r.start,

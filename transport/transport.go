@@ -91,8 +91,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
 	}
-	if pol.MaxAttempts <= 1 || pol.MaxHedges <= 0 || pol.HedgeDelay <= 0 {
-		// Not hedged: every attempt ran on this goroutine and none holds c.
+	if !res.Detached {
+		// Every attempt ran on this goroutine and none holds c.
 		*c = call{}
 		t.calls.Put(c)
 	}
