@@ -1,5 +1,10 @@
 package resilience
 
+// This file is a little over 400 lines because it is one concern: the
+// breaker's state machine and the bounded, sharded set that holds one per
+// key (eviction included); splitting the two would put the lock rules they
+// share in two places.
+
 import (
 	"fmt"
 	"hash/maphash"

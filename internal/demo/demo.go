@@ -1,5 +1,9 @@
 package demo
 
+// This file is over 400 lines because it is the demo's wiring, one step
+// after another (config, upstream, telemetry, transports, traffic, view);
+// each step's workings live in the files named for them.
+
 import (
 	"context"
 	"errors"
