@@ -1,8 +1,9 @@
 package demo
 
-// This file is over 400 lines because it is the demo's wiring, one step
-// after another (config, upstream, telemetry, transports, traffic, view);
-// each step's workings live in the files named for them.
+// This file is over 400 lines because it is the demo's wiring: its Config,
+// Run (upstream, telemetry, transports, traffic and view, one after
+// another), the metrics server and the summary; what each piece does lives
+// in the file named for it.
 
 import (
 	"context"
