@@ -38,15 +38,18 @@ const (
 	DontRetry
 )
 
-// String returns "default", "retry" or "dont-retry".
+// String returns "default", "retry" or "dont-retry", and "Decision(n)" for
+// a value outside them.
 func (d Decision) String() string {
 	switch d {
+	case Default:
+		return "default"
 	case Retry:
 		return "retry"
 	case DontRetry:
 		return "dont-retry"
 	}
-	return "default"
+	return "Decision(" + strconv.Itoa(int(d)) + ")"
 }
 
 // Classifier decides whether an attempt is retryable. It may be called

@@ -169,6 +169,7 @@ func TestDecisionString(t *testing.T) {
 		{transport.Default, "default"},
 		{transport.Retry, "retry"},
 		{transport.DontRetry, "dont-retry"},
+		{transport.Decision(7), "Decision(7)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {
