@@ -79,7 +79,7 @@ func (k *otelKit) shutdown() {
 func gotryTelemetry(base http.RoundTripper, k *otelKit, opts ...transport.Option) http.RoundTripper {
 	tel := telemetry.New(telemetry.WithTracerProvider(k.tp), telemetry.WithMeterProvider(k.mp),
 		telemetry.WithPropagators(k.prop), telemetry.WithLogger(k.log))
-	return transport.New(base, append(opts, transport.WithHooks(tel.TransportHooks()))...)
+	return transport.New(base, append(opts, transport.WithHooks(tel.Hooks()))...)
 }
 
 // gotryArmed has every protection armed on the success path: a breaker,

@@ -126,9 +126,9 @@ func (d decorrelated) Delay(_ int, prev time.Duration) time.Duration {
 	return min(d.max, jitter.Uniform(d.base, hi, rand.Int64N))
 }
 
-// IsNil reports whether b is nil or a nil BackoffFunc, either of which
+// isNil reports whether b is nil or a nil BackoffFunc, either of which
 // would crash at the first retry.
-func IsNil(b Backoff) bool {
+func isNil(b Backoff) bool {
 	if b == nil {
 		return true
 	}

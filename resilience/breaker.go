@@ -1,5 +1,10 @@
 package resilience
 
+// This file is a little over 400 lines because it is one concern: the
+// breaker's state machine and the bounded, sharded set that holds one per
+// key (eviction included); splitting the two would put the lock rules they
+// share in two places.
+
 import (
 	"fmt"
 	"hash/maphash"
@@ -64,7 +69,8 @@ type BreakerConfig struct {
 	// keeps rejecting. When every breaker in the new key's shard is open, the
 	// new key is served untracked: admitted as if its breaker were closed,
 	// with nothing recorded (it cannot open), until an OpenDuration ends and
-	// room can be made. Breakers.Untracked counts those admissions.
+	// room can be made. transport.Transport.UntrackedAdmissions counts those
+	// admissions.
 	MaxBreakers int
 }
 
@@ -98,41 +104,41 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 	return c
 }
 
-// Outcome is what one admitted attempt tells its breaker.
-type Outcome int
+// outcome is what one admitted attempt tells its breaker.
+type outcome int
 
 // Outcomes reported to a breaker.
 const (
-	OutcomeIgnore  Outcome = iota // neither success nor failure (caller cancelled, non-retryable error)
-	OutcomeSuccess                // a non-retryable result
-	OutcomeFailure                // a retryable result
+	outcomeIgnore  outcome = iota // neither success nor failure (caller cancelled, non-retryable error)
+	outcomeSuccess                // a non-retryable result
+	outcomeFailure                // a retryable result
 )
 
-// Transition is a breaker state change, to be reported once no lock is held.
-type Transition struct {
+// transition is a breaker state change, to be reported once no lock is held.
+type transition struct {
 	Key      string
 	From, To BreakerState
 }
 
 // Changed reports whether t records a change.
-func (t Transition) Changed() bool { return t.From != t.To }
+func (t transition) Changed() bool { return t.From != t.To }
 
-// Ticket is an admission by a breaker; hand it back with Done. The zero
-// Ticket (no breaker) accepts Done as a no-op.
-type Ticket struct {
+// ticket is an admission by a breaker; hand it back with Done. The zero
+// ticket (no breaker) accepts Done as a no-op.
+type ticket struct {
 	b     *breaker
 	gen   uint64
 	probe bool
 }
 
 // Probe reports whether the ticket admits a half-open probe.
-func (t Ticket) Probe() bool { return t.probe }
+func (t ticket) Probe() bool { return t.probe }
 
-// Breakers is a bounded set of circuit breakers, one per key. State is
+// breakerSet is a bounded set of circuit breakers, one per key. State is
 // evaluated lazily when it is read: there are no timers and no background
 // goroutines. Lookups are sharded, so requests to different keys do not
 // contend on one lock. Safe for concurrent use.
-type Breakers struct {
+type breakerSet struct {
 	cfg       BreakerConfig
 	seed      maphash.Seed
 	shards    []breakerShard
@@ -165,15 +171,15 @@ type breaker struct {
 	gen      uint64    // bumped on every state change; stale tickets are ignored
 }
 
-// NewBreakers returns an empty set configured by cfg (zero fields take their
+// newBreakerSet returns an empty set configured by cfg (zero fields take their
 // defaults). It panics if a field is negative.
-func NewBreakers(cfg BreakerConfig) *Breakers {
+func newBreakerSet(cfg BreakerConfig) *breakerSet {
 	cfg = cfg.withDefaults()
 	n := 16
 	if cfg.MaxBreakers < 64 {
 		n = 1
 	}
-	b := &Breakers{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
+	b := &breakerSet{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
 	b.shardCap = max(1, cfg.MaxBreakers/n)
 	for i := range b.shards {
 		b.shards[i].m = make(map[string]*breaker)
@@ -182,9 +188,9 @@ func NewBreakers(cfg BreakerConfig) *Breakers {
 }
 
 // Config returns the effective configuration, defaults filled in.
-func (b *Breakers) Config() BreakerConfig { return b.cfg }
+func (b *breakerSet) Config() BreakerConfig { return b.cfg }
 
-func (b *Breakers) shard(key string) *breakerShard {
+func (b *breakerSet) shard(key string) *breakerShard {
 	if len(b.shards) == 1 {
 		return &b.shards[0]
 	}
@@ -194,7 +200,7 @@ func (b *Breakers) shard(key string) *breakerShard {
 // get returns key's breaker, creating (and evicting to make room) if needed.
 // It returns nil when the key's shard is full of open breakers: the key is
 // then served untracked (see BreakerConfig.MaxBreakers).
-func (b *Breakers) get(key string, now time.Time) *breaker {
+func (b *breakerSet) get(key string, now time.Time) *breaker {
 	s := b.shard(key)
 	s.mu.RLock()
 	br := s.m[key]
@@ -271,10 +277,10 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Dur
 // Untracked returns how many admissions were served untracked because every
 // breaker in the key's shard was open (see BreakerConfig.MaxBreakers). It
 // only grows; export it as a counter.
-func (b *Breakers) Untracked() uint64 { return b.untracked.Load() }
+func (b *breakerSet) Untracked() uint64 { return b.untracked.Load() }
 
 // Len returns the number of tracked keys.
-func (b *Breakers) Len() int {
+func (b *breakerSet) Len() int {
 	n := 0
 	for i := range b.shards {
 		s := &b.shards[i]
@@ -286,7 +292,7 @@ func (b *Breakers) Len() int {
 }
 
 // State returns key's state at now; an untracked key is closed.
-func (b *Breakers) State(key string, now time.Time) BreakerState {
+func (b *breakerSet) State(key string, now time.Time) BreakerState {
 	s := b.shard(key)
 	s.mu.RLock()
 	br := s.m[key]
@@ -304,7 +310,7 @@ func (b *Breakers) State(key string, now time.Time) BreakerState {
 
 // Each calls fn with every tracked key and its state at now. fn runs without
 // any breaker lock held; states may change while Each runs.
-func (b *Breakers) Each(now time.Time, fn func(key string, state BreakerState)) {
+func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState)) {
 	type kv struct {
 		k string
 		s BreakerState
@@ -334,52 +340,52 @@ func (b *Breakers) Each(now time.Time, fn func(key string, state BreakerState)) 
 // has passed, then turns half-open and admits up to HalfOpenProbes probes at
 // once. The returned transition (if Changed) must be reported by the caller
 // after Admit returns.
-func (b *Breakers) Admit(key string, now time.Time) (Ticket, Transition, error) {
+func (b *breakerSet) admit(key string, now time.Time) (ticket, transition, error) {
 	return b.allow(key, now, true)
 }
 
 // AdmitRetry asks key's breaker to admit a later attempt of a request that is
 // already running (a retry or hedge). Only a closed breaker admits: a
 // half-open breaker's probes are whole requests, not retries.
-func (b *Breakers) AdmitRetry(key string, now time.Time) (Ticket, Transition, error) {
+func (b *breakerSet) admitRetry(key string, now time.Time) (ticket, transition, error) {
 	return b.allow(key, now, false)
 }
 
-func (b *Breakers) allow(key string, now time.Time, admission bool) (Ticket, Transition, error) {
+func (b *breakerSet) allow(key string, now time.Time, admission bool) (ticket, transition, error) {
 	br := b.get(key, now)
 	if br == nil {
 		b.untracked.Add(1)
-		return Ticket{}, Transition{Key: key}, nil // served untracked: as if closed, nothing recorded
+		return ticket{}, transition{Key: key}, nil // served untracked: as if closed, nothing recorded
 	}
 	br.lastUsed.Store(now.UnixNano())
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	tr := Transition{Key: key, From: br.state, To: br.state}
+	tr := transition{Key: key, From: br.state, To: br.state}
 	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
 		br.setLocked(BreakerHalfOpen)
 		tr.To = BreakerHalfOpen
 	}
 	switch {
 	case br.state == BreakerClosed:
-		return Ticket{b: br, gen: br.gen}, tr, nil
+		return ticket{b: br, gen: br.gen}, tr, nil
 	case br.state == BreakerHalfOpen && admission && br.probes < b.cfg.HalfOpenProbes:
 		br.probes++
-		return Ticket{b: br, gen: br.gen, probe: true}, tr, nil
+		return ticket{b: br, gen: br.gen, probe: true}, tr, nil
 	}
-	return Ticket{}, tr, &CircuitOpenError{Key: key, State: br.state}
+	return ticket{}, tr, &CircuitOpenError{Key: key, State: br.state}
 }
 
 // Done reports the outcome of an admitted attempt. Results from a previous
 // generation (the breaker changed state since the ticket was issued) are
 // dropped. A probe's slot is released whatever the outcome.
-func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
+func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 	br := t.b
 	if br == nil {
-		return Transition{}
+		return transition{}
 	}
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	tr := Transition{Key: br.key, From: br.state, To: br.state}
+	tr := transition{Key: br.key, From: br.state, To: br.state}
 	if t.probe {
 		// A probe holds its slot until it completes, whatever happened to
 		// the breaker meanwhile, so probes in flight never pile up.
@@ -391,9 +397,9 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 	switch br.state {
 	case BreakerClosed:
 		switch o {
-		case OutcomeSuccess:
+		case outcomeSuccess:
 			br.failures = 0
-		case OutcomeFailure:
+		case outcomeFailure:
 			br.failures++
 			if br.failures >= b.cfg.FailureThreshold {
 				br.openedAt = now
@@ -402,9 +408,9 @@ func (b *Breakers) Done(t Ticket, o Outcome, now time.Time) Transition {
 		}
 	case BreakerHalfOpen:
 		switch o {
-		case OutcomeSuccess:
+		case outcomeSuccess:
 			br.setLocked(BreakerClosed)
-		case OutcomeFailure:
+		case outcomeFailure:
 			br.openedAt = now
 			br.setLocked(BreakerOpen)
 		}

@@ -22,7 +22,7 @@ func TestBreakerStateString(t *testing.T) {
 }
 
 func TestBreakerConfigDefaults(t *testing.T) {
-	got := NewBreakers(BreakerConfig{}).Config()
+	got := newBreakerSet(BreakerConfig{}).Config()
 	want := BreakerConfig{FailureThreshold: DefaultFailureThreshold, OpenDuration: DefaultOpenDuration, HalfOpenProbes: DefaultHalfOpenProbes, MaxBreakers: DefaultMaxBreakers}
 	if got != want {
 		t.Fatalf("defaults = %+v, want %+v", got, want)
@@ -39,39 +39,39 @@ func TestBreakerConfigRejectsNegatives(t *testing.T) {
 		{BreakerConfig{HalfOpenProbes: -2}, "HalfOpenProbes"},
 		{BreakerConfig{MaxBreakers: -3}, "MaxBreakers"},
 	} {
-		if msg := panicMessage(func() { NewBreakers(c.cfg) }); !strings.Contains(msg, c.want) {
+		if msg := panicMessage(func() { newBreakerSet(c.cfg) }); !strings.Contains(msg, c.want) {
 			t.Errorf("panic %q does not name %s", msg, c.want)
 		}
 	}
 }
 
 // fail admits and fails one attempt at now, returning the transitions seen.
-func fail(t *testing.T, b *Breakers, key string, now time.Time) []Transition {
+func fail(t *testing.T, b *breakerSet, key string, now time.Time) []transition {
 	t.Helper()
-	tk, tr, err := b.Admit(key, now)
+	tk, tr, err := b.admit(key, now)
 	if err != nil {
 		t.Fatalf("Admit: %v", err)
 	}
-	return []Transition{tr, b.Done(tk, OutcomeFailure, now)}
+	return []transition{tr, b.done(tk, outcomeFailure, now)}
 }
 
 func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second})
 	fail(t, b, "h", t0)
 	fail(t, b, "h", t0)
 	// A success resets the count.
-	tk, _, _ := b.Admit("h", t0)
-	b.Done(tk, OutcomeSuccess, t0)
+	tk, _, _ := b.admit("h", t0)
+	b.done(tk, outcomeSuccess, t0)
 	fail(t, b, "h", t0)
 	fail(t, b, "h", t0)
 	if s := b.State("h", t0); s != BreakerClosed {
 		t.Fatalf("state after 2 consecutive failures = %v", s)
 	}
 	trs := fail(t, b, "h", t0)
-	if trs[1] != (Transition{Key: "h", From: BreakerClosed, To: BreakerOpen}) {
+	if trs[1] != (transition{Key: "h", From: BreakerClosed, To: BreakerOpen}) {
 		t.Fatalf("transition = %+v", trs[1])
 	}
-	_, _, err := b.Admit("h", t0.Add(999*time.Millisecond))
+	_, _, err := b.admit("h", t0.Add(999*time.Millisecond))
 	var coe *CircuitOpenError
 	if !errors.Is(err, ErrCircuitOpen) || !errors.As(err, &coe) || coe.State != BreakerOpen || coe.Key != "h" {
 		t.Fatalf("Admit while open: %v", err)
@@ -79,9 +79,9 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 }
 
 func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
-	tk, _, _ := b.Admit("h", t0)
-	b.Done(tk, OutcomeIgnore, t0)
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1})
+	tk, _, _ := b.admit("h", t0)
+	b.done(tk, outcomeIgnore, t0)
 	if s := b.State("h", t0); s != BreakerClosed {
 		t.Fatalf("state = %v", s)
 	}
@@ -89,65 +89,65 @@ func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
 
 func TestBreakerHalfOpenProbes(t *testing.T) {
 	cfg := BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, HalfOpenProbes: 2}
-	b := NewBreakers(cfg)
+	b := newBreakerSet(cfg)
 	fail(t, b, "h", t0)
 	later := t0.Add(time.Second)
-	p1, tr, err := b.Admit("h", later)
-	if err != nil || !p1.Probe() || tr != (Transition{Key: "h", From: BreakerOpen, To: BreakerHalfOpen}) {
+	p1, tr, err := b.admit("h", later)
+	if err != nil || !p1.Probe() || tr != (transition{Key: "h", From: BreakerOpen, To: BreakerHalfOpen}) {
 		t.Fatalf("first probe: %v %+v %v", p1, tr, err)
 	}
-	p2, _, err := b.Admit("h", later)
+	p2, _, err := b.admit("h", later)
 	if err != nil || !p2.Probe() {
 		t.Fatalf("second probe refused: %v", err)
 	}
-	if _, _, err := b.Admit("h", later); !errors.Is(err, ErrCircuitOpen) {
+	if _, _, err := b.admit("h", later); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("third concurrent probe admitted: %v", err)
 	}
-	if _, _, err := b.AdmitRetry("h", later); !errors.Is(err, ErrCircuitOpen) {
+	if _, _, err := b.admitRetry("h", later); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("a retry was admitted while half-open: %v", err)
 	}
 	// An ignored probe frees its slot without deciding.
-	b.Done(p2, OutcomeIgnore, later)
-	p3, _, err := b.Admit("h", later)
+	b.done(p2, outcomeIgnore, later)
+	p3, _, err := b.admit("h", later)
 	if err != nil || !p3.Probe() {
 		t.Fatalf("freed slot not reusable: %v", err)
 	}
-	if tr := b.Done(p1, OutcomeSuccess, later); tr.To != BreakerClosed {
+	if tr := b.done(p1, outcomeSuccess, later); tr.To != BreakerClosed {
 		t.Fatalf("probe success: %+v", tr)
 	}
 	// p3 belonged to the half-open generation: its late failure is stale.
-	if tr := b.Done(p3, OutcomeFailure, later); tr.Changed() || b.State("h", later) != BreakerClosed {
+	if tr := b.done(p3, outcomeFailure, later); tr.Changed() || b.State("h", later) != BreakerClosed {
 		t.Fatalf("stale probe result changed state: %+v", tr)
 	}
 }
 
 func TestBreakerProbeFailureReopens(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
 	fail(t, b, "h", t0)
 	at := t0.Add(time.Second)
-	p, _, _ := b.Admit("h", at)
-	if tr := b.Done(p, OutcomeFailure, at); tr.To != BreakerOpen {
+	p, _, _ := b.admit("h", at)
+	if tr := b.done(p, outcomeFailure, at); tr.To != BreakerOpen {
 		t.Fatalf("probe failure: %+v", tr)
 	}
-	if _, _, err := b.Admit("h", at.Add(999*time.Millisecond)); err == nil {
+	if _, _, err := b.admit("h", at.Add(999*time.Millisecond)); err == nil {
 		t.Fatal("re-opened breaker admitted before OpenDuration")
 	}
 }
 
 func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
-	old, _, _ := b.Admit("h", t0)
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	old, _, _ := b.admit("h", t0)
 	fail(t, b, "h", t0) // opens
-	if tr := b.Done(old, OutcomeSuccess, t0); tr.Changed() || b.State("h", t0) != BreakerOpen {
+	if tr := b.done(old, outcomeSuccess, t0); tr.Changed() || b.State("h", t0) != BreakerOpen {
 		t.Fatalf("a result from before the breaker opened closed it: %+v", tr)
 	}
 }
 
 func TestBreakersAreBounded(t *testing.T) {
-	b := NewBreakers(BreakerConfig{MaxBreakers: 1000})
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 1000})
 	for i := 0; i < 100000; i++ {
-		tk, _, _ := b.Admit(fmt.Sprintf("host-%d", i), t0.Add(time.Duration(i)))
-		b.Done(tk, OutcomeSuccess, t0)
+		tk, _, _ := b.admit(fmt.Sprintf("host-%d", i), t0.Add(time.Duration(i)))
+		b.done(tk, outcomeSuccess, t0)
 	}
 	if n := b.Len(); n > 1000 {
 		t.Fatalf("tracking %d breakers, bound 1000", n)
@@ -155,10 +155,10 @@ func TestBreakersAreBounded(t *testing.T) {
 }
 
 func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
-	b := NewBreakers(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
 	fail(t, b, "bad", t0)
 	for i := 0; i < 100; i++ {
-		if _, _, err := b.Admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1))); err != nil {
+		if _, _, err := b.admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1))); err != nil {
 			t.Fatalf("Admit h%d: %v", i, err)
 		}
 	}
@@ -168,9 +168,9 @@ func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
 }
 
 func TestBreakersEach(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 1})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1})
 	fail(t, b, "a", t0)
-	if _, _, err := b.Admit("b", t0); err != nil {
+	if _, _, err := b.admit("b", t0); err != nil {
 		t.Fatalf("Admit b: %v", err)
 	}
 	got := map[string]BreakerState{}
@@ -191,14 +191,14 @@ func TestBreakerProperties(t *testing.T) {
 			OpenDuration:     time.Duration(rapid.IntRange(1, 10).Draw(t, "open")) * time.Second,
 			HalfOpenProbes:   rapid.IntRange(1, 3).Draw(t, "probes"),
 		}
-		b := NewBreakers(cfg)
+		b := newBreakerSet(cfg)
 		now := t0
-		var held []Ticket
+		var held []ticket
 		var openedAt time.Time
 		for i, n := 0, rapid.IntRange(1, 200).Draw(t, "steps"); i < n; i++ {
 			switch rapid.IntRange(0, 2).Draw(t, "op") {
 			case 0:
-				tk, _, err := b.Admit("k", now)
+				tk, _, err := b.admit("k", now)
 				if err == nil {
 					if !openedAt.IsZero() && now.Sub(openedAt) < cfg.OpenDuration {
 						t.Fatalf("admitted %v after opening at %v (OpenDuration %v)", now, openedAt, cfg.OpenDuration)
@@ -212,8 +212,8 @@ func TestBreakerProperties(t *testing.T) {
 				j := rapid.IntRange(0, len(held)-1).Draw(t, "which")
 				tk := held[j]
 				held = append(held[:j], held[j+1:]...)
-				o := Outcome(rapid.IntRange(0, 2).Draw(t, "outcome"))
-				tr := b.Done(tk, o, now)
+				o := outcome(rapid.IntRange(0, 2).Draw(t, "outcome"))
+				tr := b.done(tk, o, now)
 				switch {
 				case tr.To == BreakerOpen && tr.From != BreakerOpen:
 					openedAt = now
@@ -238,7 +238,7 @@ func TestBreakerProperties(t *testing.T) {
 }
 
 func TestBreakersConcurrentUse(t *testing.T) {
-	b := NewBreakers(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond, MaxBreakers: 64})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond, MaxBreakers: 64})
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -246,9 +246,9 @@ func TestBreakersConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				now := t0.Add(time.Duration(i) * time.Millisecond)
-				tk, _, err := b.Admit(fmt.Sprintf("h%d", (g*i)%100), now)
+				tk, _, err := b.admit(fmt.Sprintf("h%d", (g*i)%100), now)
 				if err == nil {
-					b.Done(tk, Outcome(i%3), now)
+					b.done(tk, outcome(i%3), now)
 				}
 			}
 		}(g)
@@ -264,18 +264,18 @@ func TestBreakersConcurrentUse(t *testing.T) {
 // that still rejects; once an OpenDuration ends, room is made as usual.
 func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 	fc := fakeclock.New(t0)
-	b := NewBreakers(BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second})
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second})
 	fail(t, b, "a", fc.Now())
 	fc.Advance(time.Second)
 	fail(t, b, "b", fc.Now())
 	fc.Advance(time.Second)
 
 	for i := 0; i < 3; i++ {
-		tk, tr, err := b.Admit("c", fc.Now())
+		tk, tr, err := b.admit("c", fc.Now())
 		if err != nil || tr.Changed() {
 			t.Fatalf("Admit(c) with every breaker open: %v, %+v; want admitted untracked", err, tr)
 		}
-		if tr := b.Done(tk, OutcomeFailure, fc.Now()); tr.Changed() {
+		if tr := b.done(tk, outcomeFailure, fc.Now()); tr.Changed() {
 			t.Fatalf("an untracked key's failure changed a breaker: %+v", tr)
 		}
 	}
@@ -289,20 +289,20 @@ func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 		t.Errorf("Len() = %d, want 2", n)
 	}
 	for _, k := range []string{"a", "b"} {
-		if _, _, err := b.Admit(k, fc.Now()); !errors.Is(err, ErrCircuitOpen) {
+		if _, _, err := b.admit(k, fc.Now()); !errors.Is(err, ErrCircuitOpen) {
 			t.Fatalf("Admit(%s) before its OpenDuration ended: %v, want ErrCircuitOpen", k, err)
 		}
 	}
 
 	// a's OpenDuration ends: it may go, and c is tracked in its place.
 	fc.Advance(8 * time.Second)
-	if _, _, err := b.Admit("c", fc.Now()); err != nil {
+	if _, _, err := b.admit("c", fc.Now()); err != nil {
 		t.Fatalf("Admit(c): %v", err)
 	}
 	if got := b.Untracked(); got != 3 {
 		t.Errorf("Untracked() = %d after room was made, want still 3", got)
 	}
-	if _, _, err := b.Admit("b", fc.Now()); !errors.Is(err, ErrCircuitOpen) {
+	if _, _, err := b.admit("b", fc.Now()); !errors.Is(err, ErrCircuitOpen) {
 		t.Fatalf("Admit(b), still within its OpenDuration: %v, want ErrCircuitOpen", err)
 	}
 	got := map[string]BreakerState{}

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// BudgetWindow is how long a request's deposit stays in a Budget.
-const BudgetWindow = 10 * time.Second
+// budgetWindow is how long a request's deposit stays in a budget.
+const budgetWindow = 10 * time.Second
 
 const (
-	budgetBuckets = 10 // one-second buckets across BudgetWindow
+	budgetBuckets = 10 // one-second buckets across budgetWindow
 	countBits     = 32 // low bits of a bucket word hold a count (4 billion a second is out of reach)
 	countMask     = 1<<countBits - 1
 	// epochMod is how many seconds a bucket's epoch counts before it wraps:
@@ -23,11 +23,11 @@ const (
 	epochMod = (1 << (64 - countBits)) / budgetBuckets * budgetBuckets
 )
 
-// Budget caps how many retries (and hedges) a client may add on top of its
+// retryBudget caps how many retries (and hedges) a client may add on top of its
 // own traffic, so retries cannot amplify an outage.
 //
 // Every original request deposits ratio tokens; deposits expire after
-// BudgetWindow, in whole seconds: the window is the current second and the
+// budgetWindow, in whole seconds: the window is the current second and the
 // nine before it. Each retry or hedge that launches spends one token. On top of
 // that, minPerSec retries per second are always allowed, so a client with
 // little traffic can still retry.
@@ -40,7 +40,7 @@ const (
 // An interval that is not aligned to whole seconds sees more, because it
 // touches one second more and because its first retries may spend deposits
 // made before it began: the retries launched in any interval I no longer than
-// BudgetWindow number at most
+// budgetWindow number at most
 //
 //	minPerSec × S + ⌊ratio × R⌋
 //
@@ -51,9 +51,9 @@ const (
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
-// concurrent requests never queue on a mutex. A nil *Budget allows
+// concurrent requests never queue on a mutex. A nil *retryBudget allows
 // everything. Safe for concurrent use.
-type Budget struct {
+type retryBudget struct {
 	ratio     float64
 	minPerSec int64
 
@@ -65,10 +65,10 @@ type Budget struct {
 	floor    [budgetBuckets]atomic.Uint64 // retries paid from the per-second floor
 }
 
-// NewBudget returns a budget. ratio must be a finite number ≥ 0 and minPerSec
-// ≥ 0; NewBudget panics otherwise, naming the argument. NewBudget(0, 0)
+// newRetryBudget returns a budget. ratio must be a finite number ≥ 0 and
+// minPerSec ≥ 0; it panics otherwise, naming the argument. newRetryBudget(0, 0)
 // returns nil: no budget, every retry allowed.
-func NewBudget(ratio float64, minPerSec int) *Budget {
+func newRetryBudget(ratio float64, minPerSec int) *retryBudget {
 	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
 		panic(fmt.Sprintf("resilience: budget ratio must be a finite number >= 0, got %v", ratio))
 	}
@@ -78,7 +78,7 @@ func NewBudget(ratio float64, minPerSec int) *Budget {
 	if ratio == 0 && minPerSec == 0 {
 		return nil
 	}
-	return &Budget{ratio: ratio, minPerSec: int64(minPerSec)}
+	return &retryBudget{ratio: ratio, minPerSec: int64(minPerSec)}
 }
 
 // epochOf numbers now's bucket: whole seconds since the Unix epoch, modulo
@@ -132,7 +132,7 @@ func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
 }
 
 // Deposit records one original request at now.
-func (b *Budget) Deposit(now time.Time) {
+func (b *retryBudget) Deposit(now time.Time) {
 	if b == nil || b.ratio == 0 {
 		return
 	}
@@ -143,14 +143,14 @@ func (b *Budget) Deposit(now time.Time) {
 // Withdraw spends one token for a retry or hedge about to launch at now and
 // reports whether it was allowed. It first uses the per-second floor, then
 // the deposits.
-func (b *Budget) Withdraw(now time.Time) bool {
-	_, ok := b.Take(now)
+func (b *retryBudget) Withdraw(now time.Time) bool {
+	_, ok := b.take(now)
 	return ok
 }
 
-// BudgetToken is one token taken from a Budget, which Refund gives back. The
+// budgetToken is one token taken from a budget, which Refund gives back. The
 // zero value refunds nothing.
-type BudgetToken struct {
+type budgetToken struct {
 	w     *atomic.Uint64 // the bucket word it was paid from
 	epoch uint64         // that bucket's epoch when it was paid
 }
@@ -159,7 +159,7 @@ type BudgetToken struct {
 // launch (its sleep was interrupted, or the breaker refused it). A token
 // whose second has left the window is already forgotten: nothing to give
 // back. Refund a token at most once.
-func (t BudgetToken) Refund() {
+func (t budgetToken) Refund() {
 	if t.w != nil {
 		add(t.w, t.epoch, -1)
 	}
@@ -167,35 +167,35 @@ func (t BudgetToken) Refund() {
 
 // Take is Withdraw returning the token it spent, so that a retry that does
 // not launch after all can Refund it.
-func (b *Budget) Take(now time.Time) (BudgetToken, bool) {
+func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	if b == nil {
-		return BudgetToken{}, true
+		return budgetToken{}, true
 	}
 	e := epochOf(now)
 	if b.minPerSec > 0 {
 		w := &b.floor[e%budgetBuckets]
 		add(w, e, 1)
 		if read(w, e) <= b.minPerSec {
-			return BudgetToken{w: w, epoch: e}, true
+			return budgetToken{w: w, epoch: e}, true
 		}
 		add(w, e, -1)
 	}
 	if b.ratio == 0 {
-		return BudgetToken{}, false
+		return budgetToken{}, false
 	}
 	w := &b.spent[e%budgetBuckets]
 	add(w, e, 1)
 	allowed := math.Floor(b.ratio * float64(sum(&b.requests, e)))
 	if float64(sum(&b.spent, e)) <= allowed {
-		return BudgetToken{w: w, epoch: e}, true
+		return budgetToken{w: w, epoch: e}, true
 	}
 	add(w, e, -1)
-	return BudgetToken{}, false
+	return budgetToken{}, false
 }
 
 // Tokens returns how many retries could launch at now: the unspent deposits
 // plus what is left of this second's floor.
-func (b *Budget) Tokens(now time.Time) float64 {
+func (b *retryBudget) Tokens(now time.Time) float64 {
 	if b == nil {
 		return math.Inf(1)
 	}

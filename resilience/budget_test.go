@@ -14,7 +14,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestBudgetFloorAllowsMinPerSecond(t *testing.T) {
-	b := NewBudget(0, 3)
+	b := newRetryBudget(0, 3)
 	for i := 0; i < 3; i++ {
 		if !b.Withdraw(t0) {
 			t.Fatalf("withdrawal %d refused within the floor", i+1)
@@ -29,7 +29,7 @@ func TestBudgetFloorAllowsMinPerSecond(t *testing.T) {
 }
 
 func TestBudgetRatioOfRequests(t *testing.T) {
-	b := NewBudget(0.5, 0)
+	b := newRetryBudget(0.5, 0)
 	for i := 0; i < 10; i++ {
 		b.Deposit(t0)
 	}
@@ -46,20 +46,20 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 }
 
 func TestBudgetDepositsExpireAfterWindow(t *testing.T) {
-	b := NewBudget(1, 0)
+	b := newRetryBudget(1, 0)
 	b.Deposit(t0)
-	if got := b.Tokens(t0.Add(BudgetWindow - time.Second)); got != 1 {
+	if got := b.Tokens(t0.Add(budgetWindow - time.Second)); got != 1 {
 		t.Fatalf("Tokens inside the window = %v, want 1", got)
 	}
-	if b.Withdraw(t0.Add(BudgetWindow)) {
+	if b.Withdraw(t0.Add(budgetWindow)) {
 		t.Fatal("a deposit older than the window was spent")
 	}
 }
 
 func TestBudgetZeroIsNil(t *testing.T) {
-	b := NewBudget(0, 0)
+	b := newRetryBudget(0, 0)
 	if b != nil {
-		t.Fatal("NewBudget(0, 0) is not nil")
+		t.Fatal("newRetryBudget(0, 0) is not nil")
 	}
 	b.Deposit(t0)
 	if !b.Withdraw(t0) || !math.IsInf(b.Tokens(t0), 1) {
@@ -78,8 +78,8 @@ func TestNewBudgetRejectsNonsense(t *testing.T) {
 		{math.Inf(1), 0, "ratio"},
 		{0.1, -1, "minPerSec"},
 	} {
-		if msg := panicMessage(func() { NewBudget(c.ratio, c.min) }); !strings.Contains(msg, c.want) {
-			t.Errorf("NewBudget(%v, %d) panic %q, want mention of %s", c.ratio, c.min, msg, c.want)
+		if msg := panicMessage(func() { newRetryBudget(c.ratio, c.min) }); !strings.Contains(msg, c.want) {
+			t.Errorf("newRetryBudget(%v, %d) panic %q, want mention of %s", c.ratio, c.min, msg, c.want)
 		}
 	}
 }
@@ -97,7 +97,7 @@ func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.Float64Range(0, 2).Draw(t, "ratio")
 		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
-		b := NewBudget(ratio, minPS)
+		b := newRetryBudget(ratio, minPS)
 		if b == nil {
 			return
 		}
@@ -118,9 +118,9 @@ func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
 		// Check the window of every grant.
 		for _, at := range granted {
 			end := at.Truncate(time.Second).Add(time.Second)
-			start := end.Add(-BudgetWindow)
+			start := end.Add(-budgetWindow)
 			g, r := countIn(granted, start, end), countIn(requests, start, end)
-			limit := math.Floor(ratio*float64(r)) + float64(minPS)*BudgetWindow.Seconds()
+			limit := math.Floor(ratio*float64(r)) + float64(minPS)*budgetWindow.Seconds()
 			if float64(g) > limit {
 				t.Fatalf("window ending %v: %d retries granted, limit %v (ratio %v, %d requests, floor %d/s)", end, g, limit, ratio, r, minPS)
 			}
@@ -140,7 +140,7 @@ func countIn(ts []time.Time, start, end time.Time) int {
 }
 
 func TestBudgetConcurrentWithdrawalsNeverOverspend(t *testing.T) {
-	b := NewBudget(0.1, 0)
+	b := newRetryBudget(0.1, 0)
 	for i := 0; i < 1000; i++ {
 		b.Deposit(t0)
 	}
@@ -185,7 +185,7 @@ var budgetWraps = []struct {
 func TestBudgetExactAcrossEpochWrap(t *testing.T) {
 	for _, w := range budgetWraps {
 		t.Run(w.name, func(t *testing.T) {
-			b := NewBudget(1, 0)
+			b := newRetryBudget(1, 0)
 			start := w.at.Add(-5 * time.Second)
 			for i := 0; i < 10; i++ {
 				b.Deposit(start)
@@ -209,14 +209,14 @@ func TestBudgetExactAcrossEpochWrap(t *testing.T) {
 
 // TestBudgetBoundOverAnyInterval checks the bound the Budget documents for
 // intervals of any alignment: the retries granted in an interval I no longer
-// than BudgetWindow number at most minPerSec × S + ⌊ratio × R⌋, S being the
+// than budgetWindow number at most minPerSec × S + ⌊ratio × R⌋, S being the
 // whole seconds I touches (at most 11) and R the requests from nine seconds
 // before I's first second through its last second.
 func TestBudgetBoundOverAnyInterval(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.OneOf(rapid.Just(0.0), rapid.Just(0.5), rapid.Float64Range(0, 2)).Draw(t, "ratio")
 		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
-		b := NewBudget(ratio, minPS)
+		b := newRetryBudget(ratio, minPS)
 		if b == nil {
 			return
 		}
@@ -244,8 +244,8 @@ func TestBudgetBoundOverAnyInterval(t *testing.T) {
 			starts = append(starts, t0.Add(time.Duration(rapid.Int64Range(int64(-time.Second), int64(now.Sub(t0))).Draw(t, "start"))))
 		}
 		for _, a := range starts {
-			for _, d := range []time.Duration{BudgetWindow, BudgetWindow - time.Nanosecond,
-				time.Duration(rapid.Int64Range(0, int64(BudgetWindow)).Draw(t, "length"))} {
+			for _, d := range []time.Duration{budgetWindow, budgetWindow - time.Nanosecond,
+				time.Duration(rapid.Int64Range(0, int64(budgetWindow)).Draw(t, "length"))} {
 				end := a.Add(d) // the interval is [a, end], both ends included
 				first, last := a.Unix(), end.Unix()
 				g := countIn(granted, a, end.Add(time.Nanosecond))
@@ -266,7 +266,7 @@ func TestBudgetBoundOverAnyInterval(t *testing.T) {
 // than a window, so at minPerSec 5 and no requests, 55 retries launch between
 // 0.9 s and 10.0 s (9.1 s), not 50.
 func TestBudgetUnalignedIntervalTouchesElevenSeconds(t *testing.T) {
-	b := NewBudget(0, 5)
+	b := newRetryBudget(0, 5)
 	granted := 0
 	for _, at := range []time.Duration{900 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond,
 		3500 * time.Millisecond, 4500 * time.Millisecond, 5500 * time.Millisecond, 6500 * time.Millisecond,

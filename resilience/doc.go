@@ -6,9 +6,12 @@
 // The engine knows nothing of HTTP. Package transport adapts it to
 // http.RoundTripper (cloning requests, replaying bodies, classifying
 // responses, honouring Retry-After); Retry adapts it to any
-// func(context.Context) (T, error). Both share the same Budget, Breakers and
-// Hooks types, so one retry policy and one set of telemetry adapters serve
-// HTTP and non-HTTP work alike.
+// func(context.Context) (T, error). Both run on an Engine (its retry budget
+// and per-key breakers configured by EngineConfig) and report through one
+// set of Hooks and events, so one retry policy and one telemetry adapter
+// serve HTTP and non-HTTP work alike. Another protocol's adapter is an
+// Operation passed to Execute; see its example. ARCHITECTURE.md at
+// the repository's root draws one request's path.
 //
 // The rest of the kit lives in packages of its own below this one, which may
 // build on it but are never imported by it: resilience/schedule (a

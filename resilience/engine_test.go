@@ -121,8 +121,8 @@ func (r *recorder) hooks() Hooks {
 			r.add("budget refused %d %s", e.Attempt, e.Kind)
 		},
 		OnBreakerReject: func(e BreakerRejectEvent) { r.add("breaker rejected %d %s", e.Attempt, e.State) },
-		OnBreakerStateChange: func(k string, from, to BreakerState) {
-			r.add("breaker %s %s->%s", k, from, to)
+		OnBreakerStateChange: func(e BreakerStateEvent) {
+			r.add("breaker %s %s->%s", e.Key, e.From, e.To)
 		},
 		OnCallEnd: func(e CallEndEvent) {
 			r.add("end %s attempts=%d retries=%d hedges=%d", e.Reason, e.Attempts, e.Retries, e.Hedges)
@@ -324,7 +324,7 @@ func TestEngineCancelledDuringBackoffReturnsContextError(t *testing.T) {
 
 func TestEngineBudgetStopsRetries(t *testing.T) {
 	rec := &recorder{}
-	e := NewEngine(EngineConfig{Budget: NewBudget(0, 1), Hooks: rec.hooks()})
+	e := NewEngine(EngineConfig{BudgetMinPerSec: 1, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	res := Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
 	// The floor allows one retry in this second; the second retry is refused.
@@ -338,8 +338,7 @@ func TestEngineBudgetStopsRetries(t *testing.T) {
 
 func TestEngineBreakerRejectsAtAdmission(t *testing.T) {
 	rec := &recorder{}
-	br := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour})
-	e := NewEngine(EngineConfig{Breakers: br, Hooks: rec.hooks()})
+	e := NewEngine(EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), e, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 3}})
 	if op.Calls() != 1 || rec.end.Reason != ReasonCircuitOpen {
@@ -360,8 +359,7 @@ func TestEngineBreakerRejectsAtAdmission(t *testing.T) {
 func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	br := NewBreakers(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
-	e := newTestEngine(fc, rec, EngineConfig{Breakers: br})
+	e := newTestEngine(fc, rec, EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), e, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 1}})
 	fc.Advance(time.Second)
@@ -369,7 +367,7 @@ func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	if op.Calls() != 2 || res.Value != 503 || !rec.end.Probe || rec.end.Reason != ReasonCircuitOpen {
 		t.Fatalf("probe: calls %d res %+v end %+v", op.Calls(), res, rec.end)
 	}
-	if br.State("h", fc.Now()) != BreakerOpen {
+	if e.BreakerState("h") != BreakerOpen {
 		t.Fatal("failed probe did not re-open the breaker")
 	}
 }
@@ -385,7 +383,7 @@ func TestEngineHedgeWinsAndLoserIsCancelled(t *testing.T) {
 	}
 	fc.Advance(50 * time.Millisecond)
 	res := <-done
-	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || res.Finish == nil {
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.NeedsFinish() {
 		t.Fatalf("res %+v", res)
 	}
 	res.Finish(nil)
@@ -470,7 +468,7 @@ func TestEngineAttemptTimeoutErrorIsDistinct(t *testing.T) {
 	}
 }
 
-func TestCombineHooksCallsBothInOrder(t *testing.T) {
+func TestCombineCallsBothInOrder(t *testing.T) {
 	var got []string
 	type key struct{}
 	a := Hooks{
@@ -546,5 +544,18 @@ func TestEnginePanicOnAttemptGoroutinePropagatesToCaller(t *testing.T) {
 	}()
 	if got != "attempt exploded" {
 		t.Fatalf("recovered %v", got)
+	}
+}
+
+// Result.Detached tells an adapter whether a late attempt may still use its
+// Operation after Execute returned: only when the call hedged.
+func TestResultDetachedOnlyWhenHedging(t *testing.T) {
+	op := &scripted{steps: []step{{v: 200}}}
+	seq := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, PerAttemptTimeout: time.Hour}})
+	hedged := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
+	seq.Finish(nil)
+	hedged.Finish(nil)
+	if seq.Detached || !hedged.Detached {
+		t.Errorf("Detached: sequential %v, hedged %v; want false, true", seq.Detached, hedged.Detached)
 	}
 }

@@ -8,23 +8,29 @@ import (
 	"time"
 )
 
-// ErrCircuitOpen is returned (wrapped in a *CircuitOpenError) when a request
-// is rejected at admission because its key's breaker is open, or half-open
-// with every probe slot taken. Match it with errors.Is.
-var ErrCircuitOpen = errors.New("circuit breaker is open")
+// The sentinel errors, matched with errors.Is.
+var (
+	// ErrCircuitOpen is returned (wrapped in a *CircuitOpenError) when a
+	// request is rejected at admission because its key's breaker is open,
+	// or half-open with every probe slot taken.
+	ErrCircuitOpen = errors.New("resilience: circuit breaker is open")
 
-// ErrAttemptTimeout marks an attempt that ran past its per-attempt timeout.
-// Unlike an expired caller deadline, it is retryable. The error an attempt
-// returns in that case matches both ErrAttemptTimeout and
-// context.DeadlineExceeded.
-var ErrAttemptTimeout = errors.New("attempt timed out")
+	// ErrAttemptTimeout marks an attempt that ran past its per-attempt
+	// timeout. Unlike an expired caller deadline, it is retryable. The error
+	// an attempt returns in that case matches both ErrAttemptTimeout and
+	// context.DeadlineExceeded.
+	ErrAttemptTimeout = errors.New("resilience: attempt timed out")
 
-// ErrAttemptLost is the cancellation cause (context.Cause) of an attempt
-// that was cancelled on purpose because another attempt won, or because the
-// call ended without it. Code running inside an attempt can tell it from the
-// caller's cancellation and from a per-attempt timeout, whose cause is
-// ErrAttemptTimeout.
-var ErrAttemptLost = errors.New("attempt lost to another attempt")
+	// ErrAttemptLost is the cancellation cause (context.Cause) of an attempt
+	// that was cancelled on purpose because another attempt won, or because
+	// the call ended without it. Code running inside an attempt can tell it
+	// from the caller's cancellation and from a per-attempt timeout, whose
+	// cause is ErrAttemptTimeout.
+	ErrAttemptLost = errors.New("resilience: attempt lost to another attempt")
+
+	// ErrPermanent marks an error that must not be retried; see Permanent.
+	ErrPermanent = errors.New("resilience: permanent error")
+)
 
 // CircuitOpenError is the rejection of a request by its breaker.
 type CircuitOpenError struct {
@@ -33,7 +39,7 @@ type CircuitOpenError struct {
 }
 
 func (e *CircuitOpenError) Error() string {
-	return fmt.Sprintf("resilience: %s: %v (%s)", e.Key, ErrCircuitOpen, e.State)
+	return fmt.Sprintf("resilience: %s: circuit breaker is open (%s)", e.Key, e.State)
 }
 
 // Is makes errors.Is(err, ErrCircuitOpen) true.
@@ -62,7 +68,7 @@ func (e *attemptTimeoutError) Timeout() bool { return true }
 // holds the errors of the first and the most recent attempts, in the order
 // they ended, so errors.Is and errors.As find the error that started the
 // trouble and the ones that ended it. Its size is bounded whatever
-// MaxAttempts is: at most MaxKeptErrors errors are kept, and Omitted counts
+// MaxAttempts is: at most 8 errors are kept, and Omitted counts
 // the ones dropped from the middle.
 type Error struct {
 	// Attempts is the number of attempts launched (retries and hedges
@@ -70,7 +76,7 @@ type Error struct {
 	Attempts int
 	// Err is the error of the last attempt to end.
 	Err error
-	// Errs holds the errors of the first MaxKeptErrors/2 attempts to end
+	// Errs holds the errors of the first 4 attempts to end
 	// with one and of the most recent ones, oldest first (Err is the last).
 	Errs []error
 	// Omitted is how many errors between the first and the most recent
@@ -80,20 +86,20 @@ type Error struct {
 	Reason EndReason
 }
 
-// MaxKeptErrors bounds Error.Errs: half of it for the first errors of a
+// maxKeptErrors bounds Error.Errs: half of it for the first errors of a
 // call, half for the most recent.
-const MaxKeptErrors = 8
+const maxKeptErrors = 8
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "gotry: gave up after %d attempts (%s): %v", e.Attempts, e.Reason, e.Err)
+	fmt.Fprintf(&b, "resilience: gave up after %d attempts (%s): %v", e.Attempts, e.Reason, e.Err)
 	if n := len(e.Errs); n > 1 {
 		b.WriteString(" (earlier: ")
 		for i, err := range e.Errs[:n-1] {
 			if i > 0 {
 				b.WriteString("; ")
 			}
-			if e.Omitted > 0 && i == MaxKeptErrors/2 {
+			if e.Omitted > 0 && i == maxKeptErrors/2 {
 				fmt.Fprintf(&b, "... %d more ...; ", e.Omitted)
 			}
 			b.WriteString(err.Error())
@@ -112,7 +118,7 @@ func (e *Error) Unwrap() []error {
 	return e.Errs
 }
 
-// errorLog keeps the errors of a call within MaxKeptErrors: the first half
+// errorLog keeps the errors of a call within maxKeptErrors: the first half
 // as they come, then a window of the most recent ones.
 type errorLog struct {
 	errs    []error
@@ -120,11 +126,11 @@ type errorLog struct {
 }
 
 func (l *errorLog) add(err error) {
-	if len(l.errs) < MaxKeptErrors {
+	if len(l.errs) < maxKeptErrors {
 		l.errs = append(l.errs, err)
 		return
 	}
-	recent := l.errs[MaxKeptErrors/2:]
+	recent := l.errs[maxKeptErrors/2:]
 	copy(recent, recent[1:])
 	recent[len(recent)-1] = err
 	l.omitted++

@@ -2,9 +2,8 @@ package resilience
 
 import (
 	"context"
+	"strconv"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/hookutil"
 )
 
 // AttemptKind says why an attempt was launched.
@@ -17,15 +16,18 @@ const (
 	KindHedge                      // launched because the others were slow
 )
 
-// String returns "initial", "retry" or "hedge".
+// String returns "initial", "retry" or "hedge", and "AttemptKind(n)" for a
+// value outside them.
 func (k AttemptKind) String() string {
 	switch k {
+	case KindInitial:
+		return "initial"
 	case KindRetry:
 		return "retry"
 	case KindHedge:
 		return "hedge"
 	}
-	return "initial"
+	return "AttemptKind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // AttemptOutcome is what became of an attempt.
@@ -45,9 +47,12 @@ const (
 	AttemptCancelled
 )
 
-// String returns "success", "retryable", "failure" or "cancelled".
+// String returns "success", "retryable", "failure" or "cancelled", and
+// "AttemptOutcome(n)" for a value outside them.
 func (o AttemptOutcome) String() string {
 	switch o {
+	case AttemptSuccess:
+		return "success"
 	case AttemptRetryable:
 		return "retryable"
 	case AttemptFailure:
@@ -55,7 +60,7 @@ func (o AttemptOutcome) String() string {
 	case AttemptCancelled:
 		return "cancelled"
 	}
-	return "success"
+	return "AttemptOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // EndReason says why a call ended.
@@ -77,9 +82,12 @@ const (
 )
 
 // String returns the reason in snake case, e.g. "attempts_exhausted"; these
-// strings are also the telemetry attribute values.
+// strings are also the telemetry attribute values. A value outside the
+// reasons prints as "EndReason(n)".
 func (r EndReason) String() string {
 	switch r {
+	case ReasonSuccess:
+		return "success"
 	case ReasonNotRetryable:
 		return "not_retryable"
 	case ReasonAttemptsExhausted:
@@ -99,55 +107,69 @@ func (r EndReason) String() string {
 	case ReasonCanceled:
 		return "canceled"
 	}
-	return "success"
+	return "EndReason(" + strconv.Itoa(int(r)) + ")"
 }
 
 // GaveUp reports whether r is a give-up: a further attempt was wanted but
 // something stopped it.
 func (r EndReason) GaveUp() bool { return r != ReasonSuccess && r != ReasonNotRetryable }
 
-// Every event carries Context (the call's context as returned by
-// OnCallStart, or the attempt's as set by AttemptInfo.Context), Key (the
-// breaker key or operation name) and Subject (what the caller passed in
-// Call.Subject: the original *http.Request for the transport).
+// Event is what every event carries: which call it belongs to. It is
+// embedded in every event struct, so e.Context, e.Key and e.Subject read the
+// same way on each of them.
+type Event struct {
+	// Context is the context of the request or call the event belongs to:
+	// the attempt's (as OnAttemptStart returned it) for OnAttemptEnd and
+	// OnResultDone, the call's (as OnCallStart returned it) for every other
+	// event, breaker transitions and budget refusals included, so telemetry
+	// can put each event in the right trace. For OnCallStart it is the
+	// caller's context. Never nil.
+	Context context.Context
+	// Key is the breaker key (the host, for the transport) or the
+	// operation's name (for Retry).
+	Key string
+	// Subject is what the adapter passed in Call.Subject, unchanged: the
+	// caller's *http.Request for the transport (read it with
+	// transport.RequestOf), nil for Retry.
+	Subject any
+}
 
 // CallStartEvent: a call begins, before admission.
 type CallStartEvent struct {
-	Key     string
-	Subject any
-	Start   time.Time
+	Event
+	Start time.Time
 }
 
 // AttemptStartEvent: an attempt is about to be made.
 type AttemptStartEvent struct {
-	Key     string
-	Subject any
+	Event
 	Attempt int // 1-based
 	Kind    AttemptKind
 	Probe   bool // the attempt is a half-open breaker's probe
+	// Carrier is the attempt's private metadata, when the adapter has some:
+	// for the transport, the attempt request's own copy of the headers (read
+	// it with transport.HeaderOf), which a hook may modify to inject trace
+	// context. nil for Retry.
+	Carrier any
 }
 
 // AttemptEndEvent: an attempt's result is known and classified, or the
 // attempt was cancelled.
 type AttemptEndEvent struct {
-	Context  context.Context
-	Key      string
-	Subject  any
+	Event
 	Attempt  int
 	Kind     AttemptKind
 	Probe    bool
-	Code     int   // the result's status code, if the adapter has one
+	Code     int   // the result's status code, if the adapter has one (0 otherwise)
 	Err      error // the attempt's error, if any
 	Start    time.Time
-	Duration time.Duration
+	Duration time.Duration // until the result (for HTTP: the response headers) or the error
 	Outcome  AttemptOutcome
 }
 
 // RetryEvent: a retry has been scheduled after a retryable result.
 type RetryEvent struct {
-	Context context.Context
-	Key     string
-	Subject any
+	Event
 	// Attempt is the number of the attempt that failed.
 	Attempt int
 	// Delay is how long the engine waits before the retry (0 when it
@@ -155,15 +177,13 @@ type RetryEvent struct {
 	Delay time.Duration
 	// FromRetryAfter reports that Delay came from the server (Retry-After).
 	FromRetryAfter bool
-	Code           int
-	Err            error
+	Code           int   // the failed attempt's status code, 0 if none
+	Err            error // the failed attempt's error, if any
 }
 
 // BackoffEvent: a backoff sleep has ended (it fires after the sleep).
 type BackoffEvent struct {
-	Context        context.Context
-	Key            string
-	Subject        any
+	Event
 	Retry          int           // the retry this sleep precedes, 1-based
 	Start          time.Time     // when the sleep began
 	Delay          time.Duration // the planned length
@@ -174,9 +194,7 @@ type BackoffEvent struct {
 
 // HedgeEvent: a hedge attempt is launching.
 type HedgeEvent struct {
-	Context  context.Context
-	Key      string
-	Subject  any
+	Event
 	Attempt  int // the hedge's attempt number
 	InFlight int // attempts in flight, the hedge included
 	// Delay is the wait that triggered the hedge: the policy's fixed
@@ -187,27 +205,28 @@ type HedgeEvent struct {
 
 // BudgetEvent: the retry budget refused an attempt.
 type BudgetEvent struct {
-	Context context.Context
-	Key     string
-	Subject any
+	Event
 	Attempt int         // the attempt that was refused
 	Kind    AttemptKind // retry or hedge
 }
 
 // BreakerRejectEvent: a breaker refused a call (Attempt 0) or a later attempt.
 type BreakerRejectEvent struct {
-	Context context.Context
-	Key     string
-	Subject any
+	Event
 	Attempt int
 	State   BreakerState
 }
 
+// BreakerStateEvent: the breaker of Key changed state, during the call the
+// event's Context belongs to.
+type BreakerStateEvent struct {
+	Event
+	From, To BreakerState
+}
+
 // CallEndEvent: the call is over; the engine is about to return.
 type CallEndEvent struct {
-	Context  context.Context
-	Key      string
-	Subject  any
+	Event
 	Start    time.Time
 	Duration time.Duration
 	Attempts int           // launched, retries and hedges included
@@ -219,26 +238,40 @@ type CallEndEvent struct {
 	Reason   EndReason
 	Probe    bool // the call was a half-open breaker's probe
 	// Returned is the number of the attempt whose result was returned (0
-	// when an error was returned).
+	// when an error was returned); its span, say, should stay open until
+	// OnResultDone.
 	Returned int
 }
 
-// Hooks observe the engine. Every field is optional; a nil field costs
-// nothing. Hooks run synchronously on the goroutine that drives the call,
-// except OnAttemptEnd for an attempt that lost a race, which may run on that
-// attempt's goroutine after the call returned. The engine never calls a hook
-// while holding a lock, so a hook may read the Budget or Breakers. A
-// panicking hook is not recovered. Payloads must not be modified.
+// ResultDoneEvent: the caller is done with the returned result (see
+// Result.Finish).
+type ResultDoneEvent struct {
+	Event
+	Attempt int   // the attempt whose result was returned
+	Err     error // an error that ended the use early (for HTTP: a body read error other than io.EOF)
+}
+
+// Hooks observe calls: the one set of events of the engine, the transport
+// and Retry. Every field is optional; a nil field costs nothing. Hooks run
+// synchronously on the goroutine that drives the call (for the transport,
+// the one that called RoundTrip), except where a field says otherwise, so
+// keep them fast. The engine never calls a hook while holding a lock, so a
+// hook may call the Engine's BudgetTokens and BreakerState (or the
+// transport's). A panicking hook is not recovered. Payloads, and the
+// request a Subject points to, must not be modified; only an
+// AttemptStartEvent's Carrier may be written.
 type Hooks struct {
-	// OnCallStart fires when a call begins. The context it returns (which
-	// must derive from ctx) is the parent of every attempt, e.g. to open a
-	// span for the whole call.
+	// OnCallStart fires when a call begins, before the breaker is asked.
+	// The context it returns (which must derive from ctx) is the parent of
+	// every attempt's, e.g. carrying a span for the whole call.
 	OnCallStart func(ctx context.Context, e CallStartEvent) context.Context
-	// OnAttemptStart fires before each attempt; the context it returns
-	// becomes the attempt's context. The engine itself does not call it:
-	// adapters (Retry, the transport) call it where they build the attempt.
+	// OnAttemptStart fires before each attempt, on the goroutine that makes
+	// it (a hedge's own goroutine); the context it returns becomes the
+	// attempt's context.
 	OnAttemptStart func(ctx context.Context, e AttemptStartEvent) context.Context
-	// OnAttemptEnd fires once per attempt when its result is classified.
+	// OnAttemptEnd fires once per attempt when its result is known and
+	// classified, or it was cancelled. For an attempt that lost a hedge
+	// race it may fire on the attempt's goroutine, after the call returned.
 	OnAttemptEnd func(e AttemptEndEvent)
 	// OnRetry fires when a retry is scheduled, before any sleep.
 	OnRetry func(e RetryEvent)
@@ -250,27 +283,60 @@ type Hooks struct {
 	OnBudgetExhausted func(e BudgetEvent)
 	// OnBreakerReject fires when a breaker refuses a call or an attempt.
 	OnBreakerReject func(e BreakerRejectEvent)
-	// OnBreakerStateChange fires after a breaker changed state. Calls for one
-	// key are not strictly ordered under contention.
-	OnBreakerStateChange func(key string, from, to BreakerState)
+	// OnBreakerStateChange fires after a breaker changed state, in the
+	// context of the call whose admission or attempt moved it (on the
+	// attempt's goroutine for a hedge that ends after its call returned).
+	// Events for one key are not strictly ordered under contention.
+	OnBreakerStateChange func(e BreakerStateEvent)
 	// OnCallEnd fires once when the call returns.
 	OnCallEnd func(e CallEndEvent)
+	// OnResultDone fires once the caller is done with the returned result,
+	// on the goroutine that finished it: for the transport, when the
+	// response body is closed or read to EOF (installing it wraps every
+	// returned body); for Retry, as Retry returns. It does not fire when an
+	// error was returned.
+	OnResultDone func(e ResultDoneEvent)
 }
 
 // Combine returns hooks that call a's hook and then b's for every event.
-// Context-returning hooks are chained: b receives the context a returned.
-// Neither argument is modified.
+// Context-returning hooks are chained: b receives the context a returned;
+// both may write an AttemptStartEvent's Carrier. Neither argument is
+// modified, and a field nil in one argument is the other's func itself.
 func Combine(a, b Hooks) Hooks {
 	return Hooks{
-		OnCallStart:          hookutil.Chain(a.OnCallStart, b.OnCallStart),
-		OnAttemptStart:       hookutil.Chain(a.OnAttemptStart, b.OnAttemptStart),
-		OnAttemptEnd:         hookutil.Both(a.OnAttemptEnd, b.OnAttemptEnd),
-		OnRetry:              hookutil.Both(a.OnRetry, b.OnRetry),
-		OnBackoff:            hookutil.Both(a.OnBackoff, b.OnBackoff),
-		OnHedge:              hookutil.Both(a.OnHedge, b.OnHedge),
-		OnBudgetExhausted:    hookutil.Both(a.OnBudgetExhausted, b.OnBudgetExhausted),
-		OnBreakerReject:      hookutil.Both(a.OnBreakerReject, b.OnBreakerReject),
-		OnBreakerStateChange: hookutil.Both3(a.OnBreakerStateChange, b.OnBreakerStateChange),
-		OnCallEnd:            hookutil.Both(a.OnCallEnd, b.OnCallEnd),
+		OnCallStart:          chain(a.OnCallStart, b.OnCallStart),
+		OnAttemptStart:       chain(a.OnAttemptStart, b.OnAttemptStart),
+		OnAttemptEnd:         both(a.OnAttemptEnd, b.OnAttemptEnd),
+		OnRetry:              both(a.OnRetry, b.OnRetry),
+		OnBackoff:            both(a.OnBackoff, b.OnBackoff),
+		OnHedge:              both(a.OnHedge, b.OnHedge),
+		OnBudgetExhausted:    both(a.OnBudgetExhausted, b.OnBudgetExhausted),
+		OnBreakerReject:      both(a.OnBreakerReject, b.OnBreakerReject),
+		OnBreakerStateChange: both(a.OnBreakerStateChange, b.OnBreakerStateChange),
+		OnCallEnd:            both(a.OnCallEnd, b.OnCallEnd),
+		OnResultDone:         both(a.OnResultDone, b.OnResultDone),
 	}
+}
+
+// both returns a func calling f and then g, or whichever is non-nil.
+func both[E any](f, g func(E)) func(E) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(e E) { f(e); g(e) }
+}
+
+// chain chains two context-returning hooks: g receives the context f
+// returned.
+func chain[E any](f, g func(context.Context, E) context.Context) func(context.Context, E) context.Context {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(ctx context.Context, e E) context.Context { return g(f(ctx, e), e) }
 }

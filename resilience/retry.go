@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // Retrier runs any func(context.Context) (T, error) with the same engine as
@@ -33,13 +35,8 @@ type retrierConfig struct {
 	breaker *BreakerConfig
 	hooks   Hooks
 	retryIf func(error) bool
-	clock   clockOverride
+	clock   clock.Clock // nil: the wall clock
 }
-
-// Retrier defaults.
-const (
-	DefaultRetrierAttempts = 3
-)
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together
 // (default 3). It panics if n < 1.
@@ -53,7 +50,7 @@ func WithMaxAttempts(n int) RetrierOption {
 // WithBackoff sets the delay between retries (default full jitter from
 // 100ms to 5s). It panics on nil.
 func WithBackoff(b Backoff) RetrierOption {
-	if IsNil(b) {
+	if isNil(b) {
 		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
 	}
 	return func(c *retrierConfig) { c.policy.Backoff = b }
@@ -77,12 +74,13 @@ func WithHedging(delay time.Duration, maxHedges int) RetrierOption {
 	return func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges }
 }
 
-// WithRetryBudget sets the budget as for NewBudget (default 0.1 and 10 per
-// second); WithRetryBudget(0, 0) disables it. It panics where NewBudget
-// would: on a negative, NaN or infinite ratio or a negative minPerSec.
+// WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
+// BudgetMinPerSec describe (default 0.1 and 10 per second);
+// WithRetryBudget(0, 0) disables it. It panics on a negative, NaN or
+// infinite ratio or a negative minPerSec.
 func WithRetryBudget(ratio float64, minPerSec int) RetrierOption {
 	defer renamePanic("WithRetryBudget")
-	NewBudget(ratio, minPerSec) // validates
+	newRetryBudget(ratio, minPerSec) // validates
 	return func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec }
 }
 
@@ -108,6 +106,17 @@ func WithHooks(h Hooks) RetrierOption {
 	return func(c *retrierConfig) { c.hooks = Combine(c.hooks, h) }
 }
 
+// WithClock runs the Retrier on c (default the wall clock; nil is ignored).
+// As transport.WithClock, it is gotry's one way to inject time, for tests
+// inside this module (clock is an internal package).
+func WithClock(c clock.Clock) RetrierOption {
+	return func(rc *retrierConfig) {
+		if c != nil {
+			rc.clock = c
+		}
+	}
+}
+
 // WithRetryIf sets which errors are retried when a call gives no predicate
 // of its own (default DefaultRetryIf). It panics on nil.
 func WithRetryIf(f func(error) bool) RetrierOption {
@@ -120,7 +129,7 @@ func WithRetryIf(f func(error) bool) RetrierOption {
 // NewRetrier returns a Retrier.
 func NewRetrier(opts ...RetrierOption) *Retrier {
 	c := retrierConfig{
-		policy: Policy{MaxAttempts: DefaultRetrierAttempts, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
+		policy: Policy{MaxAttempts: 3, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
 		ratio:  0.1, minPS: 10,
 		retryIf: DefaultRetryIf,
 	}
@@ -129,18 +138,12 @@ func NewRetrier(opts ...RetrierOption) *Retrier {
 			o(&c)
 		}
 	}
-	ec := EngineConfig{Budget: NewBudget(c.ratio, c.minPS), Hooks: c.hooks, Clock: c.clock.clock}
-	if c.breaker != nil {
-		ec.Breakers = NewBreakers(*c.breaker)
-	}
+	ec := EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker, Hooks: c.hooks, Clock: c.clock}
 	return &Retrier{engine: NewEngine(ec), policy: c.policy, retryIf: c.retryIf}
 }
 
-// Engine returns the retrier's engine (for its budget and breakers).
+// Engine returns the retrier's engine, to read its budget and breakers.
 func (r *Retrier) Engine() *Engine { return r.engine }
-
-// ErrPermanent marks an error that must not be retried; see Permanent.
-var ErrPermanent = errors.New("permanent error")
 
 type permanentError struct{ err error }
 
@@ -190,9 +193,10 @@ func ReleaseWith[T any](release func(T)) RetryOption[T] {
 	return func(o *retryOp[T]) { o.release = release }
 }
 
-// RetryAfterError may be implemented by an error to dictate the delay
-// before the next retry, as an HTTP Retry-After does.
-type RetryAfterError interface {
+// retryAfterError is what an error implements to dictate the delay before
+// the next retry, as an HTTP Retry-After does: a method
+// RetryAfter() time.Duration anywhere in its chain (see Retry).
+type retryAfterError interface {
 	error
 	RetryAfter() time.Duration
 }
@@ -207,11 +211,14 @@ type RetryAfterError interface {
 // allocation per call, plus a goroutine while the call runs when ctx is a
 // cancelable context of a type the context package does not know). A panic
 // in fn, a predicate or a hook propagates to the caller after every result
-// still kept has been passed to ReleaseWith. Nil options are ignored.
+// still kept has been passed to ReleaseWith. Nil options are ignored. A
+// retryable error with a method RetryAfter() time.Duration in its chain
+// dictates the delay before the next retry, as an HTTP Retry-After does
+// (capped by nothing but ctx's deadline).
 func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	op := &retryOp[T]{fn: fn, key: key, onStart: r.engine.hooks.OnAttemptStart, retryIf: r.retryIf}
+	op := &retryOp[T]{fn: fn, retryIf: r.retryIf}
 	for _, o := range opts {
 		if o != nil {
 			o(op)
@@ -225,9 +232,7 @@ func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.C
 	}()
 	res := Execute[*result[T]](ctx, r.engine, Call[*result[T]]{Key: key, Policy: r.policy, Op: op})
 	done = true
-	if res.Finish != nil {
-		res.Finish(nil)
-	}
+	res.Finish(nil)
 	var v T
 	if res.Value != nil {
 		v = res.Value.v
@@ -243,8 +248,6 @@ type result[T any] struct{ v T }
 // retryOp adapts a function to Operation.
 type retryOp[T any] struct {
 	fn      func(context.Context) (T, error)
-	key     string
-	onStart func(context.Context, AttemptStartEvent) context.Context
 	retryIf func(error) bool
 	pred    func(T, error) bool
 	release func(T)
@@ -258,10 +261,6 @@ type retryOp[T any] struct {
 func (o *retryOp[T]) Prepare(n int) (int, EndReason, error) { return n, 0, nil }
 
 func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (*result[T], error) {
-	if o.onStart != nil {
-		ctx = o.onStart(ctx, AttemptStartEvent{Key: o.key, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe})
-		a.Context = ctx
-	}
 	v, err := o.fn(ctx)
 	res := &o.first
 	if a.Number > 1 {
@@ -287,7 +286,7 @@ func (o *retryOp[T]) Classify(res *result[T], err error, _ *AttemptInfo) Verdict
 	} else {
 		verd.Retryable = o.retryIf(err)
 	}
-	var ra RetryAfterError
+	var ra retryAfterError
 	if verd.Retryable && errors.As(err, &ra) {
 		verd.RetryAfter, verd.HasRetryAfter = ra.RetryAfter(), true
 	}

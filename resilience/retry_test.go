@@ -85,7 +85,7 @@ func (t throttled) RetryAfter() time.Duration { return t.d }
 func TestRetryHonoursRetryAfterError(t *testing.T) {
 	fc := fakeclock.New(t0)
 	var delays []time.Duration
-	r := NewRetrier(withRetrierClock(fc), WithMaxAttempts(2), WithBackoff(Constant(time.Hour)),
+	r := NewRetrier(WithClock(fc), WithMaxAttempts(2), WithBackoff(Constant(time.Hour)),
 		WithHooks(Hooks{OnRetry: func(e RetryEvent) { delays = append(delays, e.Delay) }}))
 	n := 0
 	done := make(chan error, 1)

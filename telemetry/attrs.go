@@ -43,7 +43,8 @@ const (
 	KeyResendCount = semconv.HTTPRequestResendCountKey
 
 	// KeyOperation (invented) names a generic Retrier call: its key. It
-	// replaces the HTTP attributes on everything RetrierHooks records.
+	// replaces the HTTP attributes on everything Hooks records for a
+	// generic call.
 	KeyOperation = attribute.Key("gotry.operation")
 	// KeyTransport (invented) names a transport passed to ObserveTransport.
 	KeyTransport = attribute.Key("gotry.transport")

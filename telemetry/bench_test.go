@@ -56,7 +56,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"bare", memRT{}},
 		{"otelhttp", otelhttp.NewTransport(memRT{}, otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp), otelhttp.WithPropagators(prop))},
 		{"gotry", transport.New(memRT{})},
-		{"gotry+telemetry", transport.New(memRT{}, transport.WithHooks(tel.TransportHooks()))},
+		{"gotry+telemetry", transport.New(memRT{}, transport.WithHooks(tel.Hooks()))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

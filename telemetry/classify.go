@@ -1,16 +1,11 @@
 package telemetry
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
 	"net/url"
-	"syscall"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
 // Values ErrorType returns. They are error.type values: low cardinality, the
@@ -29,8 +24,9 @@ const (
 	ErrorTypeOther             = "_OTHER"             // anything else (the conventions' fallback)
 )
 
-// ErrorType classifies err into a low-cardinality error.type: one of the
-// Err* constants above, or the value of an ErrorType() string method found
+// ErrorType names err as a low-cardinality error.type by its class, the
+// transport.ClassifyError class its retry rules decide by: one of the
+// ErrorType* constants above, or the value of an ErrorType() string method found
 // in err's chain (the same hook the OpenTelemetry conventions honour). For a
 // give-up (*resilience.Error) it classifies the last attempt's error. It
 // returns "" for nil. Spans, metrics and logs all use it, and it matches by
@@ -47,12 +43,14 @@ func ErrorType(err error) string {
 	if errors.As(err, &gave) && gave.Err != nil && gave.Err != err { //nolint:errorlint // identity check, see above
 		return ErrorType(gave.Err)
 	}
-	// A breaker rejection and a per-attempt timeout are gotry's own; checked
-	// first, the timeout because it also matches context.DeadlineExceeded.
-	if errors.Is(err, resilience.ErrCircuitOpen) {
+	// The class is the transport's, the one its retry rules decide by. A
+	// breaker rejection and a per-attempt timeout are gotry's own and win
+	// over an ErrorType method; every other class yields to one.
+	class := transport.ClassifyError(err)
+	switch class {
+	case transport.ClassCircuitOpen:
 		return ErrorTypeCircuitOpen
-	}
-	if errors.Is(err, resilience.ErrAttemptTimeout) {
+	case transport.ClassAttemptTimeout:
 		return ErrorTypeAttemptTimeout
 	}
 	var typed interface{ ErrorType() string }
@@ -61,47 +59,27 @@ func ErrorType(err error) string {
 			return s
 		}
 	}
-	if errors.Is(err, context.Canceled) {
-		return ErrorTypeCanceled
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ErrorTypeTimeout
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		switch {
-		case dnsErr.IsNotFound:
-			return ErrorTypeDNSNotFound
-		case dnsErr.IsTimeout:
-			return ErrorTypeTimeout
-		}
-		return ErrorTypeDNS
-	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		invalidCert      x509.CertificateInvalidError
-		hostnameErr      x509.HostnameError
-		verifyErr        *tls.CertificateVerificationError
-		recordErr        tls.RecordHeaderError
-		alert            tls.AlertError
-	)
-	if errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) || errors.As(err, &hostnameErr) ||
-		errors.As(err, &verifyErr) || errors.As(err, &recordErr) || errors.As(err, &alert) {
-		return ErrorTypeTLS
-	}
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return ErrorTypeConnectionRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
-		return ErrorTypeConnectionReset
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return ErrorTypeConnectionClosed
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return ErrorTypeTimeout
-	}
-	return ErrorTypeOther
+	return errorTypes[class]
+}
+
+// errorTypes names each error class as error.type. The caller's deadline
+// and a network timeout are both "timeout"; a failure to dial that is no
+// other class is "_OTHER", as before the classes were shared.
+var errorTypes = [...]string{
+	transport.ClassNone:              "",
+	transport.ClassCircuitOpen:       ErrorTypeCircuitOpen,
+	transport.ClassAttemptTimeout:    ErrorTypeAttemptTimeout,
+	transport.ClassCanceled:          ErrorTypeCanceled,
+	transport.ClassDeadline:          ErrorTypeTimeout,
+	transport.ClassDNSNotFound:       ErrorTypeDNSNotFound,
+	transport.ClassDNS:               ErrorTypeDNS,
+	transport.ClassTLS:               ErrorTypeTLS,
+	transport.ClassConnectionRefused: ErrorTypeConnectionRefused,
+	transport.ClassConnectionReset:   ErrorTypeConnectionReset,
+	transport.ClassConnectionClosed:  ErrorTypeConnectionClosed,
+	transport.ClassTimeout:           ErrorTypeTimeout,
+	transport.ClassDial:              ErrorTypeOther,
+	transport.ClassOther:             ErrorTypeOther,
 }
 
 // errorMessage is err's text for logs and span status, without the request

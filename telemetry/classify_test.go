@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
 type timeoutErr struct{}
@@ -126,6 +127,19 @@ func TestMethodAndHostPort(t *testing.T) {
 		h, p := hostPort(u)
 		if got := fmt.Sprint(h, " ", p); got != want {
 			t.Errorf("hostPort(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// Every error class of the transport, the one its retry rules decide by,
+// has an error.type: a class added there cannot go unnamed here.
+func TestErrorTypeNamesEveryClass(t *testing.T) {
+	if len(errorTypes) != int(transport.ClassOther)+1 {
+		t.Fatalf("errorTypes names %d classes, transport has %d", len(errorTypes), int(transport.ClassOther)+1)
+	}
+	for c := transport.ClassCircuitOpen; c <= transport.ClassOther; c++ {
+		if errorTypes[c] == "" {
+			t.Errorf("class %v has no error.type", c)
 		}
 	}
 }

@@ -4,10 +4,10 @@
 // transport and resilience packages. Setup is one line per transport:
 //
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
-//	tr := transport.New(nil, transport.WithHooks(tel.TransportHooks()))
+//	tr := transport.New(nil, transport.WithHooks(tel.Hooks()))
 //	reg, err := tel.ObserveTransport("payments", tr)      // budget and breaker gauges; reg.Unregister()
 //
-// and, for the generic resilience.Retrier, resilience.WithHooks(tel.RetrierHooks()).
+// and, for the generic resilience.Retrier, resilience.WithHooks(tel.Hooks()).
 //
 // Traces follow the OpenTelemetry HTTP client conventions. Each RoundTrip is
 // an INTERNAL span "gotry {method}" (attributes http.request.method,
@@ -35,5 +35,5 @@
 // gotry composes with otelhttp either way round; README.md shows both
 // recipes and the trace tree each produces. A Telemetry is safe for
 // concurrent use; create one per process (or per provider set) and call
-// TransportHooks once per Transport.
+// Hooks once per Transport or Retrier: one adapter serves both.
 package telemetry

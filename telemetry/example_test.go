@@ -39,7 +39,7 @@ func Example() {
 	defer base.CloseIdleConnections()
 
 	tel := telemetry.New(telemetry.WithLogger(zap.NewNop()))
-	tr := transport.New(base, transport.WithHooks(tel.TransportHooks()),
+	tr := transport.New(base, transport.WithHooks(tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	reg, err := tel.ObserveTransport("payments", tr) // budget and breaker gauges
 	if err != nil {
@@ -64,11 +64,11 @@ func Example() {
 	// Output: 200 ok
 }
 
-// The generic Retrier: the operation name (Retry's key) replaces the HTTP
-// attributes.
-func ExampleTelemetry_RetrierHooks() {
+// The same hooks serve the generic Retrier: the operation name (Retry's
+// key) replaces the HTTP attributes.
+func ExampleTelemetry_Hooks_retrier() {
 	tel := telemetry.New(telemetry.WithSlogLogger(slog.New(slog.DiscardHandler)))
-	r := resilience.NewRetrier(resilience.WithHooks(tel.RetrierHooks()),
+	r := resilience.NewRetrier(resilience.WithHooks(tel.Hooks()),
 		resilience.WithBackoff(resilience.Constant(time.Millisecond)))
 	calls := 0
 	v, err := resilience.Retry(context.Background(), r, "load-config", func(context.Context) (string, error) {
@@ -92,7 +92,7 @@ func ExampleTelemetry_AttemptAnnotator() {
 
 	tel := telemetry.New(telemetry.WithOtelhttpAttempts())
 	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)),
-		transport.WithHooks(tel.TransportHooks()),
+		transport.WithHooks(tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)

@@ -245,27 +245,7 @@ func traceparent(sc trace.SpanContext) string {
 	return fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID())
 }
 
-// fakeClock is a settable clock for the log rate limiter.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// breakerOpen is the tests' breaker OpenDuration: long enough that the
-// request right after the one that opened it is rejected even on a loaded
-// machine, short enough that waiting for the probe is cheap.
+// breakerOpen is the tests' breaker OpenDuration, passed on a fake clock.
 const breakerOpen = 250 * time.Millisecond
 
 // wantTraceparents checks that the server saw, in order, exactly the

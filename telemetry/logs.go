@@ -225,7 +225,7 @@ func (c *call) logBudget(ctx context.Context, n int, k resilience.AttemptKind) {
 	if !t.logEnabled(ctx, levelWarn) {
 		return
 	}
-	dropped, ok := c.hs.budget.allow(t.cfg.now())
+	dropped, ok := c.hs.budget.allow(t.cfg.clock.Now())
 	if !ok {
 		return
 	}
@@ -246,18 +246,19 @@ func (c *call) logBreakerReject(ctx context.Context, n int, s resilience.Breaker
 	t.emit(ctx, levelDebug, MsgBreakerReject, fs)
 }
 
-func (hs *hookSet) logTransition(key string, from, to resilience.BreakerState) {
-	t := hs.t
+// logTransition logs a transition of key's breaker, seen during c; the
+// line carries the trace of the call that moved it.
+func (c *call) logTransition(ctx context.Context, key string, from, to resilience.BreakerState) {
+	t := c.hs.t
 	l := levelInfo
 	if to == resilience.BreakerOpen {
 		l = levelError
 	}
-	ctx := context.Background()
 	if !t.logEnabled(ctx, l) {
 		return
 	}
-	fs := make([]field, 0, 6)
-	if hs.http {
+	fs := make([]field, 0, 8)
+	if c.http() {
 		host, port := splitKey(key)
 		fs = append(fs, fstr(KeyServerAddress, host))
 		if port > 0 {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -43,7 +44,7 @@ func wantFields(t *testing.T, what string, got map[string]any, exp map[string]an
 func TestLogsRetryAndGiveUp(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	resp, err := get(t, tr, srv.URL+"/orders?token=secret")
 	if err != nil {
@@ -115,7 +116,7 @@ func TestLogsGiveUpWithError(t *testing.T) {
 	srv := newServer(t, status(200))
 	u := srv.URL + "/x?token=secret"
 	srv.Close() // nothing listens any more: connection refused
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	if _, err := get(t, tr, u); err == nil {
 		t.Fatal("want an error")
@@ -136,13 +137,14 @@ func TestLogsGiveUpWithError(t *testing.T) {
 func TestLogsBreakerStateChanges(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithMaxAttempts(1),
+	fc := fakeclock.New(time.Unix(1000, 0))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, tr, srv.URL)
 	if _, err := get(t, tr, srv.URL); err == nil {
 		t.Fatal("want a rejection")
 	}
-	time.Sleep(breakerOpen + 50*time.Millisecond)
+	fc.Advance(breakerOpen)
 	mustGet(t, tr, srv.URL)
 
 	var got []string
@@ -153,6 +155,12 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 	want := []string{"error closed->open 127.0.0.1:true", "info open->half-open 127.0.0.1:true", "info half-open->closed 127.0.0.1:true"}
 	if !equal(got, want) {
 		t.Errorf("breaker lines %q, want %q", got, want)
+	}
+	// Each transition is logged in the trace of the request that moved it.
+	for _, l := range lines(r.logs, MsgBreakerState) {
+		if id, _ := l.ContextMap()["trace_id"].(string); id == "" {
+			t.Errorf("breaker line %v has no trace_id", l.ContextMap())
+		}
 	}
 	rejected := lines(r.logs, MsgBreakerReject)
 	if len(rejected) != 1 {
@@ -167,13 +175,13 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 
 // At most one budget line per second per hooks value, counting the rest.
 func TestLogsBudgetRateLimited(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
-	r := newRig(t, withClock(clock.Now))
-	h := r.tel.TransportHooks()
+	clock := fakeclock.New(time.Unix(1000, 0))
+	r := newRig(t, WithClock(clock))
+	h := r.tel.Hooks()
 	req, _ := http.NewRequest(http.MethodGet, "http://api.example:8080/", nil)
-	ctx := h.OnRequestStart(context.Background(), transport.RequestStartEvent{Request: req, Start: clock.Now()})
+	ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
 	refuse := func() {
-		h.OnBudgetExhausted(transport.BudgetEvent{Context: ctx, Request: req, Attempt: 2, Kind: resilience.KindHedge})
+		h.OnBudgetExhausted(resilience.BudgetEvent{Event: resilience.Event{Context: ctx, Subject: req}, Attempt: 2, Kind: resilience.KindHedge})
 	}
 	refuse()
 	refuse()
@@ -192,9 +200,9 @@ func TestLogsBudgetRateLimited(t *testing.T) {
 		t.Errorf("budget lines %q, want %q", got, want)
 	}
 	// Another hooks value (another transport) has its own limiter.
-	h2 := r.tel.TransportHooks()
-	ctx2 := h2.OnRequestStart(context.Background(), transport.RequestStartEvent{Request: req, Start: clock.Now()})
-	h2.OnBudgetExhausted(transport.BudgetEvent{Context: ctx2, Request: req, Attempt: 2, Kind: resilience.KindRetry})
+	h2 := r.tel.Hooks()
+	ctx2 := h2.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
+	h2.OnBudgetExhausted(resilience.BudgetEvent{Event: resilience.Event{Context: ctx2, Subject: req}, Attempt: 2, Kind: resilience.KindRetry})
 	if n := len(lines(r.logs, MsgBudget)); n != 3 {
 		t.Errorf("%d budget lines after a second transport's refusal, want 3", n)
 	}
@@ -223,7 +231,7 @@ func TestLogsSlogMatchesZap(t *testing.T) {
 	var mu sync.Mutex
 	r := newRig(t, WithSlogLogger(slog.New(recordHandler{&mu, &recs})))
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	mustGet(t, tr, srv.URL)
 
@@ -260,11 +268,11 @@ func TestLogsSlogMatchesZap(t *testing.T) {
 func TestLogsDisabledLevelAllocatesNothing(t *testing.T) {
 	measure := func(opts ...Option) float64 {
 		tel := New(append([]Option{WithTracerProvider(nil)}, opts...)...)
-		h := tel.TransportHooks()
+		h := tel.Hooks()
 		req, _ := http.NewRequest(http.MethodGet, "http://api.example/", nil)
-		ctx := h.OnRequestStart(context.Background(), transport.RequestStartEvent{Request: req, Start: time.Now()})
+		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: time.Now()})
 		return testing.AllocsPerRun(100, func() {
-			h.OnHedge(transport.HedgeEvent{Context: ctx, Request: req, Attempt: 2, InFlight: 2})
+			h.OnHedge(resilience.HedgeEvent{Event: resilience.Event{Context: ctx, Subject: req}, Attempt: 2, InFlight: 2})
 		})
 	}
 	none := measure()

@@ -135,13 +135,13 @@ func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
 	return append(kv, KeyServerAddress.String(c.mhost))
 }
 
-// keyHost is metricHost for a breaker key, when there is no call.
-func (hs *hookSet) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue {
-	if !hs.http {
+// keyHost is metricHost for a breaker key seen during c.
+func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue {
+	if !c.http() {
 		return append(kv, KeyOperation.String(key))
 	}
 	host, _ := splitKey(key)
-	h, _ := hs.t.hosts.get(host)
+	h, _ := c.hs.t.hosts.get(host)
 	return append(kv, KeyServerAddress.String(h))
 }
 
@@ -203,10 +203,10 @@ func (c *call) recordBreakerReject(ctx context.Context) {
 	c.hs.t.inst.breakerRejections.Add(ctx, 1, metric.WithAttributes(c.metricHost(buf[:0])...))
 }
 
-func (hs *hookSet) recordTransition(key string, from, to resilience.BreakerState) {
+func (c *call) recordTransition(ctx context.Context, key string, from, to resilience.BreakerState) {
 	var buf [3]attribute.KeyValue
-	kv := append(hs.keyHost(buf[:0], key), KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
-	hs.t.inst.breakerTransitions.Add(context.Background(), 1, metric.WithAttributes(kv...))
+	kv := append(c.keyHost(buf[:0], key), KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
+	c.hs.t.inst.breakerTransitions.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
 // recordEnd records gotry.request.duration and, for a give-up,
@@ -337,11 +337,9 @@ func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registra
 			var buf [1]attribute.KeyValue
 			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
 		}
-		if b := e.Breakers(); b != nil {
-			b.Each(e.Now(), func(key string, s resilience.BreakerState) {
-				observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
-			})
-		}
+		e.EachBreaker(func(key string, s resilience.BreakerState) {
+			observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
+		})
 		return nil
 	}, in.budgetTokens, in.breakerState)
 }

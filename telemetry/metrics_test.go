@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -27,7 +28,7 @@ func exercise(t *testing.T, tel *Telemetry) {
 
 	// Retries: 503 then 429 with Retry-After: 0, then 200.
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), backoff)
+	tr := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff)
 	mustGet(t, tr, srv.URL)
 
 	// Give-up: always 503.
@@ -38,23 +39,24 @@ func exercise(t *testing.T, tel *Telemetry) {
 	done := make(chan struct{})
 	slow := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) })
-	hedged := transport.New(base(t), transport.WithHooks(tel.TransportHooks()),
+	hedged := transport.New(base(t), transport.WithHooks(tel.Hooks()),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 	mustGet(t, hedged, slow.URL)
 
 	// Budget refusal: deposits of 0.01 never pay for a retry.
-	budgeted := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), backoff, transport.WithBudget(0.01, 0))
+	budgeted := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff, transport.WithBudget(0.01, 0))
 	mustGet(t, budgeted, down.URL)
 
 	// Breaker: open on a 503, reject, then close on a probe.
 	flaky := newServer(t, status(503), status(200))
-	breaker := transport.New(base(t), transport.WithHooks(tel.TransportHooks()), transport.WithMaxAttempts(1),
+	fc := fakeclock.New(time.Unix(1000, 0))
+	breaker := transport.New(base(t), transport.WithHooks(tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
 	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
 		t.Fatalf("want a rejection, got %v", err)
 	}
-	time.Sleep(breakerOpen + 50*time.Millisecond)
+	fc.Advance(breakerOpen)
 	mustGet(t, breaker, flaky.URL)
 	// Re-open it so the state gauge shows open.
 	flaky2 := newServer(t, status(503))
@@ -322,7 +324,7 @@ func TestMetricsContract(t *testing.T) {
 // attributes.
 func TestMetricsRetrier(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.RetrierHooks()),
+	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
 		resilience.WithBackoff(resilience.Constant(time.Millisecond)), resilience.WithMaxAttempts(2),
 		resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}))
 	reg, err := r.tel.ObserveRetrier("jobs", rt)
@@ -369,7 +371,7 @@ func TestMetricsRetrier(t *testing.T) {
 func TestHostLimit(t *testing.T) {
 	r := newRig(t, WithHostLimit(1))
 	a, b := newServer(t, status(200)), newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
 	mustGet(t, tr, a.URL)
 	mustGet(t, tr, strings.Replace(b.URL, "127.0.0.1", "localhost", 1))
 	_, ps := find(t, r.collect(t), MetricAttempts)

@@ -2,13 +2,14 @@ package telemetry
 
 import (
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // DefaultHostLimit is how many distinct server.address values the metrics
@@ -33,7 +34,7 @@ type config struct {
 	hostLimit   int
 	hostLabel   func(string) string
 	otelhttp    bool
-	now         func() time.Time // the clock of the log rate limiter; tests inject one
+	clock       clock.Clock // the clock of the log rate limiter; tests inject one
 }
 
 // defaultConfig reads the otel globals. The global providers delegate to
@@ -44,7 +45,7 @@ func defaultConfig() config {
 		mp:          otel.GetMeterProvider(),
 		propagators: otel.GetTextMapPropagator(),
 		hostLimit:   DefaultHostLimit,
-		now:         time.Now,
+		clock:       clock.Real(),
 	}
 }
 
@@ -128,7 +129,13 @@ func WithOtelhttpAttempts() Option {
 	return optionFunc(func(c *config) { c.otelhttp = true })
 }
 
-// withClock injects the clock of the log rate limiter; tests only.
-func withClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.now = now })
+// WithClock sets the clock of the log rate limiter (default the wall clock;
+// nil is ignored). As transport.WithClock, it is gotry's one way to inject
+// time, for tests inside this module (clock is an internal package).
+func WithClock(cl clock.Clock) Option {
+	return optionFunc(func(c *config) {
+		if cl != nil {
+			c.clock = cl
+		}
+	})
 }

@@ -13,7 +13,7 @@ import (
 //	tel := telemetry.New(telemetry.WithOtelhttpAttempts())
 //	tr := transport.New(
 //		otelhttp.NewTransport(tel.AttemptAnnotator(base)),
-//		transport.WithHooks(tel.TransportHooks()))
+//		transport.WithHooks(tel.Hooks()))
 //
 // otelhttp then makes the one CLIENT span per attempt and injects its
 // headers; the annotator finds that span in the request's context and adds

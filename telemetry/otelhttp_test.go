@@ -30,7 +30,7 @@ func TestOtelhttpInside(t *testing.T) {
 	srv := newServer(t, status(503), status(200))
 	inner := otelhttp.NewTransport(r.tel.AttemptAnnotator(base(t)),
 		otelhttp.WithTracerProvider(r.tp), otelhttp.WithPropagators(r.prop))
-	tr := transport.New(inner, transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(inner, transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)))
 
 	resp, err := get(t, tr, srv.URL)
@@ -65,7 +65,7 @@ func TestOtelhttpInside(t *testing.T) {
 func TestOtelhttpOutside(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	gotry := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	gotry := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)))
 	tr := otelhttp.NewTransport(gotry, otelhttp.WithTracerProvider(r.tp), otelhttp.WithPropagators(r.prop))
 
@@ -101,7 +101,7 @@ func TestAttemptAnnotatorAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.opts...)
 			srv := newServer(t, status(200))
-			tr := transport.New(r.tel.AttemptAnnotator(base(t)), transport.WithHooks(r.tel.TransportHooks()))
+			tr := transport.New(r.tel.AttemptAnnotator(base(t)), transport.WithHooks(r.tel.Hooks()))
 			resp, err := get(t, tr, srv.URL)
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +124,7 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 	t.Cleanup(func() { close(done) })
 	inner := otelhttp.NewTransport(r.tel.AttemptAnnotator(base(t)),
 		otelhttp.WithTracerProvider(r.tp), otelhttp.WithPropagators(r.prop))
-	tr := transport.New(inner, transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(inner, transport.WithHooks(r.tel.Hooks()),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
 // ScopeName is the instrumentation scope of every span and metric; the
@@ -62,16 +63,15 @@ func New(opts ...Option) *Telemetry {
 	return t
 }
 
-// hookSet is the state of one TransportHooks or RetrierHooks value: the
-// per-transport log rate limiter.
+// hookSet is the state of one Hooks value: the per-transport (or
+// per-retrier) log rate limiter.
 type hookSet struct {
 	t      *Telemetry
-	http   bool        // transport events (HTTP attributes), not generic ones
 	budget rateLimiter // "retry budget exhausted" lines
 }
 
 // call is the telemetry of one request (or one generic call), made at
-// OnRequestStart and carried in the request's context. Fields above mu are
+// OnCallStart and carried in the request's context. Fields above mu are
 // written before the context is handed out and read-only after.
 type call struct {
 	hs   *hookSet
@@ -140,14 +140,22 @@ func (t *Telemetry) attemptFrom(ctx context.Context) *attempt {
 	return a
 }
 
-// newHTTPCall describes req; the span is started by startCall.
+// http reports whether c is a transport's request, not a generic call.
+func (c *call) http() bool { return c.method != "" }
+
+// newCall describes the call of e: an HTTP request when its Subject is one
+// (the transport's), else a generic call named by its key. The span is
+// started by startCall.
+func (hs *hookSet) newCall(e resilience.Event) *call {
+	if req := transport.RequestOf(e); req != nil {
+		return hs.newHTTPCall(req)
+	}
+	return hs.newOpCall(e.Key)
+}
+
+// newHTTPCall describes req.
 func (hs *hookSet) newHTTPCall(req *http.Request) *call {
 	c := &call{hs: hs, span: noSpan()}
-	if req == nil {
-		c.method, c.spanName, c.attemptName = method("?")
-		c.mhost = OtherHost
-		return c
-	}
 	c.method, c.spanName, c.attemptName = method(req.Method)
 	if c.method == "_OTHER" {
 		c.methodOrig = req.Method
@@ -166,24 +174,21 @@ func (hs *hookSet) newOpCall(key string) *call {
 	return &call{hs: hs, span: noSpan(), op: key, spanName: "gotry " + key, attemptName: "gotry " + key + " attempt"}
 }
 
-// callFor returns the call in ctx, or a detached one describing req or key
-// when a hook sees a context that did not pass through OnRequestStart.
-func (hs *hookSet) callFor(ctx context.Context, req *http.Request, key string) *call {
-	if c := hs.t.callFrom(ctx); c != nil {
+// callFor returns the call in e's context, or a detached one describing e
+// when a hook sees a context that did not pass through OnCallStart.
+func (hs *hookSet) callFor(e resilience.Event) *call {
+	if c := hs.t.callFrom(e.Context); c != nil {
 		return c
 	}
-	if hs.http {
-		return hs.newHTTPCall(req)
-	}
-	return hs.newOpCall(key)
+	return hs.newCall(e)
 }
 
-// attemptFor returns the attempt in ctx, or a detached one.
-func (hs *hookSet) attemptFor(ctx context.Context, req *http.Request, key string, n int, k resilience.AttemptKind, probe bool) *attempt {
-	if a := hs.t.attemptFrom(ctx); a != nil {
+// attemptFor returns the attempt in e's context, or a detached one.
+func (hs *hookSet) attemptFor(e resilience.AttemptEndEvent) *attempt {
+	if a := hs.t.attemptFrom(e.Context); a != nil {
 		return a
 	}
-	return &attempt{c: hs.callFor(ctx, req, key), num: n, kind: k, probe: probe}
+	return &attempt{c: hs.callFor(e.Event), num: e.Attempt, kind: e.Kind, probe: e.Probe}
 }
 
 // noSpan returns a span that records nothing (no allocation), for calls

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -19,7 +20,7 @@ import (
 func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503, "Retry-After", "1"), status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
 
 	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret#frag")
@@ -48,8 +49,11 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: int64(0), KeyReason: "success",
 		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: nil,
 	})
-	if bt := attrs(root.Attributes())[KeyBackoffTotal].AsFloat64(); bt < 1.005 {
-		t.Errorf("gotry.backoff.total = %v, want >= 1.005", bt)
+	// The planned delays add up to 1.005 s; the time spent retaining each
+	// superseded response counts against its delay (so the sleeps may be a
+	// little shorter on a loaded machine), and real sleeps may overrun.
+	if bt := attrs(root.Attributes())[KeyBackoffTotal].AsFloat64(); bt < 0.95 || bt > 2 {
+		t.Errorf("gotry.backoff.total = %v, want about 1.005", bt)
 	}
 	if root.Status().Code != codes.Unset {
 		t.Errorf("request span status %v, want unset", root.Status())
@@ -111,7 +115,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	done := make(chan struct{})
 	srv := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) }) // runs before srv.Close
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()),
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 
 	resp, err := get(t, tr, srv.URL)
@@ -154,7 +158,8 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithMaxAttempts(1),
+	fc := fakeclock.New(time.Unix(1000, 0))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 
 	resp, err := get(t, tr, srv.URL)
@@ -165,7 +170,7 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	if _, err := get(t, tr, srv.URL); !errors.Is(err, transport.ErrCircuitOpen) {
 		t.Fatalf("second request: %v, want ErrorTypeCircuitOpen", err)
 	}
-	time.Sleep(breakerOpen + 50*time.Millisecond)
+	fc.Advance(breakerOpen)
 	resp, err = get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -199,9 +204,9 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 }
 
 // The generic Retrier's calls get the same tree with gotry.operation.
-func TestTraceRetrierHooks(t *testing.T) {
+func TestTraceRetrierCall(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.RetrierHooks()),
+	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
 		resilience.WithBackoff(resilience.Constant(2*time.Millisecond)), resilience.WithMaxAttempts(3))
 	n := 0
 	v, err := resilience.Retry(context.Background(), rt, "load-config", func(ctx context.Context) (string, error) {
@@ -238,7 +243,7 @@ func TestTraceRetrierHooks(t *testing.T) {
 func TestNoTracingStillCounts(t *testing.T) {
 	r := newRig(t, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))))
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.TransportHooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +276,7 @@ func equal(a, b []string) bool {
 func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 	r1, r2 := newRig(t), newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r1.tel.TransportHooks()), transport.WithHooks(r2.tel.TransportHooks()))
+	tr := transport.New(base(t), transport.WithHooks(r1.tel.Hooks()), transport.WithHooks(r2.tel.Hooks()))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -31,14 +31,14 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 		fc.Advance(2 * time.Millisecond) // every attempt takes 2ms on the fake clock
 		return fakeResponse(r, 200, "ok"), nil
 	})
-	hedges := make(chan transport.HedgeEvent, 4)
+	hedges := make(chan resilience.HedgeEvent, 4)
 	tr := transport.New(base, transport.WithClock(fc),
 		transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: time.Second}, 1),
 		transport.WithHooks(transport.Hooks{
-			OnHedge: func(e transport.HedgeEvent) { hedges <- e },
-			OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
+			OnHedge: func(e resilience.HedgeEvent) { hedges <- e },
+			OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 				if e.Kind == resilience.KindHedge {
-					e.Header.Set("X-Hedge", "1")
+					transport.HeaderOf(e).Set("X-Hedge", "1")
 				}
 				return ctx
 			},

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/MrVSiK/gotry/resilience"
 )
 
 // replayable reports whether a body can be sent again without buffering.
@@ -138,24 +140,10 @@ type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
-// bodyEnd is what happens when the returned body is finished: the winning
-// attempt's context is released and OnBodyClosed fires.
-type bodyEnd struct {
-	cancel  context.CancelCauseFunc
-	hook    func(BodyClosedEvent)
-	ctx     context.Context
-	req     *http.Request
-	attempt int
-}
-
-func (e *bodyEnd) run(err error) {
-	if e.cancel != nil {
-		e.cancel(nil)
-	}
-	if e.hook != nil {
-		e.hook(BodyClosedEvent{Context: e.ctx, Request: e.req, Attempt: e.attempt, Err: err})
-	}
-}
+// bodyEnd is what happens when the returned body is finished: the engine's
+// Result.Finish, which releases the winning attempt's context and fires
+// OnResultDone.
+type bodyEnd = resilience.Result[*http.Response]
 
 // trackedBody wraps the returned response body so that its end runs exactly
 // once: when the body is closed or read to its end.
@@ -184,7 +172,7 @@ func (b *trackedBody) Close() error {
 }
 
 func (b *trackedBody) done(err error) {
-	b.once.Do(func() { b.end.run(err) })
+	b.once.Do(func() { b.end.Finish(err) })
 }
 
 // trackedRWBody keeps io.Writer for 101 Switching Protocols bodies, which
@@ -199,7 +187,7 @@ func (b *trackedRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 // track wraps resp.Body so end runs when it is finished.
 func track(resp *http.Response, end bodyEnd) {
 	if resp.Body == nil {
-		end.run(nil)
+		end.Finish(nil)
 		return
 	}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {

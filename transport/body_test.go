@@ -70,9 +70,9 @@ func TestBodyOverBufferLimitIsSentOnceExactly(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(t, reply(503))
-			var end events[transport.RequestEndEvent]
+			var end events[resilience.CallEndEvent]
 			tr := transport.New(newBase(t), noDelay, transport.WithMaxBufferedBody(tc.limit),
-				transport.WithHooks(transport.Hooks{OnRequestEnd: end.add}))
+				transport.WithHooks(transport.Hooks{OnCallEnd: end.add}))
 			body := newCallerBody(strings.NewReader(tc.body))
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPut, s.URL, body))
 			if err != nil {
@@ -86,7 +86,7 @@ func TestBodyOverBufferLimitIsSentOnceExactly(t *testing.T) {
 				t.Errorf("server received %d requests (%d bytes first), want exactly one with the whole body", len(got), len(got[0]))
 			}
 			if got := end.get(); len(got) != 1 || got[0].Reason != resilience.ReasonBodyNotReplayable {
-				t.Errorf("OnRequestEnd %+v, want one event with reason body_not_replayable", got)
+				t.Errorf("OnCallEnd %+v, want one event with reason body_not_replayable", got)
 			}
 			if body.closes.Load() == 0 {
 				t.Errorf("caller's body not closed")
@@ -287,9 +287,9 @@ func TestCallerRequestIsNeverModified(t *testing.T) {
 			s := newScript(t, reply(503), reply(503), reply(200))
 			log := &attemptLog{base: newBase(t)}
 			tr := transport.New(log, noDelay, transport.WithHooks(transport.Hooks{
-				OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
-					e.Header.Set("X-Attempt", "set by hook")
-					e.Header.Del("X-Caller")
+				OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
+					transport.HeaderOf(e).Set("X-Attempt", "set by hook")
+					transport.HeaderOf(e).Del("X-Caller")
 					return context.WithValue(ctx, key{}, e.Attempt)
 				},
 			}))

@@ -38,10 +38,10 @@ func TestBreakerOpensAfterConsecutiveFailuresThenRejects(t *testing.T) {
 	fc := newClock()
 	s := newScript(t, replyN(503))
 	host := hostOf(t, s.URL)
-	var rejects events[transport.BreakerRejectEvent]
-	var end events[transport.RequestEndEvent]
+	var rejects events[resilience.BreakerRejectEvent]
+	var end events[resilience.CallEndEvent]
 	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
-		transport.WithHooks(transport.Hooks{OnBreakerReject: rejects.add, OnRequestEnd: end.add}))
+		transport.WithHooks(transport.Hooks{OnBreakerReject: rejects.add, OnCallEnd: end.add}))
 
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil))
 	if err != nil {
@@ -72,12 +72,12 @@ func TestBreakerOpensAfterConsecutiveFailuresThenRejects(t *testing.T) {
 		t.Errorf("rejected request reached the server (%d attempts)", got)
 	}
 	got := rejects.get()
-	if len(got) != 2 || got[0].Attempt != 3 || got[0].Host != host || got[0].State != resilience.BreakerOpen ||
-		got[1].Attempt != 0 || got[1].Host != host || got[1].Request != req || got[1].State != resilience.BreakerOpen {
+	if len(got) != 2 || got[0].Attempt != 3 || got[0].Key != host || got[0].State != resilience.BreakerOpen ||
+		got[1].Attempt != 0 || got[1].Key != host || transport.RequestOf(got[1].Event) != req || got[1].State != resilience.BreakerOpen {
 		t.Errorf("OnBreakerReject %+v, want attempt 3 then attempt 0, both open, host %s", got, host)
 	}
 	if ev := end.get(); len(ev) != 2 || ev[0].Reason != resilience.ReasonCircuitOpen || ev[1].Reason != resilience.ReasonCircuitOpen || ev[1].Attempts != 0 {
-		t.Errorf("OnRequestEnd %+v, want circuit_open twice, no attempt the second time", ev)
+		t.Errorf("OnCallEnd %+v, want circuit_open twice, no attempt the second time", ev)
 	}
 }
 
@@ -156,12 +156,12 @@ func TestBreakerHalfOpenProbe(t *testing.T) {
 				reply(tc.probe)(w, r)
 			}, reply(200))
 			host := hostOf(t, s.URL)
-			var end events[transport.RequestEndEvent]
-			var starts events[transport.AttemptStartEvent]
+			var end events[resilience.CallEndEvent]
+			var starts events[resilience.AttemptStartEvent]
 			tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
 				transport.WithHooks(transport.Hooks{
-					OnRequestEnd: end.add,
-					OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
+					OnCallEnd: end.add,
+					OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 						starts.add(e)
 						return ctx
 					},
@@ -201,7 +201,7 @@ func TestBreakerHalfOpenProbe(t *testing.T) {
 			}
 			ev := end.get()
 			if len(ev) != 3 || !ev[2].Probe || ev[2].Attempts != 1 || ev[2].Retries != 0 || ev[2].Hedges != 0 {
-				t.Errorf("probe OnRequestEnd %+v, want Probe with exactly one attempt", ev)
+				t.Errorf("probe OnCallEnd %+v, want Probe with exactly one attempt", ev)
 			}
 			st := starts.get()
 			if len(st) != 3 || st[0].Probe || !st[2].Probe {
@@ -336,12 +336,12 @@ func TestBreakerIsCheckedAfterBackoffSleep(t *testing.T) {
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		return fakeResponse(r, 503, fmt.Sprintf("call %d", calls.Add(1))), nil
 	})
-	var rejects events[transport.BreakerRejectEvent]
-	var end events[transport.RequestEndEvent]
+	var rejects events[resilience.BreakerRejectEvent]
+	var end events[resilience.CallEndEvent]
 	cfg := resilience.BreakerConfig{FailureThreshold: 2, OpenDuration: time.Minute}
 	tr := transport.New(base, transport.WithClock(fc), transport.WithCircuitBreaker(cfg),
 		transport.WithBackoff(resilience.Constant(time.Second)),
-		transport.WithHooks(transport.Hooks{OnBreakerReject: rejects.add, OnRequestEnd: end.add}))
+		transport.WithHooks(transport.Hooks{OnBreakerReject: rejects.add, OnCallEnd: end.add}))
 
 	a := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/a", nil))
 	waitArmed(t, fc, 1) // a is sleeping after its first 503
@@ -369,7 +369,7 @@ func TestBreakerIsCheckedAfterBackoffSleep(t *testing.T) {
 		t.Errorf("OnBreakerReject %+v, want a's attempt 2", rj)
 	}
 	if ev := end.get(); len(ev) != 2 || ev[1].Reason != resilience.ReasonCircuitOpen {
-		t.Errorf("OnRequestEnd %+v, want a to end with circuit_open", ev)
+		t.Errorf("OnCallEnd %+v, want a to end with circuit_open", ev)
 	}
 }
 
@@ -463,8 +463,8 @@ func TestBreakerStateChangeHookMayReadState(t *testing.T) {
 			var tr *transport.Transport
 			tr = transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
 				transport.WithHooks(transport.Hooks{
-					OnBreakerStateChange: func(h string, from, to resilience.BreakerState) {
-						changes.add(transition{h, from, to, tr.BreakerState(h)})
+					OnBreakerStateChange: func(e resilience.BreakerStateEvent) {
+						changes.add(transition{e.Key, e.From, e.To, tr.BreakerState(e.Key)})
 					},
 				}))
 			getStatus(t, tr, s.URL)

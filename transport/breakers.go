@@ -6,8 +6,5 @@ package transport
 // resilience.BreakerConfig.MaxBreakers). It only grows; export it as a
 // counter. It is 0 when the breaker is off.
 func (t *Transport) UntrackedAdmissions() uint64 {
-	if b := t.engine.Breakers(); b != nil {
-		return b.Untracked()
-	}
-	return 0
+	return t.engine.UntrackedAdmissions()
 }

@@ -26,10 +26,10 @@ func getStatus(t *testing.T, tr *transport.Transport, url string) int {
 func TestBudgetRefusesSecondRetryInTheSameSecond(t *testing.T) {
 	fc := newClock()
 	s := newScript(t, reply(503))
-	var end events[transport.RequestEndEvent]
-	var refused events[transport.BudgetEvent]
+	var end events[resilience.CallEndEvent]
+	var refused events[resilience.BudgetEvent]
 	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBudget(0, 1),
-		transport.WithHooks(transport.Hooks{OnRequestEnd: end.add, OnBudgetExhausted: refused.add}))
+		transport.WithHooks(transport.Hooks{OnCallEnd: end.add, OnBudgetExhausted: refused.add}))
 
 	if got := getStatus(t, tr, s.URL); got != 503 {
 		t.Errorf("status %d, want the retained 503", got)
@@ -39,7 +39,7 @@ func TestBudgetRefusesSecondRetryInTheSameSecond(t *testing.T) {
 	}
 	ev := end.get()
 	if len(ev) != 1 || ev[0].Reason != resilience.ReasonBudgetExhausted || ev[0].Reason.String() != "budget_exhausted" {
-		t.Errorf("OnRequestEnd %+v, want reason budget_exhausted", ev)
+		t.Errorf("OnCallEnd %+v, want reason budget_exhausted", ev)
 	}
 	if rf := refused.get(); len(rf) != 1 || rf[0].Attempt != 3 || rf[0].Kind != resilience.KindRetry {
 		t.Errorf("OnBudgetExhausted %+v, want attempt 3 of kind retry", rf)
@@ -167,13 +167,13 @@ func TestEmptyBudgetRefusesHedgeButLetsTheAttemptInFlightFinish(t *testing.T) {
 		}
 		reply(200)(w, r)
 	})
-	refused := make(chan transport.BudgetEvent, 4)
-	var end events[transport.RequestEndEvent]
+	refused := make(chan resilience.BudgetEvent, 4)
+	var end events[resilience.CallEndEvent]
 	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBudget(0.01, 0),
 		transport.WithHedging(time.Second, 2),
 		transport.WithHooks(transport.Hooks{
-			OnBudgetExhausted: func(e transport.BudgetEvent) { refused <- e },
-			OnRequestEnd:      end.add,
+			OnBudgetExhausted: func(e resilience.BudgetEvent) { refused <- e },
+			OnCallEnd:         end.add,
 		}))
 	done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
 	recv(t, s.arrived, "attempt 1")
@@ -194,6 +194,6 @@ func TestEmptyBudgetRefusesHedgeButLetsTheAttemptInFlightFinish(t *testing.T) {
 		t.Errorf("server saw %d attempts, want 1", got)
 	}
 	if ev := end.get(); len(ev) != 1 || ev[0].Hedges != 0 || ev[0].Reason != resilience.ReasonSuccess {
-		t.Errorf("OnRequestEnd %+v, want success without hedges", ev)
+		t.Errorf("OnCallEnd %+v, want success without hedges", ev)
 	}
 }

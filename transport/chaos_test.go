@@ -214,7 +214,7 @@ func partialResponse(rst <-chan struct{}) http.HandlerFunc {
 
 // closeOnEnd is a hook that closes ch when RoundTrip is about to return.
 func closeOnEnd(ch chan struct{}) transport.Option {
-	return transport.WithHooks(transport.Hooks{OnRequestEnd: func(transport.RequestEndEvent) { close(ch) }})
+	return transport.WithHooks(transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { close(ch) }})
 }
 
 // waitCount waits until c reaches want (a server handler counts after the
@@ -284,8 +284,8 @@ type chaosOutcome struct {
 	body    string
 	readErr error
 	hits    int
-	end     transport.RequestEndEvent
-	closed  []transport.BodyClosedEvent
+	end     resilience.CallEndEvent
+	closed  []resilience.ResultDoneEvent
 	gone    *atomic.Int32 // hung attempts the server saw abandoned
 }
 
@@ -335,7 +335,7 @@ func TestChaosHTTP1(t *testing.T) {
 					t.Fatalf("reading the body: %d bytes, err %v; want fewer than promised and a broken connection", len(o.body), o.readErr)
 				}
 				if len(o.closed) != 1 || o.closed[0].Err == nil {
-					t.Fatalf("OnBodyClosed %+v, want one event carrying the read error", o.closed)
+					t.Fatalf("OnResultDone %+v, want one event carrying the read error", o.closed)
 				}
 			}},
 		{"truncated body", []http.HandlerFunc{partialResponse(nil)}, quick, 0,
@@ -415,8 +415,8 @@ func chaosRoundTrip(t *testing.T, s *faultServer, method string, deadline time.D
 	var o chaosOutcome
 	var mu sync.Mutex
 	opts = append(opts, transport.WithHooks(transport.Hooks{
-		OnRequestEnd: func(e transport.RequestEndEvent) { o.end = e },
-		OnBodyClosed: func(e transport.BodyClosedEvent) { mu.Lock(); o.closed = append(o.closed, e); mu.Unlock() },
+		OnCallEnd:    func(e resilience.CallEndEvent) { o.end = e },
+		OnResultDone: func(e resilience.ResultDoneEvent) { mu.Lock(); o.closed = append(o.closed, e); mu.Unlock() },
 	}))
 	tr := transport.New(l, opts...)
 	if deadline == 0 {
@@ -440,7 +440,7 @@ func chaosRoundTrip(t *testing.T, s *faultServer, method string, deadline time.D
 	l.waitBalanced(t)
 	o.hits = s.count()
 	mu.Lock()
-	o.closed = append([]transport.BodyClosedEvent(nil), o.closed...)
+	o.closed = append([]resilience.ResultDoneEvent(nil), o.closed...)
 	mu.Unlock()
 	return o
 }
@@ -505,7 +505,7 @@ func TestChaos429StormIsBoundedByTheBudget(t *testing.T) {
 	var refused atomic.Int32
 	const callers = 30
 	tr := transport.New(l, transport.WithMaxAttempts(5), transport.WithBudget(0.1, 5),
-		transport.WithHooks(transport.Hooks{OnBudgetExhausted: func(transport.BudgetEvent) { refused.Add(1) }}))
+		transport.WithHooks(transport.Hooks{OnBudgetExhausted: func(resilience.BudgetEvent) { refused.Add(1) }}))
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {

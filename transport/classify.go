@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"syscall"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -37,15 +38,18 @@ const (
 	DontRetry
 )
 
-// String returns "default", "retry" or "dont-retry".
+// String returns "default", "retry" or "dont-retry", and "Decision(n)" for
+// a value outside them.
 func (d Decision) String() string {
 	switch d {
+	case Default:
+		return "default"
 	case Retry:
 		return "retry"
 	case DontRetry:
 		return "dont-retry"
 	}
-	return "default"
+	return "Decision(" + strconv.Itoa(int(d)) + ")"
 }
 
 // Classifier decides whether an attempt is retryable. It may be called
@@ -85,7 +89,7 @@ func DefaultClassifier(a Attempt) Decision {
 // decide applies the built-in rules with the given retryable statuses.
 func decide(a Attempt, statuses *statusSet) Decision {
 	if a.Err != nil {
-		if retryableError(a.Err) {
+		if ClassifyError(a.Err).Retryable() {
 			return Retry
 		}
 		return DontRetry
@@ -99,54 +103,147 @@ func decide(a Attempt, statuses *statusSet) Decision {
 	return DontRetry
 }
 
-// retryableError reports whether an attempt's error is worth another try.
-// Errors are told apart by type, never by message.
-func retryableError(err error) bool {
-	// A per-attempt timeout is ours, not the caller's: retry. Checked
-	// first because it also matches context.DeadlineExceeded.
-	if errors.Is(err, resilience.ErrAttemptTimeout) {
+// ErrorClass is the class of an attempt's error. It is gotry's one
+// taxonomy of errors: the built-in retry rules decide by it (see Retryable),
+// and package telemetry names error.type by it, so the two cannot disagree.
+// Classes are told apart by type, never by message.
+type ErrorClass int
+
+// Error classes, in the order ClassifyError tests for them.
+const (
+	ClassNone              ErrorClass = iota // no error
+	ClassCircuitOpen                         // a breaker rejected the request: not retried (the engine decides)
+	ClassAttemptTimeout                      // the per-attempt timeout cut an attempt off: retried
+	ClassCanceled                            // the caller's context was cancelled: not retried
+	ClassDeadline                            // the caller's deadline passed: not retried
+	ClassDNSNotFound                         // the host does not exist: not retried
+	ClassDNS                                 // another DNS failure (SERVFAIL, ...): retried
+	ClassTLS                                 // a certificate or TLS protocol failure: not retried
+	ClassConnectionRefused                   // nothing listened at the address: retried
+	ClassConnectionReset                     // reset, aborted, or a write hit a broken pipe: retried
+	ClassConnectionClosed                    // closed before a full response (EOF): retried
+	ClassTimeout                             // a network timeout (dial, TLS handshake, headers, DNS): retried
+	ClassDial                                // any other failure to dial, so never reached the server: retried
+	ClassOther                               // anything else: not retried
+)
+
+// String returns the class's name in snake case (e.g. "connection_reset"),
+// or "ErrorClass(n)" for a value outside the classes.
+func (c ErrorClass) String() string {
+	switch c {
+	case ClassNone:
+		return "none"
+	case ClassCircuitOpen:
+		return "circuit_open"
+	case ClassAttemptTimeout:
+		return "attempt_timeout"
+	case ClassCanceled:
+		return "canceled"
+	case ClassDeadline:
+		return "deadline"
+	case ClassDNSNotFound:
+		return "dns_not_found"
+	case ClassDNS:
+		return "dns"
+	case ClassTLS:
+		return "tls"
+	case ClassConnectionRefused:
+		return "connection_refused"
+	case ClassConnectionReset:
+		return "connection_reset"
+	case ClassConnectionClosed:
+		return "connection_closed"
+	case ClassTimeout:
+		return "timeout"
+	case ClassDial:
+		return "dial"
+	case ClassOther:
+		return "other"
+	}
+	return "ErrorClass(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Retryable reports whether the built-in rules retry an attempt that failed
+// with an error of class c: a failure of the network that may pass, never
+// a decision of the caller, the breaker or the server's identity.
+func (c ErrorClass) Retryable() bool {
+	switch c {
+	case ClassAttemptTimeout, ClassDNS, ClassConnectionRefused, ClassConnectionReset,
+		ClassConnectionClosed, ClassTimeout, ClassDial:
 		return true
+	}
+	return false
+}
+
+// ClassifyError returns the class of an attempt's error (ClassNone for
+// nil). It walks err's chain with errors.Is and errors.As, one branch per
+// class, and ends in ClassOther.
+func ClassifyError(err error) ErrorClass {
+	if err == nil {
+		return ClassNone
+	}
+	// A breaker rejection and a per-attempt timeout are gotry's own; the
+	// timeout is checked before the context errors because it also matches
+	// context.DeadlineExceeded.
+	if errors.Is(err, resilience.ErrCircuitOpen) {
+		return ClassCircuitOpen
+	}
+	if errors.Is(err, resilience.ErrAttemptTimeout) {
+		return ClassAttemptTimeout
 	}
 	// The caller's context ended (however wrapped): the caller no longer
 	// wants an answer.
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+	if errors.Is(err, context.Canceled) {
+		return ClassCanceled
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ClassDeadline
 	}
 	// DNS: "no such host" will not fix itself; other lookup failures
 	// (timeouts, SERVFAIL) may.
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
-		return !dnsErr.IsNotFound
+		switch {
+		case dnsErr.IsNotFound:
+			return ClassDNSNotFound
+		case dnsErr.IsTimeout:
+			return ClassTimeout
+		}
+		return ClassDNS
 	}
-	// Certificate problems and a server that does not speak TLS are
-	// configuration errors.
+	// Certificate problems, a TLS alert and a server that does not speak
+	// TLS are configuration errors.
 	var (
 		unknownAuthority x509.UnknownAuthorityError
 		invalidCert      x509.CertificateInvalidError
 		hostnameErr      x509.HostnameError
 		verifyErr        *tls.CertificateVerificationError
 		recordErr        tls.RecordHeaderError
+		alert            tls.AlertError
 	)
 	if errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) || errors.As(err, &hostnameErr) ||
-		errors.As(err, &verifyErr) || errors.As(err, &recordErr) {
-		return false
+		errors.As(err, &verifyErr) || errors.As(err, &recordErr) || errors.As(err, &alert) {
+		return ClassTLS
 	}
-	// The connection broke: reset, refused, aborted, closed under us.
-	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
-		return true
+	// The connection broke: refused, reset, aborted, closed under us.
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ClassConnectionRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return ClassConnectionReset
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return ClassConnectionClosed
 	}
 	// Network timeouts (dial, TLS handshake, response headers).
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
-		return true
+		return ClassTimeout
 	}
-	// Any failure to dial never reached the server.
+	// Any other failure to dial never reached the server.
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return true
+		return ClassDial
 	}
 	// Anything else is unknown: do not repeat it.
-	return false
+	return ClassOther
 }

@@ -169,6 +169,7 @@ func TestDecisionString(t *testing.T) {
 		{transport.Default, "default"},
 		{transport.Retry, "retry"},
 		{transport.DontRetry, "dont-retry"},
+		{transport.Decision(7), "Decision(7)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {
@@ -176,5 +177,48 @@ func TestDecisionString(t *testing.T) {
 				t.Errorf("String() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// ClassifyError is the one taxonomy: the built-in rules retry exactly the
+// classes that say Retryable.
+func TestClassifyError(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		want      transport.ErrorClass
+		retryable bool
+	}{
+		{nil, transport.ClassNone, false},
+		{context.Canceled, transport.ClassCanceled, false},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), transport.ClassDeadline, false},
+		{errors.Join(transport.ErrAttemptTimeout, context.DeadlineExceeded), transport.ClassAttemptTimeout, true},
+		{&net.DNSError{Err: "no such host", IsNotFound: true}, transport.ClassDNSNotFound, false},
+		{&net.DNSError{Err: "timeout", IsTimeout: true}, transport.ClassTimeout, true},
+		{&net.DNSError{Err: "server misbehaving"}, transport.ClassDNS, true},
+		{tls.AlertError(40), transport.ClassTLS, false},
+		{x509.UnknownAuthorityError{}, transport.ClassTLS, false},
+		{os.NewSyscallError("connect", syscall.ECONNREFUSED), transport.ClassConnectionRefused, true},
+		{syscall.EPIPE, transport.ClassConnectionReset, true},
+		{io.ErrUnexpectedEOF, transport.ClassConnectionClosed, true},
+		{&net.OpError{Op: "read", Err: timeoutError{}}, transport.ClassTimeout, true},
+		{&net.OpError{Op: "dial", Err: errors.New("no route to host")}, transport.ClassDial, true},
+		{errors.New("boom"), transport.ClassOther, false},
+	} {
+		t.Run(tc.want.String(), func(t *testing.T) {
+			got := transport.ClassifyError(tc.err)
+			if got != tc.want || got.Retryable() != tc.retryable {
+				t.Errorf("ClassifyError(%v) = %v (retryable %v), want %v (%v)", tc.err, got, got.Retryable(), tc.want, tc.retryable)
+			}
+			if tc.err == nil {
+				return
+			}
+			d := transport.DefaultClassifier(transport.Attempt{Err: tc.err, Number: 1})
+			if (d == transport.Retry) != tc.retryable {
+				t.Errorf("DefaultClassifier(%v) = %v, but the class says retryable=%v", tc.err, d, tc.retryable)
+			}
+		})
+	}
+	if s := transport.ErrorClass(99).String(); s != "ErrorClass(99)" {
+		t.Errorf("unknown class prints %q", s)
 	}
 }

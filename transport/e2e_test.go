@@ -42,25 +42,25 @@ func echoUpgradeServer(t *testing.T) *httptest.Server {
 }
 
 func TestSwitchingProtocolsBodyIsReadWriteCloser(t *testing.T) {
-	noHooks := func(func(transport.BodyClosedEvent)) transport.Hooks { return transport.Hooks{} }
-	bodyHook := func(add func(transport.BodyClosedEvent)) transport.Hooks { return transport.Hooks{OnBodyClosed: add} }
+	noHooks := func(func(resilience.ResultDoneEvent)) transport.Hooks { return transport.Hooks{} }
+	bodyHook := func(add func(resilience.ResultDoneEvent)) transport.Hooks { return transport.Hooks{OnResultDone: add} }
 	tests := []struct {
 		name      string
 		opts      []transport.Option
-		hooks     func(add func(transport.BodyClosedEvent)) transport.Hooks
+		hooks     func(add func(resilience.ResultDoneEvent)) transport.Hooks
 		wantHooks int
 	}{
 		{"no hooks", nil, noHooks, 0},
-		{"OnBodyClosed wraps the body", nil, bodyHook, 1},
+		{"OnResultDone wraps the body", nil, bodyHook, 1},
 		{"per-attempt timeout", []transport.Option{transport.WithPerAttemptTimeout(time.Minute)}, noHooks, 0},
-		{"per-attempt timeout and OnBodyClosed", []transport.Option{transport.WithPerAttemptTimeout(time.Minute)}, bodyHook, 1},
+		{"per-attempt timeout and OnResultDone", []transport.Option{transport.WithPerAttemptTimeout(time.Minute)}, bodyHook, 1},
 		{"hedging configured", []transport.Option{transport.WithHedging(time.Millisecond, 2)}, noHooks, 0},
 		{"retries off", []transport.Option{transport.WithMaxAttempts(1)}, noHooks, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := echoUpgradeServer(t)
-			var closed events[transport.BodyClosedEvent]
+			var closed events[resilience.ResultDoneEvent]
 			tr := transport.New(newBase(t), append([]transport.Option{transport.WithHooks(tc.hooks(closed.add))}, tc.opts...)...)
 			req := newRequest(t, context.Background(), http.MethodGet, srv.URL, nil)
 			req.Header.Set("Connection", "Upgrade")
@@ -88,7 +88,7 @@ func TestSwitchingProtocolsBodyIsReadWriteCloser(t *testing.T) {
 				t.Errorf("Close: %v", err)
 			}
 			if got := len(closed.get()); got != tc.wantHooks {
-				t.Errorf("OnBodyClosed fired %d times, want %d", got, tc.wantHooks)
+				t.Errorf("OnResultDone fired %d times, want %d", got, tc.wantHooks)
 			}
 		})
 	}
@@ -115,7 +115,7 @@ func TestResponseBodyStreamsThrough(t *testing.T) {
 		opts []transport.Option
 	}{
 		{"defaults", nil},
-		{"hooks", []transport.Option{transport.WithHooks(transport.Hooks{OnBodyClosed: func(transport.BodyClosedEvent) {}})}},
+		{"hooks", []transport.Option{transport.WithHooks(transport.Hooks{OnResultDone: func(resilience.ResultDoneEvent) {}})}},
 		{"hedging", []transport.Option{transport.WithHedging(time.Hour, 1)}},
 		{"per-attempt timeout", []transport.Option{transport.WithPerAttemptTimeout(time.Hour)}},
 	}
@@ -288,8 +288,8 @@ func TestConcurrentUseOfOneTransport(t *testing.T) {
 		transport.WithPerAttemptTimeout(10*time.Second),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1000}),
 		transport.WithHooks(transport.Hooks{
-			OnBreakerStateChange: func(string, resilience.BreakerState, resilience.BreakerState) { stateChanges.Add(1) },
-			OnBodyClosed:         func(transport.BodyClosedEvent) {},
+			OnBreakerStateChange: func(resilience.BreakerStateEvent) { stateChanges.Add(1) },
+			OnResultDone:         func(resilience.ResultDoneEvent) {},
 		}))
 	client := &http.Client{Transport: tr}
 	host := hostOf(t, srv.URL)

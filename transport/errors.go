@@ -30,11 +30,11 @@ var ErrAttemptLost error = resilience.ErrAttemptLost
 // give-up yields after the bytes that were kept of it, when it was cut (see
 // WithMaxRetainedBody): it was longer than the limit, or its reading was
 // interrupted. Match it with errors.Is.
-var ErrBodyTruncated = errors.New("gotry: retained response body truncated")
+var ErrBodyTruncated = errors.New("transport: retained response body truncated")
 
 // ErrNilResponse is returned when the base RoundTripper breaks its contract
 // by returning neither a response nor an error.
-var ErrNilResponse = errors.New("gotry: base RoundTripper returned a nil response and a nil error")
+var ErrNilResponse = errors.New("transport: base RoundTripper returned a nil response and a nil error")
 
 // errNilURL is returned for a request without a URL, as net/http does.
-var errNilURL = errors.New("gotry: nil Request.URL")
+var errNilURL = errors.New("transport: nil Request.URL")

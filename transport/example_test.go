@@ -69,10 +69,10 @@ func ExampleWithHooks() {
 	client := &http.Client{Transport: transport.New(nil,
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)),
 		transport.WithHooks(transport.Hooks{
-			OnRetry: func(e transport.RetryEvent) {
-				fmt.Printf("attempt %d got %d; retrying in %v\n", e.Attempt, e.StatusCode, e.Delay)
+			OnRetry: func(e resilience.RetryEvent) {
+				fmt.Printf("attempt %d got %d; retrying in %v\n", e.Attempt, e.Code, e.Delay)
 			},
-			OnRequestEnd: func(e transport.RequestEndEvent) {
+			OnCallEnd: func(e resilience.CallEndEvent) {
 				fmt.Printf("done after %d attempts: %s\n", e.Attempts, e.Reason)
 			},
 		}),
@@ -135,7 +135,7 @@ func ExampleWithHedging() {
 	var hedges atomic.Int32
 	client := &http.Client{Transport: transport.New(nil,
 		transport.WithHedging(20*time.Millisecond, 1),
-		transport.WithHooks(transport.Hooks{OnHedge: func(transport.HedgeEvent) { hedges.Add(1) }}),
+		transport.WithHooks(transport.Hooks{OnHedge: func(resilience.HedgeEvent) { hedges.Add(1) }}),
 	)}
 	resp, err := client.Get(srv.URL)
 	if err != nil {

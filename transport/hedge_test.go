@@ -31,10 +31,10 @@ func TestHedgeLaunchesAfterDelayAndFirstFinalResultWins(t *testing.T) {
 			fc := newClock()
 			gone := make(chan int, 1)
 			s := newScript(t, hang(gone), reply(tc.winner))
-			var hedges events[transport.HedgeEvent]
-			var end events[transport.RequestEndEvent]
+			var hedges events[resilience.HedgeEvent]
+			var end events[resilience.CallEndEvent]
 			tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithHedging(hedgeDelay, 1),
-				transport.WithHooks(transport.Hooks{OnHedge: hedges.add, OnRequestEnd: end.add}))
+				transport.WithHooks(transport.Hooks{OnHedge: hedges.add, OnCallEnd: end.add}))
 			req := newRequest(t, testCtx(t), http.MethodGet, s.URL, nil)
 			done := goRoundTrip(tr, req)
 			recv(t, s.arrived, "attempt 1")
@@ -56,11 +56,11 @@ func TestHedgeLaunchesAfterDelayAndFirstFinalResultWins(t *testing.T) {
 				t.Errorf("body %q", body)
 			}
 			recv(t, gone, "the slow attempt to be cancelled")
-			if h := hedges.get(); len(h) != 1 || h[0].Attempt != 2 || h[0].InFlight != 2 || h[0].Request != req {
+			if h := hedges.get(); len(h) != 1 || h[0].Attempt != 2 || h[0].InFlight != 2 || transport.RequestOf(h[0].Event) != req {
 				t.Errorf("OnHedge %+v, want attempt 2 with 2 in flight", h)
 			}
 			if e := end.get(); len(e) != 1 || e[0].Attempts != 2 || e[0].Hedges != 1 || e[0].Retries != 0 {
-				t.Errorf("OnRequestEnd %+v, want 2 attempts, 1 hedge", e)
+				t.Errorf("OnCallEnd %+v, want 2 attempts, 1 hedge", e)
 			}
 		})
 	}
@@ -98,9 +98,9 @@ func TestHedgeLoserIsCancelledThenClosed(t *testing.T) {
 				}
 				return fakeResponse(r, 200, "winner"), nil
 			})
-			ended := make(chan transport.AttemptEndEvent, 4)
+			ended := make(chan resilience.AttemptEndEvent, 4)
 			tr := transport.New(base, transport.WithClock(fc), transport.WithHedging(hedgeDelay, 1),
-				transport.WithHooks(transport.Hooks{OnAttemptEnd: func(e transport.AttemptEndEvent) { ended <- e }}))
+				transport.WithHooks(transport.Hooks{OnAttemptEnd: func(e resilience.AttemptEndEvent) { ended <- e }}))
 			done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil))
 			ctx := recv(t, loserCtx, "attempt 1")
 			waitArmed(t, fc, 1)
@@ -158,10 +158,10 @@ func TestHedgesAndRetriesNeverExceedMaxAttempts(t *testing.T) {
 				}
 				reply(503)(w, r)
 			})
-			var end events[transport.RequestEndEvent]
+			var end events[resilience.CallEndEvent]
 			tr := transport.New(newBase(t), noDelay, transport.WithClock(fc),
 				transport.WithMaxAttempts(tc.maxAttempts), transport.WithHedging(hedgeDelay, tc.maxHedges),
-				transport.WithHooks(transport.Hooks{OnRequestEnd: end.add}))
+				transport.WithHooks(transport.Hooks{OnCallEnd: end.add}))
 			done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
 			recv(t, s.arrived, "attempt 1")
 			hedged := min(tc.maxHedges, tc.maxAttempts-1)
@@ -184,7 +184,7 @@ func TestHedgesAndRetriesNeverExceedMaxAttempts(t *testing.T) {
 			}
 			if e := end.get(); len(e) != 1 || e[0].Attempts != tc.maxAttempts || e[0].Hedges != hedged ||
 				e[0].Reason != resilience.ReasonAttemptsExhausted {
-				t.Errorf("OnRequestEnd %+v, want %d attempts, %d hedges, attempts_exhausted", e, tc.maxAttempts, hedged)
+				t.Errorf("OnCallEnd %+v, want %d attempts, %d hedges, attempts_exhausted", e, tc.maxAttempts, hedged)
 			}
 		})
 	}
@@ -213,7 +213,7 @@ func TestHedgingIsOffForSomeRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
 			s := newScript(t, reply(503), reply(200))
-			var hedges events[transport.HedgeEvent]
+			var hedges events[resilience.HedgeEvent]
 			opts := append([]transport.Option{noDelay, transport.WithClock(fc),
 				transport.WithHooks(transport.Hooks{OnHedge: hedges.add})}, tc.opts...)
 			tr := transport.New(newBase(t), opts...)
@@ -243,8 +243,8 @@ func TestRetryableResultWhileAnotherInFlightRetriesAtOnce(t *testing.T) {
 	fc := newClock()
 	gone := make(chan int, 1)
 	s := newScript(t, hang(gone), reply(503), reply(200))
-	var retries events[transport.RetryEvent]
-	var sleeps events[transport.BackoffEvent]
+	var retries events[resilience.RetryEvent]
+	var sleeps events[resilience.BackoffEvent]
 	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBackoff(resilience.Constant(time.Hour)),
 		transport.WithHedging(hedgeDelay, 1),
 		transport.WithHooks(transport.Hooks{OnRetry: retries.add, OnBackoff: sleeps.add}))
@@ -262,7 +262,7 @@ func TestRetryableResultWhileAnotherInFlightRetriesAtOnce(t *testing.T) {
 		t.Errorf("body %q, want the retry's", body)
 	}
 	recv(t, gone, "the slow attempt to be cancelled")
-	if ev := retries.get(); len(ev) != 1 || ev[0].Attempt != 2 || ev[0].Delay != 0 || ev[0].StatusCode != 503 {
+	if ev := retries.get(); len(ev) != 1 || ev[0].Attempt != 2 || ev[0].Delay != 0 || ev[0].Code != 503 {
 		t.Errorf("OnRetry %+v, want attempt 2's 503 retried with Delay 0", ev)
 	}
 	if sl := sleeps.get(); len(sl) != 0 {
@@ -277,11 +277,11 @@ func TestBackoffRetriesAreHedged(t *testing.T) {
 	fc := newClock()
 	gone := make(chan int, 1)
 	s := newScript(t, reply(503), hang(gone), reply(200))
-	var hedges events[transport.HedgeEvent]
-	var end events[transport.RequestEndEvent]
+	var hedges events[resilience.HedgeEvent]
+	var end events[resilience.CallEndEvent]
 	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBackoff(resilience.Constant(time.Second)),
 		transport.WithHedging(hedgeDelay, 1),
-		transport.WithHooks(transport.Hooks{OnHedge: hedges.add, OnRequestEnd: end.add}))
+		transport.WithHooks(transport.Hooks{OnHedge: hedges.add, OnCallEnd: end.add}))
 	done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
 	recv(t, s.arrived, "attempt 1")
 	waitArmed(t, fc, 2) // the hedge timer, then the backoff sleep
@@ -302,7 +302,7 @@ func TestBackoffRetriesAreHedged(t *testing.T) {
 		t.Errorf("OnHedge %+v, want one hedge, attempt 3, 2 in flight", h)
 	}
 	if e := end.get(); len(e) != 1 || e[0].Retries != 1 || e[0].Hedges != 1 || e[0].Backoff != time.Second {
-		t.Errorf("OnRequestEnd %+v, want 1 retry, 1 hedge, 1s of backoff", e)
+		t.Errorf("OnCallEnd %+v, want 1 retry, 1 hedge, 1s of backoff", e)
 	}
 }
 

@@ -41,13 +41,13 @@ var dnsNotFound = &net.DNSError{Err: "no such host", Name: "svc.test", IsNotFoun
 func TestOnRetryAndOnBackoffPayloads(t *testing.T) {
 	fc := newClock()
 	base, _ := sequence(status(503, "Retry-After", "2"), failWith(errReset), status(200))
-	var retries events[transport.RetryEvent]
-	var sleeps events[transport.BackoffEvent]
+	var retries events[resilience.RetryEvent]
+	var sleeps events[resilience.BackoffEvent]
 	var tokens events[float64]
 	var tr *transport.Transport
 	tr = transport.New(base, transport.WithClock(fc), transport.WithBackoff(resilience.Constant(3*time.Second)),
 		transport.WithHooks(transport.Hooks{
-			OnRetry: func(e transport.RetryEvent) {
+			OnRetry: func(e resilience.RetryEvent) {
 				retries.add(e)
 				tokens.add(tr.BudgetTokens()) // hooks may read the budget
 			},
@@ -69,9 +69,10 @@ func TestOnRetryAndOnBackoffPayloads(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("OnRetry fired %d times, want 2", len(got))
 	}
-	want := []transport.RetryEvent{
-		{Request: req, Attempt: 1, Delay: 2 * time.Second, StatusCode: 503, RetryAfter: true},
-		{Request: req, Attempt: 2, Delay: 3 * time.Second, Err: errReset},
+	ev := resilience.Event{Key: req.URL.Host, Subject: req}
+	want := []resilience.RetryEvent{
+		{Event: ev, Attempt: 1, Delay: 2 * time.Second, Code: 503, FromRetryAfter: true},
+		{Event: ev, Attempt: 2, Delay: 3 * time.Second, Err: errReset},
 	}
 	for i := range want {
 		got[i].Context = nil
@@ -80,9 +81,9 @@ func TestOnRetryAndOnBackoffPayloads(t *testing.T) {
 		}
 	}
 	sl := sleeps.get()
-	wantSleeps := []transport.BackoffEvent{
-		{Request: req, Retry: 1, Start: fakeStart, Delay: 2 * time.Second, Slept: 2 * time.Second, RetryAfter: true},
-		{Request: req, Retry: 2, Start: fakeStart.Add(2 * time.Second), Delay: 3 * time.Second, Slept: 3 * time.Second},
+	wantSleeps := []resilience.BackoffEvent{
+		{Event: ev, Retry: 1, Start: fakeStart, Delay: 2 * time.Second, Slept: 2 * time.Second, FromRetryAfter: true},
+		{Event: ev, Retry: 2, Start: fakeStart.Add(2 * time.Second), Delay: 3 * time.Second, Slept: 3 * time.Second},
 	}
 	if len(sl) != 2 {
 		t.Fatalf("OnBackoff fired %d times, want 2", len(sl))
@@ -101,9 +102,9 @@ func TestOnRetryAndOnBackoffPayloads(t *testing.T) {
 func TestOnBackoffReportsAnInterruptedSleep(t *testing.T) {
 	fc := newClock()
 	base, _ := sequence(status(503))
-	sleeps := make(chan transport.BackoffEvent, 1)
+	sleeps := make(chan resilience.BackoffEvent, 1)
 	tr := transport.New(base, transport.WithClock(fc), transport.WithBackoff(resilience.Constant(time.Minute)),
-		transport.WithHooks(transport.Hooks{OnBackoff: func(e transport.BackoffEvent) { sleeps <- e }}))
+		transport.WithHooks(transport.Hooks{OnBackoff: func(e resilience.BackoffEvent) { sleeps <- e }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := goRoundTrip(tr, newRequest(t, ctx, http.MethodGet, "http://svc.test/", nil))
 	waitArmed(t, fc, 1)
@@ -118,7 +119,7 @@ func TestOnBackoffReportsAnInterruptedSleep(t *testing.T) {
 	}
 }
 
-func TestOnRequestStartContextIsTheParentOfEveryAttempt(t *testing.T) {
+func TestOnCallStartContextIsTheParentOfEveryAttempt(t *testing.T) {
 	fc := newClock()
 	gone := make(chan int, 1)
 	s := newScript(t, reply(503), hang(gone), reply(200))
@@ -129,16 +130,16 @@ func TestOnRequestStartContextIsTheParentOfEveryAttempt(t *testing.T) {
 	}
 	tr := transport.New(log, noDelay, transport.WithClock(fc), transport.WithHedging(hedgeDelay, 1),
 		transport.WithHooks(transport.Hooks{
-			OnRequestStart: func(ctx context.Context, e transport.RequestStartEvent) context.Context {
+			OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 				return context.WithValue(ctx, ctxKey("span"), "request")
 			},
-			OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
+			OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 				record("attempt", ctx)
 				return ctx
 			},
-			OnRetry:      func(e transport.RetryEvent) { record("retry", e.Context) },
-			OnHedge:      func(e transport.HedgeEvent) { record("hedge", e.Context) },
-			OnRequestEnd: func(e transport.RequestEndEvent) { record("end", e.Context) },
+			OnRetry:   func(e resilience.RetryEvent) { record("retry", e.Context) },
+			OnHedge:   func(e resilience.HedgeEvent) { record("hedge", e.Context) },
+			OnCallEnd: func(e resilience.CallEndEvent) { record("end", e.Context) },
 		}))
 	done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
 	recv(t, s.arrived, "attempt 1")
@@ -154,12 +155,12 @@ func TestOnRequestStartContextIsTheParentOfEveryAttempt(t *testing.T) {
 	recv(t, gone, "the loser to be cancelled")
 	for i, a := range log.requests() {
 		if v := a.Context().Value(ctxKey("span")); v != "request" {
-			t.Errorf("attempt %d context carries %v, want the OnRequestStart context's value", i+1, v)
+			t.Errorf("attempt %d context carries %v, want the OnCallStart context's value", i+1, v)
 		}
 	}
 	for _, s := range seen.get() {
 		if !strings.HasSuffix(s, ":request") {
-			t.Errorf("hook saw %s, want the OnRequestStart context", s)
+			t.Errorf("hook saw %s, want the OnCallStart context", s)
 		}
 	}
 	if got := len(seen.get()); got != 6 { // 3 attempts, a retry, a hedge, the end
@@ -171,13 +172,13 @@ func TestOnAttemptStart(t *testing.T) {
 	fc := newClock()
 	gone := make(chan int, 1)
 	s := newScript(t, reply(503), hang(gone), reply(200))
-	var starts events[transport.AttemptStartEvent]
+	var starts events[resilience.AttemptStartEvent]
 	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithHedging(hedgeDelay, 1),
 		transport.WithHooks(transport.Hooks{
-			OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
+			OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 				starts.add(e)
-				e.Header.Set("X-Attempt", fmt.Sprintf("%d-%s", e.Attempt, e.Kind))
-				e.Header.Add("X-Caller", "added by hook")
+				transport.HeaderOf(e).Set("X-Attempt", fmt.Sprintf("%d-%s", e.Attempt, e.Kind))
+				transport.HeaderOf(e).Add("X-Caller", "added by hook")
 				return ctx
 			},
 		}))
@@ -211,7 +212,7 @@ func TestOnAttemptStart(t *testing.T) {
 		t.Fatalf("OnAttemptStart fired %d times, want 3", len(st))
 	}
 	for i, e := range st {
-		if e.Attempt != i+1 || e.Kind != wantKinds[i] || e.Probe || e.Request != req {
+		if e.Attempt != i+1 || e.Kind != wantKinds[i] || e.Probe || transport.RequestOf(e.Event) != req {
 			t.Errorf("OnAttemptStart %d = %+v", i+1, e)
 		}
 	}
@@ -249,7 +250,7 @@ func TestOnAttemptEndOutcomes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			base, _ := sequence(tc.steps...)
-			var ends events[transport.AttemptEndEvent]
+			var ends events[resilience.AttemptEndEvent]
 			tr := transport.New(base, noDelay, transport.WithHooks(transport.Hooks{OnAttemptEnd: ends.add}))
 			var ctx context.Context
 			ctx, cancel = context.WithCancel(context.Background())
@@ -262,8 +263,8 @@ func TestOnAttemptEndOutcomes(t *testing.T) {
 				t.Fatalf("OnAttemptEnd fired %d times, want %d", len(got), len(tc.outcomes))
 			}
 			for i, e := range got {
-				if e.Outcome != tc.outcomes[i] || e.StatusCode != tc.codes[i] || (e.Err != nil) != tc.wantError[i] ||
-					e.Attempt != i+1 || e.Request != req || e.Context == nil {
+				if e.Outcome != tc.outcomes[i] || e.Code != tc.codes[i] || (e.Err != nil) != tc.wantError[i] ||
+					e.Attempt != i+1 || transport.RequestOf(e.Event) != req || e.Context == nil {
 					t.Errorf("OnAttemptEnd %d = %+v, want outcome %v, status %d", i+1, e, tc.outcomes[i], tc.codes[i])
 				}
 			}
@@ -303,7 +304,7 @@ func TestOutcomeAndReasonStrings(t *testing.T) {
 	}
 }
 
-func TestOnRequestEndReasons(t *testing.T) {
+func TestOnCallEndReasons(t *testing.T) {
 	openBreaker := func(t *testing.T, tr *transport.Transport) {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://svc.test/", nil))
 		closeResp(result{resp, err})
@@ -362,9 +363,9 @@ func TestOnRequestEndReasons(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			base, _ := sequence(tc.steps...)
-			var ends events[transport.RequestEndEvent]
+			var ends events[resilience.CallEndEvent]
 			tr := transport.New(base, append([]transport.Option{noDelay,
-				transport.WithHooks(transport.Hooks{OnRequestEnd: ends.add})}, tc.opts...)...)
+				transport.WithHooks(transport.Hooks{OnCallEnd: ends.add})}, tc.opts...)...)
 			tc.setup(t, tr)
 			ctx, cancel := tc.ctx()
 			defer cancel()
@@ -373,18 +374,18 @@ func TestOnRequestEndReasons(t *testing.T) {
 			closeResp(result{resp, err})
 			got := ends.get()
 			if len(got) == 0 {
-				t.Fatal("OnRequestEnd did not fire")
+				t.Fatal("OnCallEnd did not fire")
 			}
 			e := got[len(got)-1]
-			if e.Reason != tc.wantReason || e.Attempts != tc.wantAttempts || e.StatusCode != tc.wantStatus ||
-				e.Err != err || e.Request != req {
-				t.Errorf("OnRequestEnd = %+v (err %v), want reason %v, %d attempts, status %d", e, err, tc.wantReason, tc.wantAttempts, tc.wantStatus)
+			if e.Reason != tc.wantReason || e.Attempts != tc.wantAttempts || e.Code != tc.wantStatus ||
+				e.Err != err || transport.RequestOf(e.Event) != req {
+				t.Errorf("OnCallEnd = %+v (err %v), want reason %v, %d attempts, status %d", e, err, tc.wantReason, tc.wantAttempts, tc.wantStatus)
 			}
 		})
 	}
 }
 
-func TestOnBodyClosedFiresOnceOnCloseOrEOF(t *testing.T) {
+func TestOnResultDoneFiresOnceOnCloseOrEOF(t *testing.T) {
 	errBoom := errors.New("stream broke")
 	readAll := func(b io.ReadCloser) { io.ReadAll(b) }
 	closeIt := func(b io.ReadCloser) { b.Close() }
@@ -408,12 +409,12 @@ func TestOnBodyClosedFiresOnceOnCloseOrEOF(t *testing.T) {
 				resp.Body = io.NopCloser(tc.body())
 				return resp, nil
 			})
-			var closed events[transport.BodyClosedEvent]
+			var closed events[resilience.ResultDoneEvent]
 			tr := transport.New(base, transport.WithHooks(transport.Hooks{
-				OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
+				OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 					return context.WithValue(ctx, ctxKey("attempt"), e.Attempt)
 				},
-				OnBodyClosed: closed.add,
+				OnResultDone: closed.add,
 			}))
 			req := newRequest(t, context.Background(), http.MethodGet, "http://svc.test/", nil)
 			resp, err := tr.RoundTrip(req)
@@ -421,27 +422,27 @@ func TestOnBodyClosedFiresOnceOnCloseOrEOF(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := closed.get(); len(got) != 0 {
-				t.Fatalf("OnBodyClosed fired before the body was used: %+v", got)
+				t.Fatalf("OnResultDone fired before the body was used: %+v", got)
 			}
 			for _, use := range tc.use {
 				use(resp.Body)
 			}
 			got := closed.get()
-			if len(got) != 1 || got[0].Request != req || got[0].Attempt != 1 || got[0].Err != tc.wantErr ||
+			if len(got) != 1 || transport.RequestOf(got[0].Event) != req || got[0].Attempt != 1 || got[0].Err != tc.wantErr ||
 				got[0].Context.Value(ctxKey("attempt")) != 1 {
-				t.Errorf("OnBodyClosed %+v, want exactly one event for attempt 1 with Err %v", got, tc.wantErr)
+				t.Errorf("OnResultDone %+v, want exactly one event for attempt 1 with Err %v", got, tc.wantErr)
 			}
 			resp.Body.Close()
 			if n := len(closed.get()); n != 1 {
-				t.Errorf("OnBodyClosed fired %d times, want once", n)
+				t.Errorf("OnResultDone fired %d times, want once", n)
 			}
 		})
 	}
 }
 
-// TestCombineHooks checks every field: the combined hook calls a's then b's,
+// TestCombine checks every field: the combined hook calls a's then b's,
 // context-returning hooks are chained, and neither input changes.
-func TestCombineHooks(t *testing.T) {
+func TestCombine(t *testing.T) {
 	var calls []string
 	ht := reflect.TypeOf(transport.Hooks{})
 	mk := func(field, who string) reflect.Value {
@@ -462,7 +463,7 @@ func TestCombineHooks(t *testing.T) {
 		av.Field(i).Set(mk(name, "a"))
 		bv.Field(i).Set(mk(name, "b"))
 	}
-	c := transport.CombineHooks(a, b)
+	c := resilience.Combine(a, b)
 	cv := reflect.ValueOf(c)
 	for i := range ht.NumField() {
 		t.Run(ht.Field(i).Name, func(t *testing.T) {
@@ -489,39 +490,39 @@ func TestCombineHooks(t *testing.T) {
 	}
 }
 
-func TestCombineHooksChainsContextsAndKeepsNilsFree(t *testing.T) {
+func TestCombineChainsContextsAndKeepsNilsFree(t *testing.T) {
 	var order []string
 	a := transport.Hooks{
-		OnRequestStart: func(ctx context.Context, e transport.RequestStartEvent) context.Context {
+		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			order = append(order, "a")
 			return context.WithValue(ctx, ctxKey("a"), "from a")
 		},
 	}
 	b := transport.Hooks{
-		OnRequestStart: func(ctx context.Context, e transport.RequestStartEvent) context.Context {
+		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			order = append(order, fmt.Sprintf("b saw %v", ctx.Value(ctxKey("a"))))
 			return context.WithValue(ctx, ctxKey("b"), "from b")
 		},
-		OnRetry: func(transport.RetryEvent) { order = append(order, "b retry") },
+		OnRetry: func(resilience.RetryEvent) { order = append(order, "b retry") },
 	}
-	c := transport.CombineHooks(a, b)
-	ctx := c.OnRequestStart(context.Background(), transport.RequestStartEvent{})
+	c := resilience.Combine(a, b)
+	ctx := c.OnCallStart(context.Background(), resilience.CallStartEvent{})
 	if ctx.Value(ctxKey("a")) != "from a" || ctx.Value(ctxKey("b")) != "from b" {
-		t.Errorf("combined OnRequestStart context lost a value")
+		t.Errorf("combined OnCallStart context lost a value")
 	}
-	c.OnRetry(transport.RetryEvent{})
+	c.OnRetry(resilience.RetryEvent{})
 	if want := []string{"a", "b saw from a", "b retry"}; !reflect.DeepEqual(order, want) {
 		t.Errorf("calls %v, want %v", order, want)
 	}
 	if a.OnRetry != nil {
-		t.Errorf("CombineHooks set a field of its first argument")
+		t.Errorf("Combine set a field of its first argument")
 	}
-	if c.OnHedge != nil || c.OnBodyClosed != nil || c.OnBreakerStateChange != nil {
+	if c.OnHedge != nil || c.OnResultDone != nil || c.OnBreakerStateChange != nil {
 		t.Errorf("a hook neither input sets is not nil in the combination")
 	}
-	empty := transport.CombineHooks(transport.Hooks{}, transport.Hooks{})
+	empty := resilience.Combine(transport.Hooks{}, transport.Hooks{})
 	if !reflect.ValueOf(empty).IsZero() {
-		t.Errorf("CombineHooks of two empty sets is not empty: %+v", empty)
+		t.Errorf("Combine of two empty sets is not empty: %+v", empty)
 	}
 }
 
@@ -529,13 +530,13 @@ func TestWithHooksTwiceRunsBothInOrder(t *testing.T) {
 	var order events[string]
 	base, _ := sequence(status(200))
 	tr := transport.New(base,
-		transport.WithHooks(transport.Hooks{OnRequestEnd: func(transport.RequestEndEvent) { order.add("first") }}),
-		transport.WithHooks(transport.Hooks{OnRequestEnd: func(transport.RequestEndEvent) { order.add("second") }}),
+		transport.WithHooks(transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { order.add("first") }}),
+		transport.WithHooks(transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { order.add("second") }}),
 	)
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://svc.test/", nil))
 	closeResp(result{resp, err})
 	if got, want := order.get(), []string{"first", "second"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("OnRequestEnd calls %v, want %v", got, want)
+		t.Errorf("OnCallEnd calls %v, want %v", got, want)
 	}
 }
 
@@ -548,28 +549,28 @@ func TestPanickingHookPropagatesOutOfRoundTrip(t *testing.T) {
 		hooks func(p func()) transport.Hooks
 		opts  []transport.Option
 	}{
-		{"OnRequestStart", func(p func()) transport.Hooks {
-			return transport.Hooks{OnRequestStart: func(ctx context.Context, _ transport.RequestStartEvent) context.Context { p(); return ctx }}
+		{"OnCallStart", func(p func()) transport.Hooks {
+			return transport.Hooks{OnCallStart: func(ctx context.Context, _ resilience.CallStartEvent) context.Context { p(); return ctx }}
 		}, nil},
 		{"OnAttemptStart", func(p func()) transport.Hooks {
-			return transport.Hooks{OnAttemptStart: func(ctx context.Context, _ transport.AttemptStartEvent) context.Context { p(); return ctx }}
+			return transport.Hooks{OnAttemptStart: func(ctx context.Context, _ resilience.AttemptStartEvent) context.Context { p(); return ctx }}
 		}, nil},
 		{"OnAttemptEnd", func(p func()) transport.Hooks {
-			return transport.Hooks{OnAttemptEnd: func(transport.AttemptEndEvent) { p() }}
+			return transport.Hooks{OnAttemptEnd: func(resilience.AttemptEndEvent) { p() }}
 		}, nil},
-		{"OnRetry", func(p func()) transport.Hooks { return transport.Hooks{OnRetry: func(transport.RetryEvent) { p() }} }, nil},
+		{"OnRetry", func(p func()) transport.Hooks { return transport.Hooks{OnRetry: func(resilience.RetryEvent) { p() }} }, nil},
 		{"OnBackoff", func(p func()) transport.Hooks {
-			return transport.Hooks{OnBackoff: func(transport.BackoffEvent) { p() }}
+			return transport.Hooks{OnBackoff: func(resilience.BackoffEvent) { p() }}
 		},
 			[]transport.Option{transport.WithBackoff(resilience.Constant(time.Nanosecond))}},
 		{"OnBudgetExhausted", func(p func()) transport.Hooks {
-			return transport.Hooks{OnBudgetExhausted: func(transport.BudgetEvent) { p() }}
+			return transport.Hooks{OnBudgetExhausted: func(resilience.BudgetEvent) { p() }}
 		}, []transport.Option{transport.WithBudget(0.01, 0)}},
 		{"OnBreakerStateChange", func(p func()) transport.Hooks {
-			return transport.Hooks{OnBreakerStateChange: func(string, resilience.BreakerState, resilience.BreakerState) { p() }}
+			return transport.Hooks{OnBreakerStateChange: func(resilience.BreakerStateEvent) { p() }}
 		}, []transport.Option{transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1})}},
-		{"OnRequestEnd", func(p func()) transport.Hooks {
-			return transport.Hooks{OnRequestEnd: func(transport.RequestEndEvent) { p() }}
+		{"OnCallEnd", func(p func()) transport.Hooks {
+			return transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { p() }}
 		}, nil},
 	}
 	for _, tc := range tests {
@@ -589,27 +590,27 @@ func TestPanickingHookPropagatesOutOfRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRequestHooksFireForAnInvalidPolicy pins the Hooks doc: OnRequestStart
-// fires when RoundTrip begins and OnRequestEnd once just before it returns,
+// TestRequestHooksFireForAnInvalidPolicy pins the Hooks doc: OnCallStart
+// fires when RoundTrip begins and OnCallEnd once just before it returns,
 // including when the request is refused for an invalid Policy.
 func TestRequestHooksFireForAnInvalidPolicy(t *testing.T) {
 	base, _ := sequence(status(200))
-	var starts events[transport.RequestStartEvent]
-	var ends events[transport.RequestEndEvent]
+	var starts events[resilience.CallStartEvent]
+	var ends events[resilience.CallEndEvent]
 	tr := transport.New(base, transport.WithHooks(transport.Hooks{
-		OnRequestStart: func(ctx context.Context, e transport.RequestStartEvent) context.Context {
+		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			starts.add(e)
 			return ctx
 		},
-		OnRequestEnd: ends.add,
+		OnCallEnd: ends.add,
 	}))
 	req := newRequest(t, transport.WithPolicy(context.Background(), transport.Policy{MaxAttempts: -1}), http.MethodGet, "http://svc.test/", nil)
 	resp, err := tr.RoundTrip(req)
 	closeResp(result{resp, err})
-	if got := starts.get(); len(got) != 1 || got[0].Request != req {
-		t.Errorf("OnRequestStart fired %d times, want once", len(got))
+	if got := starts.get(); len(got) != 1 || transport.RequestOf(got[0].Event) != req {
+		t.Errorf("OnCallStart fired %d times, want once", len(got))
 	}
-	if got := ends.get(); len(got) != 1 || got[0].Request != req || got[0].Err != err || got[0].Attempts != 0 {
-		t.Errorf("OnRequestEnd %+v, want one event carrying the returned error %v", got, err)
+	if got := ends.get(); len(got) != 1 || transport.RequestOf(got[0].Event) != req || got[0].Err != err || got[0].Attempts != 0 {
+		t.Errorf("OnCallEnd %+v, want one event carrying the returned error %v", got, err)
 	}
 }

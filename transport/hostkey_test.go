@@ -34,11 +34,11 @@ func TestBreakerKeyIsNormalisedHost(t *testing.T) {
 				return fakeResponse(r, http.StatusServiceUnavailable, "down"), nil
 			})
 			var changes events[string]
-			var rejects events[transport.BreakerRejectEvent]
+			var rejects events[resilience.BreakerRejectEvent]
 			tr := transport.New(base, transport.WithClock(newClock()), transport.WithMaxAttempts(1),
 				transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: len(c.spellings), OpenDuration: time.Minute}),
 				transport.WithHooks(transport.Hooks{
-					OnBreakerStateChange: func(host string, _, to resilience.BreakerState) { changes.add(host + " " + to.String()) },
+					OnBreakerStateChange: func(e resilience.BreakerStateEvent) { changes.add(e.Key + " " + e.To.String()) },
 					OnBreakerReject:      rejects.add,
 				}))
 			for _, u := range c.spellings {
@@ -58,7 +58,7 @@ func TestBreakerKeyIsNormalisedHost(t *testing.T) {
 			if got := changes.get(); len(got) != 1 || got[0] != c.key+" open" {
 				t.Errorf("state changes %q, want [%q]", got, c.key+" open")
 			}
-			if got := rejects.get(); len(got) != 1 || got[0].Host != c.key {
+			if got := rejects.get(); len(got) != 1 || got[0].Key != c.key {
 				t.Errorf("reject events %+v, want one for host %q", got, c.key)
 			}
 			if got := tr.BreakerState(c.key); got != resilience.BreakerOpen {

@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
@@ -77,7 +78,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // invalid panics with a message naming the option and the value.
 func invalid(option string, format string, args ...any) {
-	panic(fmt.Sprintf("gotry: %s: %s", option, fmt.Sprintf(format, args...)))
+	panic(fmt.Sprintf("transport: %s: %s", option, fmt.Sprintf(format, args...)))
 }
 
 // WithMaxAttempts sets how many attempts a request may make, retries and
@@ -94,7 +95,7 @@ func WithMaxAttempts(n int) Option {
 // (default DefaultBackoff). It panics on nil; use resilience.Constant(0) to
 // retry without waiting.
 func WithBackoff(b resilience.Backoff) Option {
-	if resilience.IsNil(b) {
+	if nilBackoff(b) {
 		invalid("WithBackoff", "backoff must not be nil (use resilience.Constant(0) for no delay)")
 	}
 	return optionFunc(func(c *config) { c.backoff = b })
@@ -158,17 +159,17 @@ func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
 func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 	defer func() {
 		if r := recover(); r != nil {
-			invalid("WithCircuitBreaker", "%v", r)
+			invalid("WithCircuitBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
 		}
 	}()
-	resilience.NewBreakers(cfg) // validates
+	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates
 	return optionFunc(func(c *config) { c.breaker = &cfg })
 }
 
 // WithHooks adds observation hooks. Several WithHooks options combine: each
 // hook set sees every event, in the order the options were given.
 func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = CombineHooks(c.hooks, h) })
+	return optionFunc(func(c *config) { c.hooks = resilience.Combine(c.hooks, h) })
 }
 
 // WithPerAttemptTimeout bounds each attempt until its response headers
@@ -246,7 +247,24 @@ func WithNonIdempotentRetries(on bool) Option {
 	return optionFunc(func(c *config) { c.nonIdempotent = on })
 }
 
-// withClock injects a clock; tests only.
-func withClock(cl clock.Clock) Option {
-	return optionFunc(func(c *config) { c.clock = cl })
+// WithClock runs the transport on c: its backoff sleeps, hedge timers,
+// per-attempt timeouts, breaker and budget windows and Retry-After dates
+// (default the wall clock; nil is ignored). It is gotry's one way to inject
+// time, for its own tests in any package: clock is an internal package, so
+// only code inside this module can build a Clock (internal/clock/fakeclock
+// is the fake). Resilience's Retrier, telemetry and the kit take the same
+// option.
+func WithClock(cl clock.Clock) Option {
+	return optionFunc(func(c *config) {
+		if cl != nil {
+			c.clock = cl
+		}
+	})
+}
+
+// nilBackoff reports whether b is nil, or a nil function wrapped in
+// resilience.BackoffFunc (which is not a nil interface).
+func nilBackoff(b resilience.Backoff) bool {
+	f, ok := b.(resilience.BackoffFunc)
+	return b == nil || ok && f == nil
 }

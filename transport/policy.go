@@ -51,15 +51,15 @@ func PolicyFrom(ctx context.Context) (Policy, bool) {
 func (p Policy) validate() error {
 	switch {
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("gotry: invalid Policy.MaxAttempts %d: must not be negative", p.MaxAttempts)
+		return fmt.Errorf("transport: invalid Policy.MaxAttempts %d: must not be negative", p.MaxAttempts)
 	case p.MaxHedges < -1:
-		return fmt.Errorf("gotry: invalid Policy.MaxHedges %d: must be -1 (off), 0 (inherit) or positive", p.MaxHedges)
+		return fmt.Errorf("transport: invalid Policy.MaxHedges %d: must be -1 (off), 0 (inherit) or positive", p.MaxHedges)
 	case p.HedgeDelay < 0:
-		return fmt.Errorf("gotry: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
+		return fmt.Errorf("transport: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
 	case p.PerAttemptTimeout < 0:
-		return fmt.Errorf("gotry: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
-	case p.Backoff != nil && resilience.IsNil(p.Backoff):
-		return fmt.Errorf("gotry: invalid Policy.Backoff: a nil BackoffFunc")
+		return fmt.Errorf("transport: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
+	case p.Backoff != nil && nilBackoff(p.Backoff):
+		return fmt.Errorf("transport: invalid Policy.Backoff: a nil BackoffFunc")
 	}
 	return nil
 }

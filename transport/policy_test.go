@@ -58,7 +58,7 @@ func TestPolicyMaxAttempts(t *testing.T) {
 func TestPolicyBackoff(t *testing.T) {
 	fc := newClock()
 	s := newScript(t, reply(503), reply(200))
-	var retries events[transport.RetryEvent]
+	var retries events[resilience.RetryEvent]
 	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBackoff(resilience.Constant(time.Hour)),
 		transport.WithHooks(transport.Hooks{OnRetry: retries.add}))
 	ctx := transport.WithPolicy(testCtx(t), transport.Policy{
@@ -216,8 +216,8 @@ func TestInvalidPolicyFailsBeforeAnyAttempt(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(t, reply(200))
-			var end events[transport.RequestEndEvent]
-			tr := transport.New(newBase(t), transport.WithHooks(transport.Hooks{OnRequestEnd: end.add}))
+			var end events[resilience.CallEndEvent]
+			tr := transport.New(newBase(t), transport.WithHooks(transport.Hooks{OnCallEnd: end.add}))
 			body := newCallerBody(strings.NewReader(payload))
 			resp, err := tr.RoundTrip(newRequest(t, transport.WithPolicy(context.Background(), tc.policy), http.MethodPut, s.URL, body))
 			closeResp(result{resp, err})

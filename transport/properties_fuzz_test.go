@@ -57,7 +57,7 @@ func drawOutcome(t *rapid.T, label string) propOutcome {
 // and budget settings to a base whose every attempt answers arbitrarily,
 // while a pump advances the fake clock. However the attempts interleave:
 // the base never sees more than MaxAttempts attempts nor more than
-// 1+MaxHedges at once (one at a time without hedging); OnRequestEnd's counts
+// 1+MaxHedges at once (one at a time without hedging); OnCallEnd's counts
 // agree with the base's; RoundTrip returns exactly one of response and
 // error; and every response body the base produced is closed.
 func checkAttemptLimits(t *rapid.T) {
@@ -96,12 +96,12 @@ func checkAttemptLimits(t *rapid.T) {
 		}
 		return propKinds[o.kind](r)
 	}))
-	var end transport.RequestEndEvent
+	var end resilience.CallEndEvent
 	opts := []transport.Option{
 		transport.WithClock(fc), transport.WithMaxAttempts(maxAttempts),
 		transport.WithHedging(hedgeDelay, maxHedges), transport.WithPerAttemptTimeout(perAttempt),
 		transport.WithBackoff(resilience.Constant(backoff)),
-		transport.WithHooks(transport.Hooks{OnRequestEnd: func(e transport.RequestEndEvent) { end = e }}),
+		transport.WithHooks(transport.Hooks{OnCallEnd: func(e resilience.CallEndEvent) { end = e }}),
 	}
 	if !withBudget {
 		opts = append(opts, transport.WithBudget(0, 0))
@@ -151,7 +151,7 @@ pump:
 	deadline := time.Now().Add(10 * time.Second)
 	for inflight.Load() != 0 || int(calls.Load()) != end.Attempts {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts still in the base; base saw %d, OnRequestEnd says %d", inflight.Load(), calls.Load(), end.Attempts)
+			t.Fatalf("%d attempts still in the base; base saw %d, OnCallEnd says %d", inflight.Load(), calls.Load(), end.Attempts)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -168,7 +168,7 @@ pump:
 	case int(peak.Load()) > limit:
 		t.Fatalf("%d attempts in flight at once, limit %d (MaxHedges %d)", peak.Load(), limit, maxHedges)
 	case end.Attempts != 1+end.Retries+end.Hedges:
-		t.Fatalf("OnRequestEnd: %d attempts but %d retries + %d hedges", end.Attempts, end.Retries, end.Hedges)
+		t.Fatalf("OnCallEnd: %d attempts but %d retries + %d hedges", end.Attempts, end.Retries, end.Hedges)
 	case !hedging && end.Hedges != 0:
 		t.Fatalf("%d hedges with hedging off", end.Hedges)
 	}
@@ -239,7 +239,7 @@ func checkProbes(t *rapid.T) {
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithCircuitBreaker(cfg),
 		transport.WithMaxAttempts(maxAttempts), transport.WithBudget(0, 0), transport.WithBackoff(resilience.Constant(0)),
-		transport.WithHooks(transport.Hooks{OnAttemptStart: func(ctx context.Context, e transport.AttemptStartEvent) context.Context {
+		transport.WithHooks(transport.Hooks{OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 			return context.WithValue(ctx, propProbeKey{}, e.Probe)
 		}}))
 	const host = "probe.test"

@@ -29,6 +29,9 @@ import (
 // machine. A test that fails it would, before the fix, wait forever.
 const retainBound = 6 * time.Second
 
+// maxKeptErrors is the bound on resilience.Error.Errs the README documents.
+const maxKeptErrors = 8
+
 // countConns counts the connections a test server accepts.
 func countConns(srv *httptest.Server) *atomic.Int32 {
 	var n atomic.Int32
@@ -239,8 +242,8 @@ func TestExhaustedBudgetEndsTheCallBeforeTheSleep(t *testing.T) {
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0.0001, 0),
 		transport.WithHooks(transport.Hooks{
-			OnRetry:   func(transport.RetryEvent) { retries.Add(1) },
-			OnBackoff: func(transport.BackoffEvent) { backoffs.Add(1) },
+			OnRetry:   func(resilience.RetryEvent) { retries.Add(1) },
+			OnBackoff: func(resilience.BackoffEvent) { backoffs.Add(1) },
 		}))
 	r := recv(t, goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil)), "RoundTrip without a sleep")
 	if r.err != nil {
@@ -341,13 +344,13 @@ func TestGiveUpErrorIsBounded(t *testing.T) {
 	if !errors.As(err, &ge) {
 		t.Fatalf("err %v, want *transport.Error", err)
 	}
-	if ge.Attempts != attempts || len(ge.Errs) > resilience.MaxKeptErrors || ge.Omitted != attempts-len(ge.Errs) {
+	if ge.Attempts != attempts || len(ge.Errs) > maxKeptErrors || ge.Omitted != attempts-len(ge.Errs) {
 		t.Errorf("Attempts %d, %d errors kept, %d omitted", ge.Attempts, len(ge.Errs), ge.Omitted)
 	}
 	if !errors.Is(err, first) || !strings.Contains(err.Error(), "attempt 10000 failed") || len(err.Error()) > 1024 {
 		t.Errorf("message of %d bytes, first error found %v: %.300s", len(err.Error()), errors.Is(err, first), err)
 	}
-	if !strings.Contains(err.Error(), fmt.Sprintf("%d more", attempts-resilience.MaxKeptErrors)) {
+	if !strings.Contains(err.Error(), fmt.Sprintf("%d more", attempts-maxKeptErrors)) {
 		t.Errorf("message does not count the omitted errors: %.300s", err)
 	}
 }
@@ -380,7 +383,7 @@ func TestBaseReturningNothingIsAnError(t *testing.T) {
 		{"defaults", nil},
 		{"hedging", []transport.Option{transport.WithHedging(time.Millisecond, 1)}},
 		{"per-attempt timeout", []transport.Option{transport.WithPerAttemptTimeout(time.Second)}},
-		{"OnBodyClosed", []transport.Option{transport.WithHooks(transport.Hooks{OnBodyClosed: func(transport.BodyClosedEvent) {}})}},
+		{"OnResultDone", []transport.Option{transport.WithHooks(transport.Hooks{OnResultDone: func(resilience.ResultDoneEvent) {}})}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

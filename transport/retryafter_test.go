@@ -42,8 +42,8 @@ func TestRetryAfterReplacesBackoffOn429And503(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
 			s := newScript(t, reply(tc.status, "Retry-After", tc.retryAfter), reply(200))
-			var retries events[transport.RetryEvent]
-			var sleeps events[transport.BackoffEvent]
+			var retries events[resilience.RetryEvent]
+			var sleeps events[resilience.BackoffEvent]
 			opts := append([]transport.Option{
 				transport.WithClock(fc),
 				transport.WithBackoff(resilience.Constant(backoff)),
@@ -64,11 +64,11 @@ func TestRetryAfterReplacesBackoffOn429And503(t *testing.T) {
 				t.Errorf("server saw %d attempts, want 2", got)
 			}
 			ev := retries.get()
-			if len(ev) != 1 || ev[0].Delay != tc.wantDelay || ev[0].RetryAfter != tc.wantServer || ev[0].StatusCode != tc.status {
+			if len(ev) != 1 || ev[0].Delay != tc.wantDelay || ev[0].FromRetryAfter != tc.wantServer || ev[0].Code != tc.status {
 				t.Errorf("OnRetry %+v, want one event with Delay %v, RetryAfter %v, StatusCode %d", ev, tc.wantDelay, tc.wantServer, tc.status)
 			}
 			sl := sleeps.get()
-			if len(sl) != 1 || sl[0].Delay != tc.wantDelay || sl[0].Slept != tc.wantDelay || sl[0].RetryAfter != tc.wantServer {
+			if len(sl) != 1 || sl[0].Delay != tc.wantDelay || sl[0].Slept != tc.wantDelay || sl[0].FromRetryAfter != tc.wantServer {
 				t.Errorf("OnBackoff %+v, want one sleep of exactly %v", sl, tc.wantDelay)
 			}
 			if got := fc.Now().Sub(fakeStart); got != tc.wantDelay {
@@ -91,7 +91,7 @@ func TestRetryAfterNowRetriesWithoutSleeping(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
 			s := newScript(t, reply(503, "Retry-After", tc.retryAfter), reply(200))
-			var retries events[transport.RetryEvent]
+			var retries events[resilience.RetryEvent]
 			tr := transport.New(newBase(t), transport.WithClock(fc),
 				transport.WithBackoff(resilience.Constant(time.Hour)),
 				transport.WithHooks(transport.Hooks{OnRetry: retries.add}))
@@ -102,7 +102,7 @@ func TestRetryAfterNowRetriesWithoutSleeping(t *testing.T) {
 			if body := readBody(t, resp); body != "reply 200" {
 				t.Errorf("body %q, want the retry's", body)
 			}
-			if ev := retries.get(); len(ev) != 1 || ev[0].Delay != 0 || !ev[0].RetryAfter {
+			if ev := retries.get(); len(ev) != 1 || ev[0].Delay != 0 || !ev[0].FromRetryAfter {
 				t.Errorf("OnRetry %+v, want Delay 0 from Retry-After", ev)
 			}
 		})
@@ -143,11 +143,11 @@ func TestRetryAfterBeyondLimitReturnsTheResponse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := fakeclock.New(start)
 			s := newScript(t, reply(tc.status, "Retry-After", tc.retryAfter), reply(200))
-			var retries events[transport.RetryEvent]
-			var end events[transport.RequestEndEvent]
+			var retries events[resilience.RetryEvent]
+			var end events[resilience.CallEndEvent]
 			opts := append([]transport.Option{
 				noDelay, transport.WithClock(fc),
-				transport.WithHooks(transport.Hooks{OnRetry: retries.add, OnRequestEnd: end.add}),
+				transport.WithHooks(transport.Hooks{OnRetry: retries.add, OnCallEnd: end.add}),
 			}, tc.opts...)
 			tr := transport.New(newBase(t), opts...)
 			ctx, cancel := tc.ctx(start)
@@ -171,8 +171,8 @@ func TestRetryAfterBeyondLimitReturnsTheResponse(t *testing.T) {
 			if ev := retries.get(); len(ev) != 0 {
 				t.Errorf("OnRetry fired: %+v", ev)
 			}
-			if ev := end.get(); len(ev) != 1 || ev[0].Reason != tc.wantReason || ev[0].StatusCode != tc.status {
-				t.Errorf("OnRequestEnd %+v, want reason %v", ev, tc.wantReason)
+			if ev := end.get(); len(ev) != 1 || ev[0].Reason != tc.wantReason || ev[0].Code != tc.status {
+				t.Errorf("OnCallEnd %+v, want reason %v", ev, tc.wantReason)
 			}
 		})
 	}

@@ -68,24 +68,24 @@ func FuzzRetryAfterWait(f *testing.F) {
 			return memResponse(r, http.StatusOK, "second"), nil
 		})
 		type retry struct {
-			ev transport.RetryEvent
+			ev resilience.RetryEvent
 			at time.Time
 		}
 		retries := make(chan retry, 4)
 		var sleeps, ends atomic.Int32
-		var end transport.RequestEndEvent
+		var end resilience.CallEndEvent
 		tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(2),
 			transport.WithBudget(0, 0), transport.WithBackoff(resilience.Constant(backoff)),
 			transport.WithMaxRetryAfter(maxRA),
 			transport.WithHooks(transport.Hooks{
-				OnRetry: func(e transport.RetryEvent) { retries <- retry{e, fc.Now()} },
-				OnBackoff: func(e transport.BackoffEvent) {
+				OnRetry: func(e resilience.RetryEvent) { retries <- retry{e, fc.Now()} },
+				OnBackoff: func(e resilience.BackoffEvent) {
 					sleeps.Add(1)
 					if e.Interrupted || e.Slept != e.Delay {
 						t.Errorf("backoff %+v: interrupted or slept a different time than planned", e)
 					}
 				},
-				OnRequestEnd: func(e transport.RequestEndEvent) { ends.Add(1); end = e },
+				OnCallEnd: func(e resilience.CallEndEvent) { ends.Add(1); end = e },
 			}))
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://fuzz.test/", nil)
 		if err != nil {
@@ -131,18 +131,18 @@ func FuzzRetryAfterWait(f *testing.F) {
 			t.Fatalf("base saw %d attempts, OnRetry fired %d times", n, len(got))
 		}
 		if ends.Load() != 1 {
-			t.Fatalf("OnRequestEnd fired %d times", ends.Load())
+			t.Fatalf("OnCallEnd fired %d times", ends.Load())
 		}
 		for _, r := range got {
 			d := r.ev.Delay
 			switch {
 			case d < 0:
 				t.Fatalf("negative wait %v (header %q)", d, header)
-			case r.ev.RetryAfter && d > maxRA:
+			case r.ev.FromRetryAfter && d > maxRA:
 				t.Fatalf("waited %v from Retry-After %q, cap %v", d, header, maxRA)
-			case r.ev.RetryAfter && status == http.StatusBadGateway:
+			case r.ev.FromRetryAfter && status == http.StatusBadGateway:
 				t.Fatalf("a 502's Retry-After %q was honoured", header)
-			case !r.ev.RetryAfter && d != backoff:
+			case !r.ev.FromRetryAfter && d != backoff:
 				t.Fatalf("wait %v not from Retry-After, want the backoff %v", d, backoff)
 			case !deadline.IsZero() && r.at.Add(d).After(deadline):
 				t.Fatalf("wait of %v from %v ends past the deadline %v", d, r.at, deadline)
@@ -181,7 +181,7 @@ func FuzzRetryAfterWait(f *testing.F) {
 			fits := deadline.IsZero() || !start.Add(want).After(deadline)
 			switch {
 			case want <= maxRA && fits:
-				if len(got) != 1 || got[0].ev.Delay != want || !got[0].ev.RetryAfter {
+				if len(got) != 1 || got[0].ev.Delay != want || !got[0].ev.FromRetryAfter {
 					t.Fatalf("Retry-After %q (cap %v, deadline %v): retries %+v, want one wait of %v", header, maxRA, deadline, got, want)
 				}
 			case want > maxRA:

@@ -137,8 +137,8 @@ func TestSoak(t *testing.T) {
 		transport.WithHedging(100*time.Millisecond, 1),
 		transport.WithPerAttemptTimeout(300*time.Millisecond),
 		transport.WithHooks(transport.Hooks{
-			OnBreakerStateChange: func(string, resilience.BreakerState, resilience.BreakerState) { stateChanges.Add(1) },
-			OnBudgetExhausted:    func(transport.BudgetEvent) { budgetRefusals.Add(1) },
+			OnBreakerStateChange: func(resilience.BreakerStateEvent) { stateChanges.Add(1) },
+			OnBudgetExhausted:    func(resilience.BudgetEvent) { budgetRefusals.Add(1) },
 		}))
 
 	var (

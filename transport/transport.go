@@ -39,13 +39,12 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	ec := resilience.EngineConfig{
-		Budget:   resilience.NewBudget(cfg.budgetRatio, cfg.budgetMinPerSec),
-		Hooks:    engineHooks(cfg.hooks),
-		Clock:    cfg.clock,
-		Adaptive: cfg.adaptive,
-	}
-	if cfg.breaker != nil {
-		ec.Breakers = resilience.NewBreakers(*cfg.breaker)
+		BudgetRatio:     cfg.budgetRatio,
+		BudgetMinPerSec: cfg.budgetMinPerSec,
+		Breaker:         cfg.breaker,
+		Hooks:           cfg.hooks,
+		Clock:           cfg.clock,
+		Adaptive:        cfg.adaptive,
 	}
 	return &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
 }
@@ -57,10 +56,7 @@ func (t *Transport) BudgetTokens() float64 { return t.engine.BudgetTokens() }
 // BreakerState returns host's breaker state (closed when the breaker is off
 // or the host is not tracked).
 func (t *Transport) BreakerState(host string) resilience.BreakerState {
-	if b := t.engine.Breakers(); b != nil {
-		return b.State(host, t.engine.Now())
-	}
-	return resilience.BreakerClosed
+	return t.engine.BreakerState(host)
 }
 
 // EachHedgeDelay calls fn for every host that adaptive hedging tracks
@@ -75,9 +71,7 @@ func (t *Transport) EachHedgeDelay(fn func(host string, delay time.Duration, war
 // EachBreaker calls fn for every tracked host with its breaker state. fn runs
 // with no lock held. For gauges; does nothing when the breaker is off.
 func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState)) {
-	if b := t.engine.Breakers(); b != nil {
-		b.Each(t.engine.Now(), fn)
-	}
+	t.engine.EachBreaker(fn)
 }
 
 // Unwrap returns the base transport.
@@ -108,8 +102,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
 	}
-	if pol.MaxAttempts <= 1 || pol.MaxHedges <= 0 || (pol.HedgeDelay <= 0 && !pol.Adaptive) {
-		// Not hedged: every attempt ran on this goroutine and none holds c.
+	if !res.Detached {
+		// Every attempt ran on this goroutine and none holds c.
 		*c = call{}
 		t.calls.Put(c)
 	}
@@ -117,8 +111,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, res.Err
 	}
 	resp := res.Value
-	if res.Finish != nil || t.cfg.hooks.OnBodyClosed != nil {
-		track(resp, bodyEnd{cancel: res.Finish, hook: t.cfg.hooks.OnBodyClosed, ctx: res.Context, req: req, attempt: res.Attempt})
+	if res.NeedsFinish() {
+		track(resp, res)
 	}
 	return resp, nil
 }
@@ -241,7 +235,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 		if cerr := c.req.Context().Err(); cerr != nil {
 			return 0, 0, cerr // the caller's context ended the reading, as net/http would report it
 		}
-		return 0, 0, errors.Join(errors.New("gotry: reading request body to buffer it"), err)
+		return 0, 0, errors.Join(errors.New("transport: reading request body to buffer it"), err)
 	}
 	c.firstIsOriginal = false
 	if once != nil {
@@ -260,26 +254,18 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
 		b, err := c.getBody()
 		if err != nil {
-			return nil, errors.Join(errors.New("gotry: GetBody failed"), err)
+			return nil, errors.Join(errors.New("transport: GetBody failed"), err)
 		}
 		body = b
 	}
 	hooks := &c.t.cfg.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnRequestStart == nil && hooks.OnAttemptStart == nil {
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
 		return c.send(req)
 	}
-	var header http.Header
-	if h := hooks.OnAttemptStart; h != nil {
-		header = req.Header.Clone()
-		if header == nil {
-			header = http.Header{}
-		}
-		ctx = h(ctx, AttemptStartEvent{Request: req, Attempt: a.Number, Kind: a.Kind, Probe: a.Probe, Header: header})
-		a.Context = ctx
-	}
+	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
 	out := req.WithContext(ctx)
 	out.Body = body
 	if c.getBody != nil {
@@ -289,6 +275,17 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 		out.Header = header
 	}
 	return c.send(out)
+}
+
+// NewCarrier gives each attempt a private copy of the request's headers,
+// which OnAttemptStart may modify (to inject trace context) and Do sends.
+// The engine calls it only when that hook is installed.
+func (c *call) NewCarrier(*resilience.AttemptInfo) any {
+	header := c.req.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	return header
 }
 
 // send hands one attempt's request to the base.

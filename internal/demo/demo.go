@@ -1,5 +1,10 @@
 package demo
 
+// This file is over 400 lines because it is the demo's wiring: its Config,
+// Run (upstream, telemetry, transports, traffic and view, one after
+// another), the metrics server and the summary; what each piece does lives
+// in the file named for it.
+
 import (
 	"context"
 	"errors"
@@ -265,7 +270,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		telemetry.WithLogger(logger),
 	)
 	st := newStats()
-	tr := newTransport(&cfg, base, tel.TransportHooks(), st.hooks(), rec.hooks())
+	tr := newTransport(&cfg, base, tel.Hooks(), st.hooks(), rec.hooks())
 	reg, err := tel.ObserveTransport("demo", tr)
 	if err != nil {
 		return sum, fmt.Errorf("demo: observing the transport: %w", err)

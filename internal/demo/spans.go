@@ -9,6 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -107,7 +108,7 @@ func (r *spanRecorder) traceLocked(id trace.TraceID) *traceRec {
 // span of a response that may be returned stays open after it.
 func (r *spanRecorder) hooks() transport.Hooks {
 	return transport.Hooks{
-		OnAttemptEnd: func(e transport.AttemptEndEvent) {
+		OnAttemptEnd: func(e resilience.AttemptEndEvent) {
 			sc := trace.SpanContextFromContext(e.Context)
 			if !sc.IsValid() || !sc.IsSampled() {
 				return

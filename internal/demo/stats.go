@@ -51,11 +51,11 @@ func newStats() *stats { return &stats{breakers: map[string]*breakerTrack{}} }
 // plus one mutex for latency and breaker changes.
 func (s *stats) hooks() transport.Hooks {
 	return transport.Hooks{
-		OnAttemptStart: func(ctx context.Context, _ transport.AttemptStartEvent) context.Context {
+		OnAttemptStart: func(ctx context.Context, _ resilience.AttemptStartEvent) context.Context {
 			s.attempts.Add(1)
 			return ctx
 		},
-		OnAttemptEnd: func(e transport.AttemptEndEvent) {
+		OnAttemptEnd: func(e resilience.AttemptEndEvent) {
 			if e.Kind == resilience.KindHedge && e.Outcome == resilience.AttemptSuccess {
 				s.hedgeWins.Add(1)
 			}
@@ -63,25 +63,25 @@ func (s *stats) hooks() transport.Hooks {
 				s.timeouts.Add(1)
 			}
 		},
-		OnRetry: func(e transport.RetryEvent) {
+		OnRetry: func(e resilience.RetryEvent) {
 			s.retries.Add(1)
-			if e.RetryAfter {
+			if e.FromRetryAfter {
 				s.retryAfter.Add(1)
 			}
 		},
-		OnHedge:           func(transport.HedgeEvent) { s.hedges.Add(1) },
-		OnBudgetExhausted: func(transport.BudgetEvent) { s.budgetRefusals.Add(1) },
-		OnBreakerReject:   func(transport.BreakerRejectEvent) { s.breakerRejects.Add(1) },
-		OnBreakerStateChange: func(host string, _, to resilience.BreakerState) {
-			s.observeBreaker(host, to, time.Now())
+		OnHedge:           func(resilience.HedgeEvent) { s.hedges.Add(1) },
+		OnBudgetExhausted: func(resilience.BudgetEvent) { s.budgetRefusals.Add(1) },
+		OnBreakerReject:   func(resilience.BreakerRejectEvent) { s.breakerRejects.Add(1) },
+		OnBreakerStateChange: func(e resilience.BreakerStateEvent) {
+			s.observeBreaker(e.Key, e.To, time.Now())
 		},
-		OnRequestEnd: func(e transport.RequestEndEvent) {
+		OnCallEnd: func(e resilience.CallEndEvent) {
 			s.requests.Add(1)
 			s.reasons[min(int(e.Reason), numReasons-1)].Add(1)
 			switch {
 			case e.Err != nil:
 				s.clientErrors.Add(1)
-			case e.StatusCode >= 400:
+			case e.Code >= 400:
 				s.nonOKStatus.Add(1)
 			}
 			for {

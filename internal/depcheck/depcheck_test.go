@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,12 @@ func TestEngineDoesNotImportTheKit(t *testing.T) {
 // package they match or import, outside the standard library, one a line.
 func nonStandardDeps(t *testing.T, patterns ...string) []byte {
 	t.Helper()
+	return goList(t, append([]string{"-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, patterns...)...)
+}
+
+// goList runs go list with args and returns its output.
+func goList(t *testing.T, args ...string) []byte {
+	t.Helper()
 	// An explicit GOROOT wins (as it did for runtime.GOROOT); otherwise "go"
 	// on PATH, where go test puts its own GOROOT/bin first.
 	gobin := "go"
@@ -69,10 +76,58 @@ func nonStandardDeps(t *testing.T, patterns ...string) []byte {
 			gobin = p
 		}
 	}
-	args := append([]string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, patterns...)
-	out, err := exec.Command(gobin, args...).CombinedOutput()
+	out, err := exec.Command(gobin, append([]string{"list"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	return out
+}
+
+// TestLayering holds the import rules ARCHITECTURE.md draws: each package
+// of this module may import (transitively, non-test code) only the module
+// packages listed for it, so telemetry never leaks into the core, the
+// transport never into the engine, and nothing imports the demo.
+func TestLayering(t *testing.T) {
+	const mod = "github.com/MrVSiK/gotry/"
+	allowed := map[string][]string{
+		"internal/clock":           {},
+		"internal/clock/fakeclock": {"internal/clock"},
+		"internal/jitter":          {},
+		"internal/kiterr":          {},
+		"resilience":               {"internal/clock", "internal/jitter"},
+		"resilience/schedule":      {"internal/clock", "internal/jitter", "internal/kiterr", "resilience"},
+		"resilience/periodic":      {"internal/clock", "internal/jitter", "internal/kiterr"},
+		"resilience/cache":         {"internal/clock", "internal/kiterr"},
+		"resilience/dnscache":      {"internal/clock", "internal/kiterr", "resilience/cache"},
+		"transport":                {"internal/clock", "internal/jitter", "resilience"},
+		"telemetry":                {"internal/clock", "internal/jitter", "resilience", "transport"},
+	}
+	var pkgs []string
+	for p := range allowed {
+		pkgs = append(pkgs, mod+p)
+	}
+	out := goList(t, append([]string{"-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, pkgs...)...)
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		ok, listed := allowed[pkg]
+		if !listed {
+			t.Errorf("go list reported %s, which the rules do not name", fields[0])
+			continue
+		}
+		seen++
+		for _, dep := range fields[1:] {
+			if !strings.HasPrefix(dep, mod) {
+				continue
+			}
+			dep = strings.TrimPrefix(dep, mod)
+			if !slices.Contains(ok, dep) {
+				t.Errorf("%s imports %s; ARCHITECTURE.md allows only %v", pkg, dep, ok)
+			}
+		}
+	}
+	if seen != len(allowed) {
+		t.Errorf("go list checked %d of the %d packages:\n%s", seen, len(allowed), out)
+	}
 }

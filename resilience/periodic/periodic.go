@@ -91,9 +91,11 @@ func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(p *Periodic) { p.onError = f })
 }
 
-// withClock sets the clock behind the pauses and the per-call timeout; tests
-// use it (export_test.go) to drive a Periodic with a fake clock.
-func withClock(c clock.Clock) Option {
+// WithClock sets the clock behind the pauses and the per-call timeout
+// (default the wall clock; nil is ignored). As transport.WithClock, it is
+// gotry's one way to inject time, for tests inside this module (clock is an
+// internal package).
+func WithClock(c clock.Clock) Option {
 	return optionFunc(func(p *Periodic) {
 		if c != nil {
 			p.clock = c

@@ -1,0 +1,399 @@
+package resilience
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
+)
+
+// attempt is one attempt in flight or done.
+type attempt[T any] struct {
+	info   AttemptInfo
+	ctx    context.Context         // the attempt's context, as OnAttemptStart returned it
+	cancel context.CancelCauseFunc // nil when the attempt shares the call's context
+	timer  clock.Timer             // the per-attempt timeout, if any
+	ticket ticket
+	start  time.Time
+	dur    time.Duration
+	v      T
+	err    error
+	verd   Verdict
+	kept   bool // Retain has run on v
+
+	panicked *attemptPanic // set when the attempt panicked on its own goroutine
+}
+
+// attemptPanic carries a panic from an attempt's goroutine to the caller's.
+type attemptPanic struct{ value any }
+
+// run is the state of one Execute. Fields are owned by the goroutine
+// running Execute, except where noted.
+type run[T any] struct {
+	e      *Engine
+	c      Call[T]
+	parent context.Context // the caller's context
+	ctx    context.Context // the call's context (after OnCallStart)
+	start  time.Time
+
+	maxAttempts int
+	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
+	probe       bool
+	hedging     bool          // hedging is on: attempts run on goroutines
+	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
+	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
+
+	launched, retries, hedges, inflight int
+	backoffRetries                      int // retries that used the backoff
+	prevDelay, slept                    time.Duration
+	retained                            *attempt[T] // most recent retryable result with a value
+	errs                                errorLog
+
+	ready *attempt[T]   // the finished attempt, in sequential mode
+	wake  chan struct{} // hedging mode: signalled (capacity 1) when done grows
+	timer clock.Timer   // the hedge timer
+
+	first attempt[T] // the first attempt, allocated with the run
+
+	// In hedging mode, attempt goroutines and the driving goroutine share
+	// these. Both lists hold only attempts in flight or finished and not yet
+	// taken, so the memory of a call is bounded by its attempts in flight,
+	// never by MaxAttempts.
+	mu        sync.Mutex     // guards decided, active and done
+	decided   bool           // the call has returned; late attempts release themselves
+	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
+	done      []*attempt[T]  // finished attempts waiting for the loop, oldest first
+	activeBuf [4]*attempt[T] // backs active for the common small case
+	doneBuf   [2]*attempt[T] // backs done for the common small case
+}
+
+// Execute runs c on e and returns its result. It never panics on a
+// well-formed call; a panicking hook or Do propagates.
+func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
+	r, _ := e.runs.Get().(*run[T]) // another T's run is dropped
+	if r == nil {
+		r = new(run[T])
+	}
+	*r = run[T]{e: e, c: c, parent: ctx, ctx: ctx, start: e.clock.Now()}
+	res := r.execute()
+	// Without hedging every attempt ran on this goroutine and nothing of r
+	// outlives the call (results, events and the winner's cancel func are
+	// copies), so the state can be reused. With hedging, late attempts still
+	// hold r: it is left to the garbage collector.
+	if !r.hedging {
+		*r = run[T]{}
+		e.runs.Put(r)
+	}
+	return res
+}
+
+// execute runs the call; see Execute.
+func (r *run[T]) execute() Result[T] {
+	e, ctx := r.e, r.parent
+	r.maxAttempts = max(1, r.c.Policy.MaxAttempts)
+	if h := e.hooks.OnCallStart; h != nil {
+		r.ctx = h(ctx, CallStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject}, Start: r.start})
+	}
+	if err := ctx.Err(); err != nil {
+		return r.end(Result[T]{Err: err}, ReasonCanceled)
+	}
+
+	ticket, res, ok := r.admit()
+	if !ok {
+		return res
+	}
+	e.budget.Deposit(r.start)
+	if r.c.Policy.adaptive(e) && r.c.Key != "" {
+		r.hk = e.hedgers.get(r.c.Key, r.start)
+	}
+	r.hedging = r.maxAttempts > 1 && r.c.Policy.hedging(e)
+	r.hedgeDelay = r.c.Policy.HedgeDelay
+	if r.hedging && r.hk != nil {
+		r.hk.deposit()
+		r.hedgeDelay = r.hk.current(r.start)
+	}
+	if r.hedging {
+		r.wake = make(chan struct{}, 1)
+		r.active = r.activeBuf[:0]
+		r.done = r.doneBuf[:0]
+	}
+	r.launch(KindInitial, ticket)
+	return r.loop()
+}
+
+// event is the part every call event shares.
+func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject} }
+
+// launch starts attempt number launched+1 of kind k with breaker ticket t.
+func (r *run[T]) launch(k AttemptKind, t ticket) {
+	r.launched++
+	switch k {
+	case KindRetry:
+		r.retries++
+	case KindHedge:
+		r.hedges++
+	}
+	a := &r.first
+	if r.launched > 1 {
+		a = new(attempt[T])
+	}
+	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
+	ctx := r.ctx
+	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
+		ctx, a.cancel = context.WithCancelCause(r.ctx)
+		a.info.Own = true
+	}
+	a.ctx = ctx
+	r.inflight++
+	if !r.hedging {
+		r.exec(ctx, a)
+		r.ready = a
+		return
+	}
+	r.mu.Lock()
+	r.active = append(r.active, a)
+	r.mu.Unlock()
+	go r.background(ctx, a)
+	r.armHedge()
+}
+
+// exec runs one attempt and classifies its result.
+func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
+	e := r.e
+	if d := r.c.Policy.PerAttemptTimeout; d > 0 {
+		cancel := a.cancel
+		a.timer = e.clock.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
+	}
+	// Timing costs two clock reads; only hooks and adaptive hedging want it.
+	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
+	if timed {
+		a.start = e.clock.Now()
+	}
+	if h := e.hooks.OnAttemptStart; h != nil {
+		if cr, ok := r.c.Op.(carrier); ok {
+			a.info.Carrier = cr.NewCarrier(&a.info)
+		}
+		ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
+			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
+		a.ctx = ctx
+	}
+	a.v, a.err = r.c.Op.Do(ctx, &a.info)
+	if timed {
+		now := e.clock.Now()
+		a.dur = now.Sub(a.start)
+		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
+			// The key's latency is its calls' first attempts: what a call
+			// would take unhedged. A first attempt that lost to a hedge
+			// is cut short by its cancellation; its time then is still a
+			// lower bound of its latency, and above the hedge delay.
+			r.hk.record(now, a.dur)
+		}
+	}
+	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil {
+		// The timeout fired (its cancel may still be on its way): the
+		// attempt, and any body it returned, is cut off.
+		if a.err == nil {
+			a.cancel(ErrAttemptTimeout) // cancel first, then release
+			r.c.Op.Release(a.v)
+			var zero T
+			a.v = zero
+		}
+		if a.err == nil {
+			a.err = context.DeadlineExceeded
+		}
+		a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
+	}
+	a.verd = r.c.Op.Classify(a.v, a.err, &a.info)
+}
+
+// outcome maps a classified attempt to its breaker outcome.
+func (a *attempt[T]) outcome() outcome {
+	switch {
+	case a.verd.Retryable:
+		return outcomeFailure
+	case a.err == nil:
+		return outcomeSuccess
+	}
+	return outcomeIgnore
+}
+
+// settle reports a finished attempt to its breaker and to OnAttemptEnd.
+func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
+	if a.ticket.b != nil { // only a breaker needs the time
+		r.report(r.e.breakers.done(a.ticket, bo, r.e.clock.Now()))
+	}
+	if h := r.e.hooks.OnAttemptEnd; h != nil {
+		h(AttemptEndEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject},
+			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Code: a.verd.Code,
+			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o})
+	}
+}
+
+// retain makes a the retained result (releasing the one it supersedes) and,
+// unless it is already done, lets the operation free what the result holds:
+// a retained result waits for a later attempt and must hold nothing that
+// attempt needs.
+func (r *run[T]) retain(a *attempt[T]) {
+	r.release(r.retained)
+	r.retained = a
+	if !a.kept {
+		a.v, a.kept = r.c.Op.Retain(a.ctx, a.v), true
+	}
+}
+
+// release disposes of an attempt's context and value (nothing for nil): the
+// attempt is cancelled first, so nothing waits on a result nobody will read,
+// and only then is its value released.
+func (r *run[T]) release(a *attempt[T]) {
+	if a == nil {
+		return
+	}
+	if a.cancel != nil {
+		a.cancel(ErrAttemptLost)
+	}
+	if a.err == nil {
+		r.c.Op.Release(a.v)
+	}
+}
+
+// loop drives the call until it ends.
+func (r *run[T]) loop() Result[T] {
+	for {
+		var a *attempt[T]
+		if !r.hedging {
+			a, r.ready = r.ready, nil
+		} else if a = r.take(); a == nil {
+			var fire <-chan time.Time
+			if r.timer != nil {
+				fire = r.timer.C()
+			}
+			select {
+			case <-r.wake:
+			case <-fire:
+				r.e.timers.Put(r.timer) // fired and drained: reusable
+				r.timer = nil
+				r.hedge()
+			case <-r.parent.Done():
+				return r.endWithout(ReasonCanceled)
+			}
+			continue
+		}
+		r.inflight--
+		if a.panicked != nil {
+			r.decide()
+			if a.cancel != nil {
+				a.cancel(ErrAttemptLost)
+			}
+			if a.timer != nil {
+				a.timer.Stop()
+			}
+			r.release(r.retained)
+			r.retained = nil
+			panic(a.panicked.value)
+		}
+		if !a.verd.Retryable {
+			return r.endWith(a)
+		}
+		if res, done := r.retry(a); done {
+			return res
+		}
+	}
+}
+
+// take takes the oldest finished attempt off both lists (hedging mode), or
+// returns nil when none is waiting.
+func (r *run[T]) take() *attempt[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.done) == 0 {
+		return nil
+	}
+	a := r.done[0]
+	n := copy(r.done, r.done[1:])
+	r.done[n] = nil
+	r.done = r.done[:n]
+	for i, x := range r.active {
+		if x == a {
+			n := copy(r.active[i:], r.active[i+1:])
+			r.active[i+n] = nil
+			r.active = r.active[:i+n]
+			break
+		}
+	}
+	return a
+}
+
+// endWith ends the call with a's non-retryable result.
+func (r *run[T]) endWith(a *attempt[T]) Result[T] {
+	if r.parent.Err() != nil && a.err != nil {
+		r.settle(a, AttemptCancelled, outcomeIgnore)
+		return r.endWithout(ReasonCanceled)
+	}
+	o, reason := AttemptSuccess, ReasonSuccess
+	if a.err != nil {
+		o, reason = AttemptFailure, ReasonNotRetryable
+	}
+	r.settle(a, o, a.outcome())
+	r.release(r.retained)
+	r.retained = nil
+	if a.err != nil {
+		r.errs.add(a.err)
+		if a.cancel != nil {
+			a.cancel(nil)
+		}
+		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
+	}
+	return r.end(r.resultOf(a), reason)
+}
+
+// resultOf returns a's result, to be finished by the caller.
+func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
+	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, cancel: a.cancel}
+	if h := r.e.hooks.OnResultDone; h != nil {
+		res.onDone, res.key, res.subject = h, r.c.Key, r.c.Subject
+	}
+	return res
+}
+
+// endWithout ends the call without a winner: with the retained result, if
+// any, else the last error.
+func (r *run[T]) endWithout(reason EndReason) Result[T] {
+	r.decide()
+	if err := r.parent.Err(); err != nil {
+		r.release(r.retained)
+		r.retained = nil
+		return r.end(Result[T]{Err: err}, ReasonCanceled)
+	}
+	if a := r.retained; a != nil {
+		r.retained = nil
+		return r.end(r.resultOf(a), reason)
+	}
+	last := r.errs.last()
+	if last == nil {
+		last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
+	}
+	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason)
+}
+
+// wrap wraps a final error in *Error when more than one attempt launched.
+func (r *run[T]) wrap(err error, reason EndReason) error {
+	if r.launched <= 1 {
+		return err
+	}
+	return &Error{Attempts: r.launched, Err: err, Errs: r.errs.kept(), Omitted: r.errs.omitted, Reason: reason}
+}
+
+// end fires OnCallEnd and returns res: every way out of a call passes here.
+func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
+	r.decide()
+	res.Detached = r.hedging
+	if h := r.e.hooks.OnCallEnd; h != nil {
+		now := r.e.clock.Now()
+		h(CallEndEvent{Event: r.event(), Start: r.start,
+			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
+			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe, Returned: res.Attempt})
+	}
+	return res
+}
