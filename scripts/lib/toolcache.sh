@@ -1,7 +1,8 @@
 # Shared by the scripts/ensure-*.sh that build a tool from pinned Go modules
 # into ${GOTRY_TOOLS_BIN:-$HOME/.cache/gotry-tools/bin}. A build is reused
-# while the hash of its inputs (stamped in BIN.inputs.sha256 beside the
-# binary) is unchanged; GOTRY_FORCE_BUILD=1 rebuilds anyway.
+# while the hash of its inputs (stamped in BIN$TOOLCACHE_STAMP beside the
+# binary; TOOLCACHE_STAMP defaults to .inputs.sha256) is unchanged;
+# GOTRY_FORCE_BUILD=1 rebuilds anyway.
 #
 # Source it, then:
 #   toolcache_init NAME            sets BINDIR, log()
@@ -29,9 +30,10 @@ toolcache_hash() {
 }
 
 toolcache_fresh() {
-	[[ "${GOTRY_FORCE_BUILD:-0}" != 1 && -x "$1" && -f "$1.inputs.sha256" && "$(cat "$1.inputs.sha256")" == "$2" ]]
+	local stamp="$1${TOOLCACHE_STAMP:-.inputs.sha256}"
+	[[ "${GOTRY_FORCE_BUILD:-0}" != 1 && -x "$1" && -f "$stamp" && "$(cat "$stamp")" == "$2" ]]
 }
 
 toolcache_stamp() {
-	echo "$2" >"$1.inputs.sha256"
+	echo "$2" >"$1${TOOLCACHE_STAMP:-.inputs.sha256}"
 }
