@@ -41,7 +41,7 @@ dashboards:
 	cd dashboards && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 ## realstack: the demo against real Jaeger, collector and Prometheus 2 and 3
-## on loopback (about 7 minutes: two runs of the demo, and a breaker alert
+## on loopback (about 4 minutes: two runs of the demo, and a breaker alert
 ## that must fire and then clear)
 realstack: tools
 	cd realstack && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m -v ./...

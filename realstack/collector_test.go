@@ -206,6 +206,9 @@ func TestCollectorStack(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	t.Logf("GotryBreakerOpen fired for %s %v after it started", jobStopped, time.Since(t0).Round(time.Second))
+	if !exporterHas(t, exporterURL, jobStopped) {
+		t.Fatalf("the collector's exporter has no series of %s while it runs", jobStopped)
+	}
 	stopped.stop()
 	stopAt := time.Now()
 
