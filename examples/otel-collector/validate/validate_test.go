@@ -672,6 +672,15 @@ func TestNativeStack(t *testing.T) {
 	if h, p, err := URLHostPort(m[1]); err != nil || h != "127.0.0.1" || p != httpPort {
 		t.Errorf("run.sh exports to %s, Jaeger's OTLP HTTP receiver is 127.0.0.1:%d", m[1], httpPort)
 	}
+	// The Prometheus link it prints comes from prometheus_alerts_url, which
+	// realstack runs against Prometheus 2.42 and 3 (Debian's 2.42 has no
+	// /alerts, only /classic/alerts).
+	if !strings.Contains(run, "scripts/lib/prometheus-url.sh") || !strings.Contains(run, "prometheus_alerts_url http://127.0.0.1:9090") {
+		t.Error("run.sh does not print its Prometheus link with prometheus_alerts_url (scripts/lib/prometheus-url.sh)")
+	}
+	if regexp.MustCompile(`9090/alerts`).MatchString(run) {
+		t.Error("run.sh prints /alerts, a 404 on Debian's Prometheus 2.42")
+	}
 	m = regexp.MustCompile(`-metrics-addr (\S+)`).FindStringSubmatch(run)
 	if m == nil {
 		t.Fatal("run.sh passes no -metrics-addr")
