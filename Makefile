@@ -11,14 +11,19 @@ PKGS := ./...
 .PHONY: test peers-smoke vet unit dashboards realstack stack-config tools bench bench-peers lint demo demo-stack fuzz
 
 ## test: everything CI runs: vet, the race-enabled suites with goleak, the
-## dashboards and alert rules (promtool), and the real-stack test against
-## Jaeger and Prometheus on loopback. Installs the tools it needs (cached).
+## dashboards and alert rules (promtool), and the real-stack tests on
+## loopback (the demo → Jaeger and Prometheus 2.42; the compose stack's path
+## demo → collector → Jaeger, Prometheus 2.42 and 3). Installs and builds
+## the tools it needs (cached).
 test: vet unit dashboards stack-config peers-smoke realstack
 
-## tools: Prometheus and promtool (Debian), Jaeger (built from the Go module proxy, cached)
+## tools: Prometheus 2.42 and promtool (Debian); Jaeger, the ocb-built
+## collector and Prometheus 3 (built from the Go module proxy, cached)
 tools:
 	bash scripts/ensure-prometheus.sh >/dev/null
 	bash scripts/ensure-jaeger.sh >/dev/null
+	bash scripts/ensure-otelcol.sh >/dev/null
+	bash scripts/ensure-prometheus3.sh >/dev/null
 
 ## vet: go vet and a gofmt check
 vet:
@@ -35,9 +40,11 @@ dashboards:
 	bash scripts/ensure-prometheus.sh >/dev/null
 	cd dashboards && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-## realstack: the demo against real Jaeger and Prometheus on loopback
+## realstack: the demo against real Jaeger, collector and Prometheus 2 and 3
+## on loopback (about 4 minutes: two runs of the demo, and a breaker alert
+## that must fire and then clear)
 realstack: tools
-	cd realstack && $(GO) vet ./... && $(GO) test -count=1 -v ./...
+	cd realstack && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m -v ./...
 
 ## bench: the core's benchmarks, with ratios against the bare base of the same run
 bench:

@@ -54,8 +54,8 @@ var literalAlternation = regexp.MustCompile(`^[\w.-]+(\|[\w.-]+)*$`)
 
 // lintContract parses expr and returns every way it strays from the metric
 // contract: a metric outside it, a matcher on a label the metric does not
-// carry, a value outside a label's closed set, or a grouping label that no
-// metric below the aggregation carries.
+// carry, a value outside a label's closed set, a matcher on a bucket bound
+// (le), or a grouping label that no metric below the aggregation carries.
 func lintContract(expr string) []string {
 	e, err := parser.ParseExpr(expr)
 	if err != nil {
@@ -66,6 +66,7 @@ func lintContract(expr string) []string {
 		switch n := n.(type) {
 		case *parser.VectorSelector:
 			problems = append(problems, lintSelector(n)...)
+			problems = append(problems, lintBucketBound(n)...)
 		case *parser.AggregateExpr:
 			problems = append(problems, lintGrouping(n)...)
 		}
@@ -105,6 +106,20 @@ func lintSelector(vs *parser.VectorSelector) []string {
 		}
 	}
 	return problems
+}
+
+// lintBucketBound reports a matcher on a bucket bound. Prometheus 2 keeps
+// le as the exporter wrote it (le="1"), Prometheus 3 normalizes it
+// (le="1.0"), so a query matching on le would select different series on
+// each. Grouping by le, as histogram_quantile needs, is fine.
+func lintBucketBound(vs *parser.VectorSelector) []string {
+	for _, m := range vs.LabelMatchers {
+		// (A matcher on le of a non-bucket series is lintSelector's.)
+		if m.Name == LabelBucket && seriesHasLabel(vs.Name, LabelBucket) {
+			return []string{fmt.Sprintf("%s matches on %s, whose spelling differs between Prometheus 2 and 3", vs.Name, LabelBucket)}
+		}
+	}
+	return nil
 }
 
 func lintGrouping(a *parser.AggregateExpr) []string {
@@ -173,6 +188,7 @@ func TestLintCatchesMistakes(t *testing.T) {
 		{"histogram family without suffix", lintContract, `rate(gotry_request_duration_seconds[1m])`, `metric "gotry_request_duration_seconds" is not in the contract`},
 		{"label the metric lacks", lintContract, `gotry_hedges_total{gotry_attempt_kind="hedge"}`, `gotry_hedges_total has no label "gotry_attempt_kind"`},
 		{"service_name is not a series label", lintContract, `gotry_hedges_total{service_name="api"}`, `has no label "service_name"`},
+		{"no matcher on le", lintContract, `gotry_request_duration_seconds_bucket{le="1"}`, `matches on le, whose spelling differs`},
 		{"le only on buckets", lintContract, `gotry_request_duration_seconds_count{le="1"}`, `has no label "le"`},
 		{"value outside closed set", lintContract, `gotry_attempts_total{gotry_attempt_outcome="canceled"}`, `"canceled" is not a value of gotry_attempt_outcome`},
 		{"alternation outside closed set", lintContract, `gotry_request_duration_seconds_count{gotry_reason!~"success|not-retryable"}`, `"not-retryable" is not a value of gotry_reason`},

@@ -152,6 +152,19 @@ func Substitute(expr string) string {
 	return substitute(expr, func(string) string { return ".*" })
 }
 
+// SubstituteVars is Substitute with the user variables named in vars set to
+// their values, the way Grafana would with those picked in the drop-downs.
+// A value is put in as is, so it must be a regular expression that fits a
+// =~ matcher ("gotry-demo", "a|b"); variables not in vars become ".*".
+func SubstituteVars(expr string, vars map[string]string) string {
+	return substitute(expr, func(name string) string {
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return ".*"
+	})
+}
+
 // substitute replaces Grafana's built-in variables as Substitute does and
 // every user variable with user(name).
 func substitute(expr string, user func(name string) string) string {

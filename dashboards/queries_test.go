@@ -37,6 +37,27 @@ func TestSubstitute(t *testing.T) {
 // TestSubstitutedQueriesParse pins what a test against a real Prometheus
 // relies on: every dashboard query, substituted, is valid PromQL with no
 // variable left.
+func TestSubstituteVars(t *testing.T) {
+	tests := []struct {
+		name string
+		expr string
+		vars map[string]string
+		want string
+	}{
+		{"set variable", `x{job=~"$job"}[$__rate_interval]`, map[string]string{"job": "gotry-demo"}, `x{job=~"gotry-demo"}[1m]`},
+		{"unset variable is All", `x{job=~"$job", server_address=~"${host}"}`, map[string]string{"job": "a|b"}, `x{job=~"a|b", server_address=~".*"}`},
+		{"no vars is Substitute", `x{job=~"[[job]]"}`, nil, `x{job=~".*"}`},
+		{"built-ins are not variables", `x[$__range]`, map[string]string{"__range": "5m"}, `x[1h]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SubstituteVars(tt.expr, tt.vars); got != tt.want {
+				t.Errorf("SubstituteVars(%q, %v) = %q, want %q", tt.expr, tt.vars, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestSubstitutedQueriesParse(t *testing.T) {
 	qs, err := Queries()
 	if err != nil {

@@ -41,20 +41,10 @@ func TestRealStack(t *testing.T) {
 	dir := t.TempDir()
 
 	// Jaeger on loopback ports of our choosing.
-	otlpPort, queryPort, queryGRPC := freePort(t), freePort(t), freePort(t)
-	start(t, dir, "jaeger", []string{
-		"JAEGER_OTLP_HTTP_PORT=" + otlpPort, "JAEGER_QUERY_HTTP_PORT=" + queryPort, "JAEGER_QUERY_GRPC_PORT=" + queryGRPC,
-	}, jaegerBin, "--config="+filepath.Join(root, "realstack", "jaeger.yaml"))
-	jaegerURL := "http://127.0.0.1:" + queryPort
-	waitHTTP(t, jaegerURL+"/api/services", 60*time.Second)
+	jaegerURL, _, otlpPort := startJaeger(t, dir, jaegerBin)
 
 	// The demo, exporting traces to Jaeger and serving /metrics.
-	demoBin := filepath.Join(dir, "gotry-demo")
-	build := exec.Command("go", "build", "-o", demoBin, "./cmd/gotry-demo")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the demo: %v\n%s", err, out)
-	}
+	demoBin := buildDemo(t, dir)
 	metricsPort := freePort(t)
 	start(t, dir, "demo", []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:" + otlpPort,
@@ -159,6 +149,33 @@ var demoFlags = []string{
 	"-waterfall-every", "0",
 }
 
+// startJaeger starts Jaeger (realstack/jaeger.yaml) on free loopback ports
+// and returns its query API URL and its OTLP gRPC and HTTP ports.
+func startJaeger(t *testing.T, dir, bin string) (queryURL, otlpGRPC, otlpHTTP string) {
+	t.Helper()
+	otlpGRPC, otlpHTTP = freePort(t), freePort(t)
+	queryPort, queryGRPC := freePort(t), freePort(t)
+	start(t, dir, "jaeger", []string{
+		"JAEGER_OTLP_GRPC_PORT=" + otlpGRPC, "JAEGER_OTLP_HTTP_PORT=" + otlpHTTP,
+		"JAEGER_QUERY_HTTP_PORT=" + queryPort, "JAEGER_QUERY_GRPC_PORT=" + queryGRPC,
+	}, bin, "--config="+filepath.Join(root, "realstack", "jaeger.yaml"))
+	queryURL = "http://127.0.0.1:" + queryPort
+	waitHTTP(t, queryURL+"/api/services", 60*time.Second)
+	return queryURL, otlpGRPC, otlpHTTP
+}
+
+// buildDemo builds cmd/gotry-demo into dir.
+func buildDemo(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "gotry-demo")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/gotry-demo")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the demo: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // tool returns the path of a tool: $env if set, else the last line printed
 // by the ensure script (which builds or installs it, cached).
 func tool(t *testing.T, env, script string) string {
@@ -199,9 +216,28 @@ func freePort(t *testing.T) string {
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 }
 
+// proc is a process started by start.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+// stop sends SIGTERM and waits for the process to exit, SIGKILL after 15s.
+// It may be called more than once.
+func (p *proc) stop() {
+	// Signalling fails only if the process has already exited.
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
 // start runs a process for the rest of the test, logging to dir/name.log,
 // and stops it (SIGTERM, then SIGKILL) when the test ends.
-func start(t *testing.T, dir, name string, env []string, bin string, args ...string) {
+func start(t *testing.T, dir, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
@@ -215,22 +251,16 @@ func start(t *testing.T, dir, name string, env []string, bin string, args ...str
 	}
 	// The exit status is not checked: the process is stopped on purpose, and
 	// what went wrong is in its log, shown below if the test failed.
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		// Signalling fails only if the process has already exited.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		p.stop()
 		logf.Close()
 		if t.Failed() {
 			tail(t, name, logf.Name())
 		}
 	})
+	return p
 }
 
 // tail logs the end of a process's log.

@@ -11,13 +11,14 @@
 # ~12 minutes on 2 cores; a warm cache returns immediately.
 set -euo pipefail
 
-log() { echo "ensure-jaeger: $*" >&2; }
-
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/toolcache.sh
+source "$ROOT/scripts/lib/toolcache.sh"
+toolcache_init ensure-jaeger
+# The stamp's name predates lib/toolcache.sh; keeping it keeps caches valid.
+TOOLCACHE_STAMP=.gosum.sha256
 MODDIR="$ROOT/tools/jaeger"
-BINDIR="${GOTRY_TOOLS_BIN:-$HOME/.cache/gotry-tools/bin}"
 BIN="$BINDIR/jaeger"
-STAMP="$BIN.gosum.sha256"
 
 if [[ ! -f "$MODDIR/go.mod" || ! -f "$MODDIR/go.sum" ]]; then
 	log "missing $MODDIR/go.mod or go.sum"
@@ -28,12 +29,8 @@ fi
 JVER=$(awk '$1 == "github.com/jaegertracing/jaeger" {print $2; exit}' "$MODDIR/go.mod")
 BUILD_FLAGS="-trimpath -ldflags=-X=github.com/jaegertracing/jaeger/internal/version.latestVersion=${JVER}"
 
-hash_inputs() {
-	{ cat "$MODDIR/go.mod" "$MODDIR/go.sum"; echo "$BUILD_FLAGS"; } | sha256sum | cut -d' ' -f1
-}
-
-WANT=$(hash_inputs)
-if [[ "${GOTRY_FORCE_BUILD:-0}" != 1 && -x "$BIN" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+WANT=$(toolcache_hash "$MODDIR/go.mod" "$MODDIR/go.sum" -- "$BUILD_FLAGS")
+if toolcache_fresh "$BIN" "$WANT"; then
 	log "cached: $BIN"
 	echo "$BIN"
 	exit 0
@@ -52,6 +49,6 @@ trap 'rm -f "$TMP"' EXIT
 ) >&2
 mv -f "$TMP" "$BIN"
 trap - EXIT
-echo "$WANT" >"$STAMP"
+toolcache_stamp "$BIN" "$WANT"
 log "built in $(($(date +%s) - start))s"
 echo "$BIN"

@@ -83,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) (err error) {
 
 	if o.upstreamOnly {
 		return demo.ServeUpstream(ctx, demo.UpstreamConfig{Listen: cfg.UpstreamListen, Hosts: cfg.Hosts,
-			Faults: cfg.Faults, Outage: cfg.Outage, Seed: cfg.Seed}, cfg.Duration, stdout)
+			Faults: cfg.Faults, Outage: cfg.Outage, Burst: cfg.Burst, Seed: cfg.Seed}, cfg.Duration, stdout)
 	}
 	_, err = demo.Run(ctx, cfg)
 	return err
@@ -137,6 +137,11 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	fs.DurationVar(&out.Start, "outage-start", out.Start, "first outage this long after start")
 	fs.DurationVar(&out.Every, "outage-every", out.Every, "outage period (0: once)")
 	fs.DurationVar(&out.For, "outage-for", out.For, "outage length")
+	b := &cfg.Burst
+	fs.Float64Var(&b.Share, "burst-share", b.Share, "share of requests every host answers 503 during a burst (0: no bursts); drains the retry budget")
+	fs.DurationVar(&b.Start, "burst-start", b.Start, "first burst this long after start")
+	fs.DurationVar(&b.Every, "burst-every", b.Every, "burst period (0: once)")
+	fs.DurationVar(&b.For, "burst-for", b.For, "burst length")
 
 	fs.IntVar(&cfg.MaxAttempts, "attempts", cfg.MaxAttempts, "max attempts per request, retries and hedges included")
 	fs.DurationVar(&cfg.BackoffBase, "backoff", cfg.BackoffBase, "base of the full-jitter exponential backoff")

@@ -43,10 +43,11 @@ type Config struct {
 	// Seed makes the upstream's faults and the request mix repeatable.
 	Seed uint64
 
-	// Faults and Outage shape the embedded upstream; Hosts names its
-	// virtual hosts (default DefaultHosts()).
+	// Faults, Outage and Burst shape the embedded upstream; Hosts names
+	// its virtual hosts (default DefaultHosts()).
 	Faults Faults
 	Outage Outage
+	Burst  Burst
 	Hosts  []string
 	// UpstreamListen is where the embedded upstream listens (default
 	// 127.0.0.1:0, see UpstreamConfig.Listen).
@@ -119,6 +120,7 @@ func DefaultConfig() Config {
 		Seed:              1,
 		Faults:            DefaultFaults(),
 		Outage:            DefaultOutage(),
+		Burst:             DefaultBurst(),
 		MaxAttempts:       4,
 		BackoffBase:       50 * time.Millisecond,
 		BackoffMax:        time.Second,
@@ -162,7 +164,10 @@ func (c *Config) validate() error {
 	if err := c.Faults.validate(); err != nil {
 		return err
 	}
-	return c.Outage.validate()
+	if err := c.Outage.validate(); err != nil {
+		return err
+	}
+	return c.Burst.validate()
 }
 
 // Summary is the outcome of a run.
@@ -220,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	} else {
 		up, err = StartUpstream(UpstreamConfig{Listen: cfg.UpstreamListen, Hosts: cfg.Hosts, Faults: cfg.Faults,
-			Outage: cfg.Outage, Seed: cfg.Seed, TracerProvider: prov.upstreamTP})
+			Outage: cfg.Outage, Burst: cfg.Burst, Seed: cfg.Seed, TracerProvider: prov.upstreamTP})
 		if err != nil {
 			return sum, err
 		}
@@ -476,6 +481,13 @@ func headerLines(cfg *Config, ep Endpoints, service string) []string {
 				every = "every " + o.Every.String()
 			}
 			ls = append(ls, fmt.Sprintf("outage    %s answers 503 for %v, %s, from %v", o.Host, o.For, every, o.Start))
+		}
+		if b := cfg.Burst; b.Share > 0 && b.For > 0 {
+			every := "once"
+			if b.Every > 0 {
+				every = "every " + b.Every.String()
+			}
+			ls = append(ls, fmt.Sprintf("burst     every host answers 503 to %g%% for %v, %s, from %v", 100*b.Share, b.For, every, b.Start))
 		}
 	} else {
 		ls = append(ls, "targets   "+strings.Join(cfg.Targets, " "))

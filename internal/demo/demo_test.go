@@ -287,6 +287,8 @@ func TestConfigValidate(t *testing.T) {
 		{"backoff max below base", func(c *Config) { c.BackoffMax = time.Millisecond }},
 		{"bad fault share", func(c *Config) { c.Faults.Slow = 2 }},
 		{"outage longer than period", func(c *Config) { c.Outage.Every, c.Outage.For = time.Second, time.Hour }},
+		{"burst longer than period", func(c *Config) { c.Burst.Every, c.Burst.For = time.Second, time.Hour }},
+		{"burst share above 1", func(c *Config) { c.Burst.Share = 1.5 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,5 +345,33 @@ func TestRunTargets(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "targets   "+srv.URL+"/x") {
 		t.Errorf("header does not name the target")
+	}
+}
+
+// A burst fails more requests than the default retry budget can retry, so
+// the budget refuses: the demo's default run drains it once (DefaultBurst),
+// which fills the dashboard's "Budget refusals" panel.
+func TestRunBurstDrainsTheBudget(t *testing.T) {
+	cfg := testConfig(io.Discard)
+	def := DefaultConfig()
+	cfg.BudgetRatio, cfg.BudgetMinPerSec = def.BudgetRatio, def.BudgetMinPerSec
+	cfg.Duration = 2 * time.Second
+	cfg.Outage = Outage{}
+	cfg.Faults = DefaultFaults()
+	cfg.Burst = Burst{Share: DefaultBurst().Share, For: 1500 * time.Millisecond}
+	cfg.WaterfallEvery = 0
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var burst int64
+	for _, byFault := range sum.Served {
+		burst += byFault["burst"]
+	}
+	if burst == 0 {
+		t.Errorf("the upstream served no burst 503s: %v", sum.Served)
+	}
+	if sum.Counters.BudgetRefusals == 0 {
+		t.Errorf("no budget refusals during a %g burst at %g req/s: %+v", cfg.Burst.Share, cfg.Rate, sum.Counters)
 	}
 }

@@ -92,14 +92,60 @@ func (o Outage) validate() error {
 
 // Active reports whether host is down at elapsed since the upstream started.
 func (o Outage) Active(host string, elapsed time.Duration) bool {
-	if host != o.Host || o.For <= 0 || elapsed < o.Start {
+	return host == o.Host && inWindow(elapsed, o.Start, o.Every, o.For)
+}
+
+// inWindow reports whether elapsed falls in one of the windows
+// [start+k·every, start+k·every+length); every 0 means the first window only.
+func inWindow(elapsed, start, every, length time.Duration) bool {
+	if length <= 0 || elapsed < start {
 		return false
 	}
-	in := elapsed - o.Start
-	if o.Every > 0 {
-		in %= o.Every
+	in := elapsed - start
+	if every > 0 {
+		in %= every
 	}
-	return in < o.For
+	return in < length
+}
+
+// Burst is a brownout of every host: for For, every Every, starting Start
+// after the upstream starts, each host answers 503 to a Share of requests on
+// top of its usual faults. Failures that frequent want more retries than the
+// retry budget holds, so the budget refuses some (gotry_budget_refusals_total,
+// GotryRetryBudgetExhausted), while few enough of them come in a row that the
+// breakers mostly stay closed. Share 0 or For 0 means none.
+type Burst struct {
+	Share float64
+	Start time.Duration
+	Every time.Duration
+	For   time.Duration
+}
+
+// DefaultBurst fails 30% of every host's requests for 10s every 60s, first
+// 35s in: once in the demo's default 60s run, between two payments outages.
+// At the default 50 requests/s that asks for about 20 retries/s, twice what
+// the default budget (10% of requests plus 5/s) pays for.
+func DefaultBurst() Burst {
+	return Burst{Share: 0.3, Start: 35 * time.Second, Every: 60 * time.Second, For: 10 * time.Second}
+}
+
+func (b Burst) validate() error {
+	if math.IsNaN(b.Share) || b.Share < 0 || b.Share > 1 {
+		return fmt.Errorf("demo: burst share must be in [0, 1], got %v", b.Share)
+	}
+	if b.Start < 0 || b.Every < 0 || b.For < 0 {
+		return fmt.Errorf("demo: burst durations must not be negative")
+	}
+	if b.Every > 0 && b.For > b.Every {
+		return fmt.Errorf("demo: burst length %v is longer than its period %v", b.For, b.Every)
+	}
+	return nil
+}
+
+// Active reports whether the burst is on at elapsed since the upstream
+// started.
+func (b Burst) Active(elapsed time.Duration) bool {
+	return b.Share > 0 && inWindow(elapsed, b.Start, b.Every, b.For)
 }
 
 // fault is what the upstream does with one request.
@@ -113,12 +159,13 @@ const (
 	fault429
 	faultReset
 	faultOutage
+	faultBurst
 	numFaults
 )
 
 // String names the fault as the view shows it.
 func (f fault) String() string {
-	return [...]string{"ok", "slow", "hang", "503", "429", "reset", "outage"}[f]
+	return [...]string{"ok", "slow", "hang", "503", "429", "reset", "outage", "burst"}[f]
 }
 
 // pick chooses a fault for a request with u uniform in [0, 1).

@@ -105,3 +105,38 @@ func TestFaultsValidate(t *testing.T) {
 		t.Fatalf("DefaultFaults invalid: %v", err)
 	}
 }
+
+func TestBurstActive(t *testing.T) {
+	b := Burst{Share: 0.3, Start: 35 * time.Second, Every: 60 * time.Second, For: 10 * time.Second}
+	tests := []struct {
+		name    string
+		b       Burst
+		elapsed time.Duration
+		want    bool
+	}{
+		{"before the first", b, 34 * time.Second, false},
+		{"first starts", b, 35 * time.Second, true},
+		{"first ends", b, 45 * time.Second, false},
+		{"second", b, 95*time.Second + time.Millisecond, true},
+		{"once: never again", Burst{Share: 1, Start: time.Second, For: time.Second}, 61 * time.Second, false},
+		{"share 0 is none", Burst{Start: 0, For: time.Hour}, time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.b.Active(tt.elapsed); got != tt.want {
+				t.Fatalf("Active(%v) = %v, want %v", tt.elapsed, got, tt.want)
+			}
+		})
+	}
+}
+
+// The default run (60s) has one burst, and it ends before the run does.
+func TestDefaultBurstFallsInTheDefaultRun(t *testing.T) {
+	b, d := DefaultBurst(), DefaultConfig().Duration
+	if !b.Active(b.Start) || b.Start+b.For > d-5*time.Second {
+		t.Fatalf("DefaultBurst %+v does not fit in the default %v run with 5s to spare", b, d)
+	}
+	if err := b.validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,6 +39,7 @@ type UpstreamConfig struct {
 	Hosts  []string // default DefaultHosts()
 	Faults Faults
 	Outage Outage
+	Burst  Burst
 	Seed   uint64
 	// TracerProvider, when set, gives every request a SERVER span (otelhttp)
 	// that joins the client's trace through the W3C traceparent header.
@@ -61,6 +62,7 @@ type vhost struct {
 	srv    *http.Server
 	faults Faults
 	outage Outage
+	burst  Burst
 	start  time.Time
 
 	mu  sync.Mutex // guards rng
@@ -76,6 +78,9 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 		return nil, err
 	}
 	if err := cfg.Outage.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Burst.validate(); err != nil {
 		return nil, err
 	}
 	hosts := cfg.Hosts
@@ -106,7 +111,7 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 			return nil, fmt.Errorf("demo: upstream %s: %w", name, err)
 		}
 		h := &vhost{
-			name: name, ln: ln, faults: cfg.Faults, outage: cfg.Outage, start: u.start,
+			name: name, ln: ln, faults: cfg.Faults, outage: cfg.Outage, burst: cfg.Burst, start: u.start,
 			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 		}
 		var handler http.Handler = h
@@ -220,12 +225,17 @@ func (u *Upstream) Shutdown(ctx context.Context) error {
 
 // roll draws a fault and its latency for one request.
 func (h *vhost) roll(now time.Time) (fault, time.Duration) {
-	if h.outage.Active(h.name, now.Sub(h.start)) {
+	elapsed := now.Sub(h.start)
+	if h.outage.Active(h.name, elapsed) {
 		return faultOutage, 0
 	}
 	h.mu.Lock()
 	u1, u2 := h.rng.Float64(), h.rng.Float64()
+	burst := h.burst.Active(elapsed) && h.rng.Float64() < h.burst.Share
 	h.mu.Unlock()
+	if burst {
+		return faultBurst, 0
+	}
 	f := h.faults.pick(u1)
 	return f, h.faults.latency(f, u2)
 }
@@ -239,7 +249,7 @@ func (h *vhost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case faultReset:
 		resetConn(w)
 		return
-	case faultOutage, fault503:
+	case faultOutage, faultBurst, fault503:
 		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable"}`)
 		return
 	case fault429:
@@ -296,6 +306,9 @@ func ServeUpstream(ctx context.Context, cfg UpstreamConfig, d time.Duration, out
 	}
 	if o := cfg.Outage; o.Host != "" && o.For > 0 {
 		fmt.Fprintf(out, "outage: %s answers 503 for %v every %v from %v\n", o.Host, o.For, o.Every, o.Start)
+	}
+	if b := cfg.Burst; b.Share > 0 && b.For > 0 {
+		fmt.Fprintf(out, "burst: every host answers 503 to %g%% of requests for %v every %v from %v\n", 100*b.Share, b.For, b.Every, b.Start)
 	}
 	if d > 0 {
 		var cancel context.CancelFunc

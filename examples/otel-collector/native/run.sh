@@ -13,6 +13,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 log() { echo "run.sh: $*" >&2; }
+# shellcheck source=../../../scripts/lib/prometheus-url.sh
+source "$ROOT/scripts/lib/prometheus-url.sh"
 
 JAEGER=$(bash "$ROOT/scripts/ensure-jaeger.sh" | tail -n1)
 PROMETHEUS=$(bash "$ROOT/scripts/ensure-prometheus.sh" | head -n1)
@@ -44,7 +46,10 @@ wait_for() { # name url
 wait_for jaeger http://127.0.0.1:16686/api/services
 wait_for prometheus http://127.0.0.1:9090/-/ready
 log "Jaeger query API http://127.0.0.1:16686/api/traces?service=gotry-demo  (no UI in the Go-built binary)"
-log "Prometheus       http://127.0.0.1:9090/alerts  and  /graph"
+# Debian's Prometheus 2.42 serves its UI under /classic/ (/alerts is a 404
+# there); the function picks the page this Prometheus really has.
+log "Prometheus alerts $(prometheus_alerts_url http://127.0.0.1:9090)"
+log "Prometheus API    http://127.0.0.1:9090/api/v1/query?query=up"
 
 cd "$ROOT"
 OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 \

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 )
@@ -578,8 +580,12 @@ func TestCollectorConfigValidates(t *testing.T) {
 	}
 }
 
-func findJaeger() string {
-	if p := os.Getenv("JAEGER_BIN"); p != "" {
+func findJaeger() string { return findTool("JAEGER_BIN", "jaeger") }
+
+// findTool returns $env if set, else name in the tools cache
+// (scripts/ensure-*.sh), else name on PATH, else "".
+func findTool(env, name string) string {
+	if p := os.Getenv(env); p != "" {
 		return p
 	}
 	dir := os.Getenv("GOTRY_TOOLS_BIN")
@@ -587,10 +593,10 @@ func findJaeger() string {
 		home, _ := os.UserHomeDir()
 		dir = filepath.Join(home, ".cache", "gotry-tools", "bin")
 	}
-	if p := filepath.Join(dir, "jaeger"); isExec(p) {
+	if p := filepath.Join(dir, name); isExec(p) {
 		return p
 	}
-	p, _ := exec.LookPath("jaeger")
+	p, _ := exec.LookPath(name)
 	return p
 }
 
@@ -666,6 +672,15 @@ func TestNativeStack(t *testing.T) {
 	if h, p, err := URLHostPort(m[1]); err != nil || h != "127.0.0.1" || p != httpPort {
 		t.Errorf("run.sh exports to %s, Jaeger's OTLP HTTP receiver is 127.0.0.1:%d", m[1], httpPort)
 	}
+	// The Prometheus link it prints comes from prometheus_alerts_url, which
+	// realstack runs against Prometheus 2.42 and 3 (Debian's 2.42 has no
+	// /alerts, only /classic/alerts).
+	if !strings.Contains(run, "scripts/lib/prometheus-url.sh") || !strings.Contains(run, "prometheus_alerts_url http://127.0.0.1:9090") {
+		t.Error("run.sh does not print its Prometheus link with prometheus_alerts_url (scripts/lib/prometheus-url.sh)")
+	}
+	if regexp.MustCompile(`9090/alerts`).MatchString(run) {
+		t.Error("run.sh prints /alerts, a 404 on Debian's Prometheus 2.42")
+	}
 	m = regexp.MustCompile(`-metrics-addr (\S+)`).FindStringSubmatch(run)
 	if m == nil {
 		t.Fatal("run.sh passes no -metrics-addr")
@@ -695,5 +710,89 @@ func TestNativeStack(t *testing.T) {
 		if out, err := exec.Command(promtool, "check", "config", filepath.Join(root, NativePrometheusFile)).CombinedOutput(); err != nil {
 			t.Errorf("promtool check config: %v\n%s", err, out)
 		}
+	}
+}
+
+// The collector's Prometheus exporter forgets a series metric_expiration
+// after its last update. Its default, 5m, kept a stopped app's last values
+// (an open breaker included) on the exporter, and so in Prometheus, for
+// five minutes: ghost alerts. Both configs that play the collector set it
+// to several of the apps' export intervals (a late or lost export never
+// drops a live series) and at most a minute (a stopped app's series are gone
+// within one). realstack/collector_test.go measures it on the real stack.
+func TestMetricExpiration(t *testing.T) {
+	s := load(t)
+	env := s.service(t, svcDemo).Environment["OTEL_METRIC_EXPORT_INTERVAL"]
+	if env == nil {
+		t.Fatal("the demo sets no OTEL_METRIC_EXPORT_INTERVAL (the SDK default is 60s)")
+	}
+	composeMS, err := strconv.Atoi(*env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(s.root, NativeRunScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`OTEL_METRIC_EXPORT_INTERVAL:-(\d+)`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("run.sh sets no default OTEL_METRIC_EXPORT_INTERVAL")
+	}
+	nativeMS, _ := strconv.Atoi(string(m[1]))
+
+	var native Collector
+	if err := ReadYAML(filepath.Join(s.root, NativeJaegerFile), &native, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file     string
+		cfg      Collector
+		interval time.Duration
+	}{
+		{CollectorFile, s.collector, time.Duration(composeMS) * time.Millisecond},
+		{NativeJaegerFile, native, time.Duration(nativeMS) * time.Millisecond},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			v := LookupString(c.cfg.Exporters["prometheus"], "metric_expiration")
+			if v == "" {
+				t.Fatal("the prometheus exporter sets no metric_expiration (default 5m: ghost alerts)")
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d < 3*c.interval {
+				t.Errorf("metric_expiration %v is less than 3 export intervals of %v: live series would drop out", d, c.interval)
+			}
+			if d > time.Minute {
+				t.Errorf("metric_expiration %v keeps a stopped app's series for more than a minute", d)
+			}
+		})
+	}
+}
+
+// The collector built natively with ocb from tools/otelcol
+// (scripts/ensure-otelcol.sh) has exactly the components the shipped config
+// uses, at the pinned image's release: it accepts the config, and rejects a
+// broken one.
+func TestCollectorConfigValidatesWithOcbBuild(t *testing.T) {
+	bin := findTool("OTELCOL_BIN", "otelcol-gotry")
+	if bin == "" {
+		t.Skip("no otelcol-gotry binary (scripts/ensure-otelcol.sh builds it; or set OTELCOL_BIN)")
+	}
+	root := repoRoot(t)
+	if out, err := exec.Command(bin, "validate", "--config="+filepath.Join(root, CollectorFile)).CombinedOutput(); err != nil {
+		t.Fatalf("otelcol-gotry validate: %v\n%s", err, out)
+	}
+	orig, err := os.ReadFile(filepath.Join(root, CollectorFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(orig), "metric_expiration: 30s", "metric_expiration: soon", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "validate", "--config="+bad).CombinedOutput(); err == nil {
+		t.Fatalf("otelcol-gotry validate accepted metric_expiration: soon:\n%s", out)
 	}
 }
