@@ -178,7 +178,7 @@ func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) 
 	rank := uint64(math.Ceil(q * float64(n)))
 	rank = max(rank, 1)
 	var seen uint64
-	for b, c := range counts {
+	for b, c := range &counts {
 		seen += c
 		if seen >= rank {
 			return time.Duration(latUpper(b)), n
