@@ -31,9 +31,11 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## unit: the race-enabled test suite of the library module
+## unit: the race-enabled test suite of the library module, then the
+## allocation pins (which the race detector would blur)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -count=1 -run '^TestAllocationsPerRequest$$' ./transport/
 
 ## dashboards: the generated dashboards match their generator; alert rules pass promtool
 dashboards:
