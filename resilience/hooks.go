@@ -165,6 +165,12 @@ type AttemptEndEvent struct {
 	Start    time.Time
 	Duration time.Duration // until the result (for HTTP: the response headers) or the error
 	Outcome  AttemptOutcome
+	// Result is the attempt's result value as the Operation's Do returned
+	// it, or nil when Do returned an error: for the transport its
+	// *http.Response (read it with transport.ResponseOf), whose body may
+	// already be closed and must not be read, closed or modified. Hooks
+	// may read it only while they run.
+	Result any
 }
 
 // RetryEvent: a retry has been scheduled after a retryable result.

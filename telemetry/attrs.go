@@ -38,6 +38,9 @@ const (
 	// KeyErrorType is error.type: the status code for a response >= 400, or
 	// ErrorType's class of an error.
 	KeyErrorType = semconv.ErrorTypeKey
+	// KeyProtocolVersion is network.protocol.version, on attempt spans: the
+	// response's HTTP version ("1.1", "2", "3").
+	KeyProtocolVersion = semconv.NetworkProtocolVersionKey
 	// KeyResendCount is http.request.resend_count: attempt number - 1, set
 	// only on resent attempts (retries and hedges).
 	KeyResendCount = semconv.HTTPRequestResendCountKey
@@ -75,6 +78,10 @@ const (
 	KeyAttemptOutcome = attribute.Key("gotry.attempt.outcome")
 	// KeyAttemptProbe (invented) is true on a half-open breaker's probe.
 	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// KeyAttemptTimeToHeaders (invented, attempt spans) is the seconds from
+	// the attempt's start to its response headers, as a float; absent when
+	// the attempt ended without a response.
+	KeyAttemptTimeToHeaders = attribute.Key("gotry.attempt.time_to_headers")
 	// KeyAttemptDuration (invented, logs only) is the attempt's seconds until
 	// response headers or an error.
 	KeyAttemptDuration = attribute.Key("gotry.attempt.duration")
@@ -251,6 +258,24 @@ func fullURL(u *url.URL) string {
 	}
 	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return c.String()
+}
+
+// protocolVersion is network.protocol.version for resp: "1.0", "1.1", "2"
+// or "3" from its ProtoMajor and ProtoMinor, "" when they are unset.
+func protocolVersion(resp *http.Response) string {
+	switch {
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 1:
+		return "1.1"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		return "1.0"
+	case resp.ProtoMajor == 2:
+		return "2"
+	case resp.ProtoMajor == 3:
+		return "3"
+	case resp.ProtoMajor <= 0:
+		return ""
+	}
+	return strconv.Itoa(resp.ProtoMajor) + "." + strconv.Itoa(resp.ProtoMinor)
 }
 
 // breakerState names s as the metrics and logs do.

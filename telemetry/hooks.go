@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -34,10 +35,12 @@ func (t *Telemetry) Hooks() resilience.Hooks {
 		},
 		OnAttemptEnd: func(e resilience.AttemptEndEvent) {
 			a := hs.attemptFor(e)
-			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome)
+			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome, transport.ResponseOf(e))
 		},
 		OnRetry: func(e resilience.RetryEvent) {
-			hs.callFor(e.Event).retry(e.Context, e.Attempt, e.Delay, e.FromRetryAfter, e.Code, e.Err)
+			c := hs.callFor(e.Event)
+			c.superseded(e.Attempt)
+			c.retry(e.Context, e.Attempt, e.Delay, e.FromRetryAfter, e.Code, e.Err)
 		},
 		OnBackoff: func(e resilience.BackoffEvent) {
 			hs.callFor(e.Event).backoffSpan(e.Context, e.Start, e.Delay, e.Slept, e.FromRetryAfter, e.Interrupted)
@@ -79,9 +82,9 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 
 // end handles an attempt's result. An HTTP call returns responses whose
 // body ends the span.
-func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
+func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
 	a.record(ctx, code, err, dur, o)
-	a.spanResult(code, err, o)
+	a.spanResult(code, err, dur, o, resp)
 	a.log(ctx, code, err, dur, o)
 	a.settleSpan(a.c.http(), err, o)
 }

@@ -129,8 +129,10 @@ func WithOtelhttpAttempts() Option {
 	return optionFunc(func(c *config) { c.otelhttp = true })
 }
 
-// WithClock sets the clock of the log rate limiter (default the wall clock;
-// nil is ignored). As transport.WithClock, it is gotry's one way to inject
+// WithClock sets the clock that stamps attempt spans' start and end times
+// and drives the log rate limiter (default the wall clock; nil is ignored).
+// Give it the transport's clock, whose times the request and backoff spans
+// carry. As transport.WithClock, it is gotry's one way to inject
 // time, for tests inside this module (clock is an internal package).
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {

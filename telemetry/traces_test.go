@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -291,4 +293,66 @@ func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 			t.Errorf("telemetry %d counted %d attempts, want 1", i+1, n)
 		}
 	}
+}
+
+// A retried attempt's span ends when its result is known (its response read
+// into memory and closed), before the backoff span that follows it, and
+// carries its time to response headers and protocol version. Timed on a
+// fake clock shared by the transport and telemetry.
+func TestTraceRetriedAttemptEndsBeforeItsBackoff(t *testing.T) {
+	fc := fakeclock.New(time.Unix(1000, 0))
+	r := newRig(t, WithClock(fc))
+	srv := newServer(t, status(503), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithClock(fc),
+		transport.WithBackoff(resilience.Constant(300*time.Millisecond)))
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := get(t, tr, srv.URL)
+		done <- result{resp, err}
+	}()
+	if !fc.WaitForTimers(1, 5*time.Second) {
+		t.Fatal("the backoff never started")
+	}
+	fc.Advance(300 * time.Millisecond)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	drain(t, res.resp)
+	spans := r.waitEnded(t, 4)
+
+	atts := ordered(spans, "GET")
+	backoff := ordered(spans, BackoffSpanName)[0]
+	if end, start := atts[0].EndTime(), backoff.StartTime(); end.After(start) {
+		t.Errorf("retried attempt ended at %v, after its backoff started at %v", end.Sub(time.Unix(1000, 0)), start.Sub(time.Unix(1000, 0)))
+	}
+	if !atts[1].StartTime().Equal(time.Unix(1000, 0).Add(300 * time.Millisecond)) {
+		t.Errorf("retry started at %v, want 300ms on the fake clock", atts[1].StartTime().Sub(time.Unix(1000, 0)))
+	}
+	for i, s := range atts {
+		want(t, "attempt "+strconv.Itoa(i+1), s.Attributes(), map[attribute.Key]any{
+			KeyAttemptTimeToHeaders: 0.0, KeyProtocolVersion: "1.1",
+		})
+	}
+}
+
+// An attempt that ended without a response has no time to headers nor
+// protocol version.
+func TestTraceAttemptErrorHasNoTimeToHeaders(t *testing.T) {
+	r := newRig(t)
+	tr := transport.New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("boom")
+	}), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1))
+	if _, err := get(t, tr, "http://example.invalid/"); err == nil {
+		t.Fatal("want an error")
+	}
+	spans := r.waitEnded(t, 2)
+	want(t, "attempt", ordered(spans, "GET")[0].Attributes(), map[attribute.Key]any{
+		KeyAttemptTimeToHeaders: nil, KeyProtocolVersion: nil,
+	})
 }

@@ -33,3 +33,13 @@ func HeaderOf(e resilience.AttemptStartEvent) http.Header {
 	h, _ := e.Carrier.(http.Header)
 	return h
 }
+
+// ResponseOf returns the response an attempt of a Transport ended with, or
+// nil when it ended with an error or e is another adapter's. Its body may
+// already be closed (the attempt lost, or was superseded) and hooks must not
+// read, close or modify it; its status, headers and Proto may be read while
+// the hook runs.
+func ResponseOf(e resilience.AttemptEndEvent) *http.Response {
+	resp, _ := e.Result.(*http.Response)
+	return resp
+}
