@@ -119,6 +119,7 @@ func (c *call) breakerReject(ctx context.Context, n int, s resilience.BreakerSta
 // breakerChange records a transition of key's breaker, seen during call c.
 func (c *call) breakerChange(ctx context.Context, key string, from, to resilience.BreakerState) {
 	c.recordTransition(ctx, key, from, to)
+	c.breakerMoved(key, from, to)
 	c.logTransition(ctx, key, from, to)
 }
 

@@ -27,6 +27,7 @@ const (
 	eventHedge         = "gotry.hedge"
 	eventBudget        = "gotry.budget.exhausted"
 	eventBreakerReject = "gotry.breaker.reject"
+	eventBreakerState  = "gotry.breaker.state_change"
 )
 
 // spanIdentity appends the call's identity to kv: method, server and port
@@ -274,6 +275,27 @@ func (c *call) event(name string, kv ...attribute.KeyValue) {
 	if c.span.IsRecording() {
 		c.span.AddEvent(name, trace.WithAttributes(kv...))
 	}
+}
+
+// breakerMoved adds a transition of key's breaker, which c's admission or
+// attempt caused, as an event on c's request span: from, to, and the host
+// (server.address and server.port) or, for a generic call, the operation.
+func (c *call) breakerMoved(key string, from, to resilience.BreakerState) {
+	if !c.span.IsRecording() {
+		return
+	}
+	var buf [4]attribute.KeyValue
+	kv := append(buf[:0], KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
+	if c.http() {
+		host, port := splitKey(key)
+		kv = append(kv, KeyServerAddress.String(host))
+		if port > 0 {
+			kv = append(kv, KeyServerPort.Int(port))
+		}
+	} else {
+		kv = append(kv, KeyOperation.String(key))
+	}
+	c.span.AddEvent(eventBreakerState, trace.WithAttributes(kv...))
 }
 
 // breakerRejected marks a rejection: at admission (attempt 0) the request

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -355,4 +356,52 @@ func TestTraceAttemptErrorHasNoTimeToHeaders(t *testing.T) {
 	want(t, "attempt", ordered(spans, "GET")[0].Attributes(), map[attribute.Key]any{
 		KeyAttemptTimeToHeaders: nil, KeyProtocolVersion: nil,
 	})
+}
+
+// Each breaker transition is an event on the span of the request that
+// caused it, and its log line carries that span's trace_id and span_id.
+func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503), status(200))
+	fc := fakeclock.New(time.Unix(1000, 0))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	fc.Advance(breakerOpen)
+	resp, err = get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 4)
+
+	roots := ordered(spans, "gotry GET")
+	type move struct{ root, from, to string }
+	wantMoves := []move{{"first", "closed", "open"}, {"probe", "open", "half-open"}, {"probe", "half-open", "closed"}}
+	var got []move
+	for i, root := range roots {
+		for _, e := range root.Events() {
+			if e.Name != eventBreakerState {
+				continue
+			}
+			m := attrs(e.Attributes)
+			got = append(got, move{[]string{"first", "probe"}[i], m[KeyBreakerFrom].AsString(), m[KeyBreakerTo].AsString()})
+			want(t, "transition event", e.Attributes, map[attribute.Key]any{
+				KeyServerAddress: "127.0.0.1", KeyServerPort: int64(srv.port(t)),
+			})
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantMoves) {
+		t.Errorf("transition events %v, want %v", got, wantMoves)
+	}
+	opened := lines(r.logs, MsgBreakerState)[0].ContextMap()
+	sc := roots[0].SpanContext()
+	if opened["trace_id"] != sc.TraceID().String() || opened["span_id"] != sc.SpanID().String() {
+		t.Errorf("breaker opened line trace %v/%v, want the first request span's %v/%v",
+			opened["trace_id"], opened["span_id"], sc.TraceID(), sc.SpanID())
+	}
 }
