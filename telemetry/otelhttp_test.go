@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -115,8 +116,9 @@ func TestAttemptAnnotatorAlone(t *testing.T) {
 }
 
 // gotry → otelhttp with a hedge: still one CLIENT span per attempt, each
-// annotated; the loser's outcome is missing because otelhttp ended its span
-// on the cancellation error before gotry classified it (see README).
+// annotated. The loser's span, which otelhttp ends on the cancellation
+// error, is marked cancelled by the annotator: error.type names the lost
+// attempt (not "*errors.errorString") and its status is not an error.
 func TestOtelhttpInsideHedge(t *testing.T) {
 	r := newRig(t, WithOtelhttpAttempts())
 	done := make(chan struct{})
@@ -136,7 +138,12 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 		t.Fatalf("%d CLIENT spans, want 2:\n%s", n, tree(spans))
 	}
 	atts := ordered(spans, "HTTP GET")
-	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{KeyAttemptKind: "initial", KeyAttemptOutcome: nil})
+	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
+		KeyAttemptKind: "initial", KeyAttemptOutcome: "cancelled", KeyErrorType: ErrorTypeAttemptLost,
+	})
+	if c := atts[0].Status().Code; c == codes.Error {
+		t.Errorf("loser status %v, want no error: a hedge loser is not a failure", atts[0].Status())
+	}
 	want(t, "winner", atts[1].Attributes(), map[attribute.Key]any{
 		KeyAttemptKind: "hedge", KeyResendCount: int64(1), KeyAttemptOutcome: "success",
 	})
