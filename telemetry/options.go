@@ -34,6 +34,7 @@ type config struct {
 	hostLimit   int
 	hostLabel   func(string) string
 	otelhttp    bool
+	dropQuery   bool        // url.full without its query
 	clock       clock.Clock // the clock of the log rate limiter; tests inject one
 }
 
@@ -127,6 +128,16 @@ func WithHostLabel(f func(host string) string) Option {
 // attributes onto otelhttp's span. See the package README.
 func WithOtelhttpAttempts() Option {
 	return optionFunc(func(c *config) { c.otelhttp = true })
+}
+
+// WithoutURLQuery drops the query from url.full entirely. By default the
+// query is kept, with the values of the parameters the HTTP conventions list
+// as sensitive (X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
+// sig, X-Goog-Signature, and the older AWSAccessKeyId and Signature)
+// replaced by "REDACTED"; use this option when your queries carry other
+// secrets.
+func WithoutURLQuery() Option {
+	return optionFunc(func(c *config) { c.dropQuery = true })
 }
 
 // WithClock sets the clock that stamps attempt spans' start and end times

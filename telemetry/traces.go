@@ -54,7 +54,7 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 	ctx, c.span = t.tracer.Start(ctx, c.spanName, t.internal,
 		trace.WithTimestamp(start), trace.WithAttributes(c.spanIdentity(buf[:0])...))
 	if req != nil && c.span.IsRecording() {
-		c.url = fullURL(req.URL)
+		c.url = fullURL(req.URL, t.cfg.dropQuery)
 	}
 	return ctx
 }

@@ -26,7 +26,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
 
-	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret#frag")
+	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret&sig=abc#frag")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	}
 
 	atts := ordered(spans, "GET")
-	url := srv.URL + "/pay/42"
+	url := srv.URL + "/pay/42?token=secret&sig=REDACTED" // only the convention's sensitive parameters are redacted
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
 		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port), KeyURLFull: url,
 		KeyResendCount: nil, KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable",
