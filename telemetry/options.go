@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
+
+// DefaultGiveUpLogInterval is how often, at most, a give-up line is written
+// for one host and reason (see WithGiveUpLogInterval).
+const DefaultGiveUpLogInterval = time.Second
 
 // DefaultHostLimit is how many distinct server.address values the metrics
 // carry before new hosts are reported as OtherHost.
@@ -34,8 +39,9 @@ type config struct {
 	hostLimit   int
 	hostLabel   func(string) string
 	otelhttp    bool
-	dropQuery   bool        // url.full without its query
-	clock       clock.Clock // the clock of the log rate limiter; tests inject one
+	dropQuery   bool          // url.full without its query
+	giveUpEvery time.Duration // at most one give-up line per host and reason per period; 0: every line
+	clock       clock.Clock   // the clock of attempt spans and the log rate limiters; tests inject one
 }
 
 // defaultConfig reads the otel globals. The global providers delegate to
@@ -46,6 +52,7 @@ func defaultConfig() config {
 		mp:          otel.GetMeterProvider(),
 		propagators: otel.GetTextMapPropagator(),
 		hostLimit:   DefaultHostLimit,
+		giveUpEvery: DefaultGiveUpLogInterval,
 		clock:       clock.Real(),
 	}
 }
@@ -128,6 +135,18 @@ func WithHostLabel(f func(host string) string) Option {
 // attributes onto otelhttp's span. See the package README.
 func WithOtelhttpAttempts() Option {
 	return optionFunc(func(c *config) { c.otelhttp = true })
+}
+
+// WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per Hooks
+// value and per (server address and port, or operation; reason), the first
+// line is always written, then at most one per d, carrying gotry.suppressed,
+// the count of like lines dropped since the one before (default
+// DefaultGiveUpLogInterval; d <= 0 writes every line). An outage that fails
+// 200 requests fast then writes a few lines, not 200; the metrics still
+// count every give-up. Lines dropped after the last one written are not
+// reported until the next is.
+func WithGiveUpLogInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.giveUpEvery = max(d, 0) })
 }
 
 // WithoutURLQuery drops the query from url.full entirely. By default the

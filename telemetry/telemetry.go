@@ -67,7 +67,8 @@ func New(opts ...Option) *Telemetry {
 // per-retrier) log rate limiter.
 type hookSet struct {
 	t      *Telemetry
-	budget rateLimiter // "retry budget exhausted" lines
+	budget rateLimiter   // "retry budget exhausted" lines
+	gaveUp giveUpLimiter // "gave up" lines, per host and reason
 }
 
 // call is the telemetry of one request (or one generic call), made at
