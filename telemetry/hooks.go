@@ -22,8 +22,26 @@ import (
 // log rate limiter. Every field is set, so every response body the
 // transport returns is wrapped (the winning attempt's span ends when it is
 // closed or read to EOF).
-func (t *Telemetry) Hooks() resilience.Hooks {
-	hs := &hookSet{t: t}
+//
+// A transport whose base is an otelhttp.Transport needs WithOtelhttpAttempts,
+// or every attempt gets two CLIENT spans; HooksFor(base) sees to it.
+func (t *Telemetry) Hooks() resilience.Hooks { return t.hooks(t.cfg.otelhttp) }
+
+// HooksFor returns Hooks for a transport over base (transport.New(base,
+// transport.WithHooks(tel.HooksFor(base)))). When base is, or wraps through
+// Unwrap() http.RoundTripper methods, an *otelhttp.Transport, otelhttp makes
+// each attempt's CLIENT span, so gotry makes none, as with
+// WithOtelhttpAttempts: one CLIENT span per attempt whichever option was
+// forgotten. Place AttemptAnnotator inside otelhttp to give those spans
+// gotry's attempt attributes.
+func (t *Telemetry) HooksFor(base http.RoundTripper) resilience.Hooks {
+	return t.hooks(t.cfg.otelhttp || wrapsOtelhttp(base))
+}
+
+// hooks returns the hooks; otelhttpAttempts says otelhttp makes the attempt
+// spans.
+func (t *Telemetry) hooks(otelhttpAttempts bool) resilience.Hooks {
+	hs := &hookSet{t: t, otelhttp: otelhttpAttempts}
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
@@ -74,7 +92,7 @@ func (t *Telemetry) Hooks() resilience.Hooks {
 // makes it), with its context injected into header when there is one.
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := &attempt{c: hs.callFor(e.Event), num: e.Attempt, kind: e.Kind, probe: e.Probe}
-	if !a.c.http() || !hs.t.cfg.otelhttp {
+	if !a.c.http() || !hs.otelhttp {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
 	return context.WithValue(ctx, attemptKey{hs.t}, a)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -78,3 +79,19 @@ func (an *annotator) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // Unwrap returns the base transport.
 func (an *annotator) Unwrap() http.RoundTripper { return an.base }
+
+// wrapsOtelhttp reports whether rt is an *otelhttp.Transport or wraps one,
+// following Unwrap() http.RoundTripper methods (a bounded number of them).
+func wrapsOtelhttp(rt http.RoundTripper) bool {
+	for range 32 {
+		switch x := rt.(type) {
+		case *otelhttp.Transport:
+			return true
+		case interface{ Unwrap() http.RoundTripper }:
+			rt = x.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}

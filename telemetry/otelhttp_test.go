@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -147,4 +148,45 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 	want(t, "winner", atts[1].Attributes(), map[attribute.Key]any{
 		KeyAttemptKind: "hedge", KeyResendCount: int64(1), KeyAttemptOutcome: "success",
 	})
+}
+
+// gotry → otelhttp without WithOtelhttpAttempts: Hooks alone would give each
+// attempt two CLIENT spans (gotry's and otelhttp's); HooksFor(base) finds
+// otelhttp in the base, through Unwrap too, and gotry makes none.
+func TestOtelhttpInsideDetected(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		hooks   func(r *rig, base http.RoundTripper) transport.Hooks
+		clients int
+	}{
+		{"Hooks", func(r *rig, _ http.RoundTripper) transport.Hooks { return r.tel.Hooks() }, 4},
+		{"HooksFor", func(r *rig, base http.RoundTripper) transport.Hooks { return r.tel.HooksFor(base) }, 2},
+		{"HooksFor through Unwrap", func(r *rig, base http.RoundTripper) transport.Hooks {
+			return r.tel.HooksFor(r.tel.AttemptAnnotator(base))
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			srv := newServer(t, status(503), status(200))
+			inner := otelhttp.NewTransport(base(t), otelhttp.WithTracerProvider(r.tp), otelhttp.WithPropagators(r.prop))
+			tr := transport.New(inner, transport.WithHooks(tc.hooks(r, inner)),
+				transport.WithBackoff(resilience.Constant(time.Millisecond)))
+			resp, err := get(t, tr, srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(t, resp)
+			spans := r.waitEnded(t, 2+tc.clients)
+			if n := clientSpans(spans); n != tc.clients {
+				t.Errorf("%d CLIENT spans for 2 attempts, want %d:\n%s", n, tc.clients, tree(spans))
+			}
+		})
+	}
+}
+
+// HooksFor a base without otelhttp is Hooks: gotry makes the attempt spans.
+func TestHooksForPlainBase(t *testing.T) {
+	if wrapsOtelhttp(http.DefaultTransport) || wrapsOtelhttp(nil) {
+		t.Error("a plain base taken for otelhttp")
+	}
 }

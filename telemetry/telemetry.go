@@ -69,6 +69,9 @@ type hookSet struct {
 	t      *Telemetry
 	budget rateLimiter   // "retry budget exhausted" lines
 	gaveUp giveUpLimiter // "gave up" lines, per host and reason
+	// otelhttp: otelhttp makes the attempt spans (WithOtelhttpAttempts, or
+	// HooksFor found it in the base).
+	otelhttp bool
 }
 
 // call is the telemetry of one request (or one generic call), made at
