@@ -279,7 +279,10 @@ type Hooks struct {
 	// classified, or it was cancelled. For an attempt that lost a hedge
 	// race it may fire on the attempt's goroutine, after the call returned.
 	OnAttemptEnd func(e AttemptEndEvent)
-	// OnRetry fires when a retry is scheduled, before any sleep.
+	// OnRetry fires when a retry is scheduled, before any sleep and after
+	// the failed attempt's result, if it had one, was retained
+	// (Operation.Retain: for the transport, its body read into memory and
+	// closed), so that attempt is over: telemetry ends its span here.
 	OnRetry func(e RetryEvent)
 	// OnBackoff fires after each backoff sleep longer than zero.
 	OnBackoff func(e BackoffEvent)

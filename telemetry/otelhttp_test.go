@@ -56,6 +56,14 @@ func TestOtelhttpInside(t *testing.T) {
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
 		KeyResendCount: nil, KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", KeyStatusCode: int64(503),
 	})
+	if _, ok := attrs(atts[0].Attributes())[KeyAttemptTimeToHeaders]; !ok {
+		t.Errorf("attempt 1 has no %s", KeyAttemptTimeToHeaders)
+	}
+	// otelhttp's span ends with the body, which the transport reads and
+	// closes before the backoff: the retried attempt ends before it.
+	if b := ordered(spans, BackoffSpanName)[0]; atts[0].EndTime().After(b.StartTime()) {
+		t.Errorf("retried attempt's otelhttp span ended %v after its backoff started", atts[0].EndTime().Sub(b.StartTime()))
+	}
 	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
 		KeyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyStatusCode: int64(200),
 	})

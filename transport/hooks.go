@@ -15,7 +15,8 @@ import (
 // headers, read with HeaderOf; Code is the response's status; OnResultDone
 // fires when the returned response's body is closed or read to EOF
 // (installing it wraps every returned body). Hooks must not modify the
-// request; events carry no response body.
+// request; OnAttemptEnd's response (ResponseOf) is for its status, headers
+// and protocol only: hooks never read, close or modify its body.
 type Hooks = resilience.Hooks
 
 // RequestOf returns the caller's original request an event of a Transport
