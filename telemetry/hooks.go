@@ -53,7 +53,9 @@ func (t *Telemetry) hooks(otelhttpAttempts bool) resilience.Hooks {
 		},
 		OnAttemptEnd: func(e resilience.AttemptEndEvent) {
 			a := hs.attemptFor(e)
-			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome, transport.ResponseOf(e))
+			// The response is the transport's to close; telemetry reads its
+			// Proto only.
+			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome, transport.ResponseOf(e)) //nolint:bodyclose // not ours to close
 		},
 		OnRetry: func(e resilience.RetryEvent) {
 			c := hs.callFor(e.Event)
