@@ -74,8 +74,12 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 		kv = append(kv, KeyURLFull.String(c.url))
 	}
 	kv = a.attrs(kv)
-	ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...),
-		trace.WithTimestamp(t.cfg.clock.Now()))
+	if t.stamp {
+		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...),
+			trace.WithTimestamp(t.cfg.clock.Now()))
+	} else {
+		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...))
+	}
 	if header != nil {
 		t.prop.Inject(ctx, propagation.HeaderCarrier(header))
 	}
@@ -142,7 +146,11 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 // endSpan ends a's span once, stamped by the telemetry's clock.
 func (a *attempt) endSpan() {
 	if a.span != nil && a.ended.CompareAndSwap(false, true) {
-		a.span.End(trace.WithTimestamp(a.c.hs.t.cfg.clock.Now()))
+		if t := a.c.hs.t; t.stamp {
+			a.span.End(trace.WithTimestamp(t.cfg.clock.Now()))
+		} else {
+			a.span.End()
+		}
 	}
 }
 
