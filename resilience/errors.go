@@ -25,12 +25,23 @@ var (
 	// that was cancelled on purpose because another attempt won, or because
 	// the call ended without it. Code running inside an attempt can tell it
 	// from the caller's cancellation and from a per-attempt timeout, whose
-	// cause is ErrAttemptTimeout.
-	ErrAttemptLost = errors.New("resilience: attempt lost to another attempt")
+	// cause is ErrAttemptTimeout. Its ErrorType method returns
+	// "attempt_lost", which OpenTelemetry instrumentation (otelhttp) records
+	// as error.type instead of the error's Go type.
+	ErrAttemptLost error = attemptLostError{}
 
 	// ErrPermanent marks an error that must not be retried; see Permanent.
 	ErrPermanent = errors.New("resilience: permanent error")
 )
+
+// attemptLostError is the type of ErrAttemptLost.
+type attemptLostError struct{}
+
+func (attemptLostError) Error() string { return "resilience: attempt lost to another attempt" }
+
+// ErrorType names the error for OpenTelemetry's error.type, which
+// instrumentations read from an ErrorType method when there is one.
+func (attemptLostError) ErrorType() string { return "attempt_lost" }
 
 // CircuitOpenError is the rejection of a request by its breaker.
 type CircuitOpenError struct {

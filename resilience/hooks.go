@@ -165,6 +165,12 @@ type AttemptEndEvent struct {
 	Start    time.Time
 	Duration time.Duration // until the result (for HTTP: the response headers) or the error
 	Outcome  AttemptOutcome
+	// Result is the attempt's result value as the Operation's Do returned
+	// it, or nil when Do returned an error: for the transport its
+	// *http.Response (read it with transport.ResponseOf), whose body may
+	// already be closed and must not be read, closed or modified. Hooks
+	// may read it only while they run.
+	Result any
 }
 
 // RetryEvent: a retry has been scheduled after a retryable result.
@@ -273,7 +279,10 @@ type Hooks struct {
 	// classified, or it was cancelled. For an attempt that lost a hedge
 	// race it may fire on the attempt's goroutine, after the call returned.
 	OnAttemptEnd func(e AttemptEndEvent)
-	// OnRetry fires when a retry is scheduled, before any sleep.
+	// OnRetry fires when a retry is scheduled, before any sleep and after
+	// the failed attempt's result, if it had one, was retained
+	// (Operation.Retain: for the transport, its body read into memory and
+	// closed), so that attempt is over: telemetry ends its span here.
 	OnRetry func(e RetryEvent)
 	// OnBackoff fires after each backoff sleep longer than zero.
 	OnBackoff func(e BackoffEvent)

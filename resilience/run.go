@@ -225,9 +225,13 @@ func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 		r.report(r.e.breakers.done(a.ticket, bo, r.e.clock.Now()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
+		var v any
+		if a.err == nil {
+			v = a.v // a pointer for the transport: no allocation
+		}
 		h(AttemptEndEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject},
 			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Code: a.verd.Code,
-			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o})
+			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o, Result: v})
 	}
 }
 

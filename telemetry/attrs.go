@@ -30,14 +30,19 @@ const (
 	KeyServerAddress = semconv.ServerAddressKey
 	// KeyServerPort is server.port: the URL's port, or the scheme's default.
 	KeyServerPort = semconv.ServerPortKey
-	// KeyURLFull is url.full, on attempt spans only, without credentials,
-	// query or fragment.
+	// KeyURLFull is url.full, on attempt spans only: credentials replaced by
+	// "REDACTED:REDACTED", the values of the query parameters the
+	// conventions name as sensitive replaced by "REDACTED" (or the whole
+	// query dropped, WithoutURLQuery), no fragment.
 	KeyURLFull = semconv.URLFullKey
 	// KeyStatusCode is http.response.status_code.
 	KeyStatusCode = semconv.HTTPResponseStatusCodeKey
 	// KeyErrorType is error.type: the status code for a response >= 400, or
 	// ErrorType's class of an error.
 	KeyErrorType = semconv.ErrorTypeKey
+	// KeyProtocolVersion is network.protocol.version, on attempt spans: the
+	// response's HTTP version ("1.1", "2", "3").
+	KeyProtocolVersion = semconv.NetworkProtocolVersionKey
 	// KeyResendCount is http.request.resend_count: attempt number - 1, set
 	// only on resent attempts (retries and hedges).
 	KeyResendCount = semconv.HTTPRequestResendCountKey
@@ -75,6 +80,10 @@ const (
 	KeyAttemptOutcome = attribute.Key("gotry.attempt.outcome")
 	// KeyAttemptProbe (invented) is true on a half-open breaker's probe.
 	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// KeyAttemptTimeToHeaders (invented, attempt spans) is the seconds from
+	// the attempt's start to its response headers, as a float; absent when
+	// the attempt ended without a response.
+	KeyAttemptTimeToHeaders = attribute.Key("gotry.attempt.time_to_headers")
 	// KeyAttemptDuration (invented, logs only) is the attempt's seconds until
 	// response headers or an error.
 	KeyAttemptDuration = attribute.Key("gotry.attempt.duration")
@@ -243,14 +252,89 @@ func lowerHost(h string) string {
 	return h
 }
 
-// fullURL is url.full without credentials, query or fragment: queries carry
-// tokens and signatures often enough that gotry never records them.
-func fullURL(u *url.URL) string {
+// fullURL is url.full as the conventions want it: credentials replaced by
+// "REDACTED:REDACTED", the query kept with the values of sensitive
+// parameters replaced by "REDACTED" (or dropped whole with dropQuery), and
+// no fragment (never sent over HTTP; it may hold a client-side token).
+func fullURL(u *url.URL, dropQuery bool) string {
 	if u == nil {
 		return ""
 	}
 	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.User != nil {
+		c.User = url.UserPassword(redacted, redacted)
+	}
+	if !dropQuery {
+		c.RawQuery = redactQuery(u.RawQuery)
+	}
 	return c.String()
+}
+
+// redacted replaces what url.full must not show.
+const redacted = "REDACTED"
+
+// sensitiveQuery holds the query parameters whose values url.full redacts,
+// matched case-sensitively as the conventions say: the list of the HTTP
+// conventions' url.full note (semconv v1.43.0: the AWS SigV4, Azure SAS and
+// Google signed-URL parameters) plus AWSAccessKeyId and Signature, the
+// AWS SigV2 parameters that the note listed before.
+var sensitiveQuery = map[string]bool{
+	"X-Amz-Signature":      true,
+	"X-Amz-Credential":     true,
+	"X-Amz-Security-Token": true,
+	"sig":                  true,
+	"X-Goog-Signature":     true,
+	"AWSAccessKeyId":       true,
+	"Signature":            true,
+}
+
+// redactQuery returns q with the value of every sensitive parameter replaced
+// by "REDACTED", keeping the keys, the other parameters and their order. It
+// allocates only when there is something to redact.
+func redactQuery(q string) string {
+	if q == "" {
+		return ""
+	}
+	var b strings.Builder
+	rest, done := q, 0 // done: the prefix of q already copied into b
+	for i := 0; rest != ""; {
+		part, next, _ := strings.Cut(rest, "&")
+		key, _, _ := strings.Cut(part, "=")
+		if k, err := url.QueryUnescape(key); err == nil && sensitiveQuery[k] {
+			if b.Len() == 0 {
+				b.Grow(len(q))
+			}
+			b.WriteString(q[done:i])
+			b.WriteString(key)
+			b.WriteString("=" + redacted)
+			done = i + len(part)
+		}
+		i += len(part) + 1
+		rest = next
+	}
+	if done == 0 {
+		return q
+	}
+	b.WriteString(q[done:])
+	return b.String()
+}
+
+// protocolVersion is network.protocol.version for resp: "1.0", "1.1", "2"
+// or "3" from its ProtoMajor and ProtoMinor, "" when they are unset.
+func protocolVersion(resp *http.Response) string {
+	switch {
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 1:
+		return "1.1"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		return "1.0"
+	case resp.ProtoMajor == 2:
+		return "2"
+	case resp.ProtoMajor == 3:
+		return "3"
+	case resp.ProtoMajor <= 0:
+		return ""
+	}
+	return strconv.Itoa(resp.ProtoMajor) + "." + strconv.Itoa(resp.ProtoMinor)
 }
 
 // breakerState names s as the metrics and logs do.

@@ -22,6 +22,11 @@ const (
 	ErrorTypeDNS               = "dns"                // another DNS failure
 	ErrorTypeTLS               = "tls"                // a certificate or TLS protocol failure
 	ErrorTypeOther             = "_OTHER"             // anything else (the conventions' fallback)
+	// ErrorTypeAttemptLost is what resilience.ErrAttemptLost's ErrorType
+	// method returns: an attempt cancelled because another won. gotry's
+	// own spans give a cancelled attempt no error.type; an otelhttp span
+	// of such an attempt (gotry → otelhttp) carries this one.
+	ErrorTypeAttemptLost = "attempt_lost"
 )
 
 // ErrorType names err as a low-cardinality error.type by its class, the

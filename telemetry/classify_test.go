@@ -94,18 +94,36 @@ func TestRetryTrigger(t *testing.T) {
 }
 
 func TestFullURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://user:pw@api.example:8443/a%2Fb/c?token=s#frag": "https://api.example:8443/a%2Fb/c",
-		"http://h/":       "http://h/",
-		"http://[::1]:80": "http://[::1]:80",
+	for _, tc := range []struct {
+		in, want, noQuery string
+	}{
+		{"https://user:pw@api.example:8443/a%2Fb/c?token=s#frag", "https://REDACTED:REDACTED@api.example:8443/a%2Fb/c?token=s", "https://REDACTED:REDACTED@api.example:8443/a%2Fb/c"},
+		{"https://user@h/", "https://REDACTED:REDACTED@h/", "https://REDACTED:REDACTED@h/"},
+		{"http://h/", "http://h/", "http://h/"},
+		{"http://[::1]:80", "http://[::1]:80", "http://[::1]:80"},
+		{"http://h/p?color=blue&sig=abc", "http://h/p?color=blue&sig=REDACTED", "http://h/p"},
+		{"http://h/p?X-Amz-Signature=1&a=2&X-Amz-Credential=k%2Fd&X-Amz-Security-Token=t", "http://h/p?X-Amz-Signature=REDACTED&a=2&X-Amz-Credential=REDACTED&X-Amz-Security-Token=REDACTED", "http://h/p"},
+		{"http://h/p?AWSAccessKeyId=k&Signature=s&X-Goog-Signature=g&q=1", "http://h/p?AWSAccessKeyId=REDACTED&Signature=REDACTED&X-Goog-Signature=REDACTED&q=1", "http://h/p"},
+		{"http://h/p?SIG=x&signature=y&sig", "http://h/p?SIG=x&signature=y&sig=REDACTED", "http://h/p"},
+		{"http://h/p?%73ig=x&a=b%26c", "http://h/p?%73ig=REDACTED&a=b%26c", "http://h/p"},
 	} {
-		u, err := url.Parse(in)
+		u, err := url.Parse(tc.in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := fullURL(u); got != want {
-			t.Errorf("fullURL(%s) = %s, want %s", in, got, want)
+		if got := fullURL(u, false); got != tc.want {
+			t.Errorf("fullURL(%s) = %s, want %s", tc.in, got, tc.want)
 		}
+		if got := fullURL(u, true); got != tc.noQuery {
+			t.Errorf("fullURL(%s) without query = %s, want %s", tc.in, got, tc.noQuery)
+		}
+	}
+}
+
+// A query without sensitive parameters is kept as it is, at no cost.
+func TestRedactQueryAllocatesOnlyToRedact(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = redactQuery("a=1&b=2&c") }); n != 0 {
+		t.Errorf("%v allocations for a query with nothing to redact, want 0", n)
 	}
 }
 

@@ -16,13 +16,16 @@
 // gotry.backoff.total, gotry.reason). Each physical attempt is its child: a
 // CLIENT span "{method}" whose context is injected into that attempt's
 // headers (W3C traceparent with the default propagator), carrying
-// http.request.resend_count, url.full (no credentials, query or fragment),
-// gotry.attempt.kind, gotry.attempt.outcome and gotry.attempt.probe. The
-// returned attempt's span ends when its body is closed or read to EOF;
-// every other attempt's ends with the attempt. A hedge loser is cancelled,
-// not failed: its span has no error status. Each backoff sleep is an
-// INTERNAL span "gotry backoff"; retries, hedges, budget refusals and
-// breaker rejections are span events on the request span.
+// http.request.resend_count, url.full (credentials and the conventions'
+// sensitive query values REDACTED, no fragment), network.protocol.version,
+// gotry.attempt.time_to_headers, gotry.attempt.kind, gotry.attempt.outcome
+// and gotry.attempt.probe. The returned attempt's span ends when its body is
+// closed or read to EOF; every other attempt's ends with the attempt (a
+// retried one once its response is read and closed, before the backoff). A
+// hedge loser is cancelled, not failed: its span has no error status. Each
+// backoff sleep is an INTERNAL span "gotry backoff"; retries, hedges,
+// budget refusals, breaker rejections and breaker transitions are span
+// events on the request span.
 //
 // Metrics are the gotry.* instruments listed in METRICS.md, with their
 // Prometheus names. They never carry a URL, path or attempt number, and
@@ -30,10 +33,12 @@
 //
 // Logs go to zap (WithLogger) or slog (WithSlogLogger) with field keys equal
 // to the span attribute keys and trace_id/span_id, so logs, traces and
-// metrics join. Fields are built only when the level is enabled.
+// metrics join. Fields are built only when the level is enabled. Give-up
+// lines are aggregated per host and reason (WithGiveUpLogInterval).
 //
 // gotry composes with otelhttp either way round; README.md shows both
-// recipes and the trace tree each produces. A Telemetry is safe for
+// recipes and the trace tree each produces. HooksFor(base) makes no gotry
+// attempt span when base is an otelhttp.Transport. A Telemetry is safe for
 // concurrent use; create one per process (or per provider set) and call
 // Hooks once per Transport or Retrier: one adapter serves both.
 package telemetry

@@ -84,6 +84,8 @@ func ExampleTelemetry_Hooks_retrier() {
 
 // gotry → otelhttp → base: otelhttp makes the one CLIENT span per attempt,
 // and the annotator inside it copies gotry's attempt attributes onto it.
+// HooksFor sees otelhttp in the base, so gotry makes no second CLIENT span
+// even without WithOtelhttpAttempts.
 func ExampleTelemetry_AttemptAnnotator() {
 	srv := flakyServer()
 	defer srv.Close()
@@ -91,8 +93,9 @@ func ExampleTelemetry_AttemptAnnotator() {
 	defer base.CloseIdleConnections()
 
 	tel := telemetry.New(telemetry.WithOtelhttpAttempts())
-	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)),
-		transport.WithHooks(tel.Hooks()),
+	inner := otelhttp.NewTransport(tel.AttemptAnnotator(base))
+	tr := transport.New(inner,
+		transport.WithHooks(tel.HooksFor(inner)),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)

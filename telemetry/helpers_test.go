@@ -262,3 +262,8 @@ func wantTraceparents(t *testing.T, srv *server, atts []sdktrace.ReadOnlySpan) {
 		}
 	}
 }
+
+// roundTripperFunc is a RoundTripper made of a func.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

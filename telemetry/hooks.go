@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -21,8 +22,26 @@ import (
 // log rate limiter. Every field is set, so every response body the
 // transport returns is wrapped (the winning attempt's span ends when it is
 // closed or read to EOF).
-func (t *Telemetry) Hooks() resilience.Hooks {
-	hs := &hookSet{t: t}
+//
+// A transport whose base is an otelhttp.Transport needs WithOtelhttpAttempts,
+// or every attempt gets two CLIENT spans; HooksFor(base) sees to it.
+func (t *Telemetry) Hooks() resilience.Hooks { return t.hooks(t.cfg.otelhttp) }
+
+// HooksFor returns Hooks for a transport over base (transport.New(base,
+// transport.WithHooks(tel.HooksFor(base)))). When base is, or wraps through
+// Unwrap() http.RoundTripper methods, an *otelhttp.Transport, otelhttp makes
+// each attempt's CLIENT span, so gotry makes none, as with
+// WithOtelhttpAttempts: one CLIENT span per attempt whichever option was
+// forgotten. Place AttemptAnnotator inside otelhttp to give those spans
+// gotry's attempt attributes.
+func (t *Telemetry) HooksFor(base http.RoundTripper) resilience.Hooks {
+	return t.hooks(t.cfg.otelhttp || wrapsOtelhttp(base))
+}
+
+// hooks returns the hooks; otelhttpAttempts says otelhttp makes the attempt
+// spans.
+func (t *Telemetry) hooks(otelhttpAttempts bool) resilience.Hooks {
+	hs := &hookSet{t: t, otelhttp: otelhttpAttempts}
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
@@ -34,10 +53,14 @@ func (t *Telemetry) Hooks() resilience.Hooks {
 		},
 		OnAttemptEnd: func(e resilience.AttemptEndEvent) {
 			a := hs.attemptFor(e)
-			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome)
+			// The response is the transport's to close; telemetry reads its
+			// Proto only.
+			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome, transport.ResponseOf(e)) //nolint:bodyclose // not ours to close
 		},
 		OnRetry: func(e resilience.RetryEvent) {
-			hs.callFor(e.Event).retry(e.Context, e.Attempt, e.Delay, e.FromRetryAfter, e.Code, e.Err)
+			c := hs.callFor(e.Event)
+			c.superseded(e.Attempt)
+			c.retry(e.Context, e.Attempt, e.Delay, e.FromRetryAfter, e.Code, e.Err)
 		},
 		OnBackoff: func(e resilience.BackoffEvent) {
 			hs.callFor(e.Event).backoffSpan(e.Context, e.Start, e.Delay, e.Slept, e.FromRetryAfter, e.Interrupted)
@@ -71,7 +94,7 @@ func (t *Telemetry) Hooks() resilience.Hooks {
 // makes it), with its context injected into header when there is one.
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := &attempt{c: hs.callFor(e.Event), num: e.Attempt, kind: e.Kind, probe: e.Probe}
-	if !a.c.http() || !hs.t.cfg.otelhttp {
+	if !a.c.http() || !hs.otelhttp {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
 	return context.WithValue(ctx, attemptKey{hs.t}, a)
@@ -79,9 +102,9 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 
 // end handles an attempt's result. An HTTP call returns responses whose
 // body ends the span.
-func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
+func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
 	a.record(ctx, code, err, dur, o)
-	a.spanResult(code, err, o)
+	a.spanResult(code, err, dur, o, resp)
 	a.log(ctx, code, err, dur, o)
 	a.settleSpan(a.c.http(), err, o)
 }
@@ -116,6 +139,7 @@ func (c *call) breakerReject(ctx context.Context, n int, s resilience.BreakerSta
 // breakerChange records a transition of key's breaker, seen during call c.
 func (c *call) breakerChange(ctx context.Context, key string, from, to resilience.BreakerState) {
 	c.recordTransition(ctx, key, from, to)
+	c.breakerMoved(key, from, to)
 	c.logTransition(ctx, key, from, to)
 }
 

@@ -26,7 +26,11 @@ const (
 	MsgHedge = "gotry: hedge launched"
 	// MsgGaveUp (Warn; Error when the request ended in an error; Info when
 	// the caller cancelled) is a request that wanted another attempt but
-	// ended: attempts or budget exhausted, breaker open, and so on.
+	// ended: attempts or budget exhausted, breaker open, and so on. Lines
+	// are aggregated per hooks value and (server address and port, or
+	// operation; reason): the first is always written, then at most one per
+	// WithGiveUpLogInterval (default a second), with KeySuppressed counting
+	// the like lines dropped since the last one written.
 	MsgGaveUp = "gotry: gave up"
 	// MsgRequest (Debug) ends a request that did not give up.
 	MsgRequest = "gotry: request finished"
@@ -211,8 +215,20 @@ func (c *call) logEnd(ctx context.Context, e callEnd) {
 	if !t.logEnabled(ctx, l) {
 		return
 	}
-	fs := make([]field, 0, 16)
+	dropped := -1 // no gotry.suppressed field
+	if msg == MsgGaveUp && t.cfg.giveUpEvery > 0 {
+		var ok bool
+		dropped, ok = c.hs.gaveUp.allow(giveUpKey{host: c.host, port: c.port, op: c.op, reason: e.reason},
+			t.cfg.clock.Now(), t.cfg.giveUpEvery)
+		if !ok {
+			return
+		}
+	}
+	fs := make([]field, 0, 17)
 	fs = c.logIdentity(fs)
+	if dropped >= 0 {
+		fs = append(fs, fint(KeySuppressed, dropped))
+	}
 	fs = append(fs, fstr(KeyReason, e.reason.String()), fint(KeyAttempts, e.attempts),
 		fint(KeyRetries, e.retries), fint(KeyHedges, e.hedges),
 		fsec(KeyBackoffTotal, e.backoff), fsec(KeyRequestDuration, e.dur))
@@ -225,7 +241,7 @@ func (c *call) logBudget(ctx context.Context, n int, k resilience.AttemptKind) {
 	if !t.logEnabled(ctx, levelWarn) {
 		return
 	}
-	dropped, ok := c.hs.budget.allow(t.cfg.clock.Now())
+	dropped, ok := c.hs.budget.allow(t.cfg.clock.Now(), time.Second)
 	if !ok {
 		return
 	}
@@ -271,22 +287,59 @@ func (c *call) logTransition(ctx context.Context, key string, from, to resilienc
 	t.emit(ctx, l, MsgBreakerState, fs)
 }
 
-// rateLimiter lets one line through per second and counts the rest.
+// rateLimiter lets one line through per interval and counts the rest.
 type rateLimiter struct {
 	mu      sync.Mutex
 	last    time.Time // when a line last went through; zero before the first
 	dropped int       // lines dropped since then
 }
 
-// allow reports whether a line may be written at now and, if so, how many
-// were dropped before it.
-func (r *rateLimiter) allow(now time.Time) (dropped int, ok bool) {
+// allow reports whether a line may be written at now, at most one per
+// every, and, if so, how many were dropped before it.
+func (r *rateLimiter) allow(now time.Time, every time.Duration) (dropped int, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.last.IsZero() && now.Sub(r.last) < time.Second {
+	if !r.last.IsZero() && now.Sub(r.last) < every {
 		r.dropped++
 		return 0, false
 	}
 	dropped, r.dropped, r.last = r.dropped, 0, now
 	return dropped, true
+}
+
+// giveUpKey is what give-up lines are aggregated by.
+type giveUpKey struct {
+	host   string // server.address, "" for a generic call
+	port   int
+	op     string // the generic call's operation, "" for HTTP
+	reason resilience.EndReason
+}
+
+// maxGiveUpKeys bounds the keys a giveUpLimiter tracks; lines of a key past
+// it are written, not aggregated, so unbounded hosts cannot grow memory.
+const maxGiveUpKeys = 1024
+
+// giveUpLimiter rate-limits give-up lines per key. Safe for concurrent use.
+type giveUpLimiter struct {
+	mu   sync.Mutex                 // guards keys and each limiter's fields
+	keys map[giveUpKey]*rateLimiter // at most maxGiveUpKeys entries
+}
+
+// allow is rateLimiter.allow for k's lines.
+func (g *giveUpLimiter) allow(k giveUpKey, now time.Time, every time.Duration) (dropped int, ok bool) {
+	g.mu.Lock()
+	r := g.keys[k]
+	if r == nil {
+		if len(g.keys) >= maxGiveUpKeys {
+			g.mu.Unlock()
+			return 0, true
+		}
+		if g.keys == nil {
+			g.keys = map[giveUpKey]*rateLimiter{}
+		}
+		r = new(rateLimiter)
+		g.keys[k] = r
+	}
+	g.mu.Unlock()
+	return r.allow(now, every)
 }

@@ -281,3 +281,61 @@ func TestLogsDisabledLevelAllocatesNothing(t *testing.T) {
 		t.Errorf("a hedge costs %v allocations with disabled loggers, %v without loggers", off, none)
 	}
 }
+
+// In an outage, give-up lines are aggregated per host and reason: the first
+// is written at once, then at most one per interval, counting the rest.
+func TestLogsGiveUpsAggregated(t *testing.T) {
+	clock := fakeclock.New(time.Unix(1000, 0))
+	r := newRig(t, WithClock(clock))
+	h := r.tel.Hooks()
+	giveUp := func(host string, reason resilience.EndReason) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
+		h.OnCallEnd(resilience.CallEndEvent{Event: resilience.Event{Context: ctx, Subject: req}, Start: clock.Now(),
+			Reason: reason, Err: &resilience.CircuitOpenError{Key: host, State: resilience.BreakerOpen}})
+	}
+	for range 200 {
+		giveUp("pay.example", resilience.ReasonCircuitOpen)
+	}
+	giveUp("pay.example", resilience.ReasonBudgetExhausted) // another reason: its own first line
+	giveUp("shop.example", resilience.ReasonCircuitOpen)    // another host: its own first line
+	clock.Advance(999 * time.Millisecond)
+	giveUp("pay.example", resilience.ReasonCircuitOpen)
+	clock.Advance(time.Millisecond)
+	giveUp("pay.example", resilience.ReasonCircuitOpen)
+
+	var got []string
+	for _, l := range lines(r.logs, MsgGaveUp) {
+		f := l.ContextMap()
+		got = append(got, fmt.Sprintf("%v %v %v %v", l.Level, f["server.address"], f["gotry.reason"], f["gotry.suppressed"]))
+	}
+	want := []string{
+		"error pay.example circuit_open 0",
+		"error pay.example budget_exhausted 0",
+		"error shop.example circuit_open 0",
+		"error pay.example circuit_open 200",
+	}
+	if !equal(got, want) {
+		t.Errorf("give-up lines %q, want %q", got, want)
+	}
+}
+
+// WithGiveUpLogInterval(0) writes every give-up line, without a count.
+func TestLogsGiveUpsNotAggregated(t *testing.T) {
+	clock := fakeclock.New(time.Unix(1000, 0))
+	r := newRig(t, WithClock(clock), WithGiveUpLogInterval(0))
+	h := r.tel.Hooks()
+	req, _ := http.NewRequest(http.MethodGet, "http://pay.example/", nil)
+	for range 5 {
+		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
+		h.OnCallEnd(resilience.CallEndEvent{Event: resilience.Event{Context: ctx, Subject: req}, Start: clock.Now(),
+			Reason: resilience.ReasonCircuitOpen, Err: resilience.ErrCircuitOpen})
+	}
+	ls := lines(r.logs, MsgGaveUp)
+	if len(ls) != 5 {
+		t.Fatalf("%d give-up lines, want 5", len(ls))
+	}
+	if _, ok := ls[0].ContextMap()["gotry.suppressed"]; ok {
+		t.Errorf("unaggregated line has gotry.suppressed")
+	}
+}

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
+
+// DefaultGiveUpLogInterval is how often, at most, a give-up line is written
+// for one host and reason (see WithGiveUpLogInterval).
+const DefaultGiveUpLogInterval = time.Second
 
 // DefaultHostLimit is how many distinct server.address values the metrics
 // carry before new hosts are reported as OtherHost.
@@ -34,7 +39,9 @@ type config struct {
 	hostLimit   int
 	hostLabel   func(string) string
 	otelhttp    bool
-	clock       clock.Clock // the clock of the log rate limiter; tests inject one
+	dropQuery   bool          // url.full without its query
+	giveUpEvery time.Duration // at most one give-up line per host and reason per period; 0: every line
+	clock       clock.Clock   // the clock of attempt spans and the log rate limiters; tests inject one
 }
 
 // defaultConfig reads the otel globals. The global providers delegate to
@@ -45,6 +52,7 @@ func defaultConfig() config {
 		mp:          otel.GetMeterProvider(),
 		propagators: otel.GetTextMapPropagator(),
 		hostLimit:   DefaultHostLimit,
+		giveUpEvery: DefaultGiveUpLogInterval,
 		clock:       clock.Real(),
 	}
 }
@@ -129,8 +137,32 @@ func WithOtelhttpAttempts() Option {
 	return optionFunc(func(c *config) { c.otelhttp = true })
 }
 
-// WithClock sets the clock of the log rate limiter (default the wall clock;
-// nil is ignored). As transport.WithClock, it is gotry's one way to inject
+// WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per Hooks
+// value and per (server address and port, or operation; reason), the first
+// line is always written, then at most one per d, carrying gotry.suppressed,
+// the count of like lines dropped since the one before (default
+// DefaultGiveUpLogInterval; d <= 0 writes every line). An outage that fails
+// 200 requests fast then writes a few lines, not 200; the metrics still
+// count every give-up. Lines dropped after the last one written are not
+// reported until the next is.
+func WithGiveUpLogInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.giveUpEvery = max(d, 0) })
+}
+
+// WithoutURLQuery drops the query from url.full entirely. By default the
+// query is kept, with the values of the parameters the HTTP conventions list
+// as sensitive (X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
+// sig, X-Goog-Signature, and the older AWSAccessKeyId and Signature)
+// replaced by "REDACTED"; use this option when your queries carry other
+// secrets.
+func WithoutURLQuery() Option {
+	return optionFunc(func(c *config) { c.dropQuery = true })
+}
+
+// WithClock sets the clock that stamps attempt spans' start and end times
+// and drives the log rate limiter (default the wall clock; nil is ignored).
+// Give it the transport's clock, whose times the request and backoff spans
+// carry. As transport.WithClock, it is gotry's one way to inject
 // time, for tests inside this module (clock is an internal package).
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {

@@ -1,10 +1,17 @@
 package telemetry
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/MrVSiK/gotry/resilience"
 )
 
 // AttemptAnnotator returns a RoundTripper to place inside otelhttp when
@@ -20,7 +27,9 @@ import (
 // http.request.resend_count, gotry.attempt.kind and gotry.attempt.probe, and
 // gotry adds gotry.attempt.outcome when the attempt ends while otelhttp's
 // span still records (a response; otelhttp ends its span at once on a
-// transport error, before gotry has classified it). Outside that layout it
+// transport error, before gotry has classified it). A hedge loser's span
+// is marked by the annotator itself: outcome "cancelled", error.type
+// ErrorTypeAttemptLost, status Ok (not an error). Outside that layout it
 // only passes requests through. base nil means http.DefaultTransport. The
 // request is not modified.
 func (t *Telemetry) AttemptAnnotator(base http.RoundTripper) http.RoundTripper {
@@ -52,8 +61,37 @@ func (an *annotator) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.SetAttributes(a.attrs(buf[:0])...)
 	}
 	a.outer = s
-	return an.base.RoundTrip(req)
+	resp, err := an.base.RoundTrip(req)
+	if err != nil && errors.Is(context.Cause(ctx), resilience.ErrAttemptLost) && s.IsRecording() {
+		// otelhttp ends its span on this error, before gotry classifies the
+		// attempt: mark it cancelled now. Status Ok is final, so otelhttp's
+		// Error status does not stick to a loser, which is no failure.
+		s.SetAttributes(KeyAttemptOutcome.String(resilience.AttemptCancelled.String()))
+		s.SetStatus(codes.Ok, "")
+		if !errors.Is(err, resilience.ErrAttemptLost) {
+			// The base reported the cancellation without its cause: let
+			// otelhttp's error.type name the lost attempt all the same.
+			err = fmt.Errorf("%w: %w", resilience.ErrAttemptLost, err)
+		}
+	}
+	return resp, err
 }
 
 // Unwrap returns the base transport.
 func (an *annotator) Unwrap() http.RoundTripper { return an.base }
+
+// wrapsOtelhttp reports whether rt is an *otelhttp.Transport or wraps one,
+// following Unwrap() http.RoundTripper methods (a bounded number of them).
+func wrapsOtelhttp(rt http.RoundTripper) bool {
+	for range 32 {
+		switch x := rt.(type) {
+		case *otelhttp.Transport:
+			return true
+		case interface{ Unwrap() http.RoundTripper }:
+			rt = x.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}

@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/MrVSiK/gotry/internal/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -32,6 +33,11 @@ type Telemetry struct {
 	sets   setCache
 	// Span kind options, made once: each costs an allocation.
 	internal, client trace.SpanStartOption
+	// stamp: attempt spans take their times from cfg.clock, which is not
+	// the wall clock (a test's fake). With the wall clock the SDK's own
+	// reading is the same time, and skipping the option saves two
+	// allocations per attempt.
+	stamp bool
 }
 
 // New returns a Telemetry. With no options it uses the otel global tracer
@@ -52,6 +58,7 @@ func New(opts ...Option) *Telemetry {
 		hosts:    hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
 		internal: trace.WithSpanKind(trace.SpanKindInternal),
 		client:   trace.WithSpanKind(trace.SpanKindClient),
+		stamp:    cfg.clock != clock.Real(),
 	}
 	t.inst = newInstruments(cfg.mp)
 	if cfg.zap != nil {
@@ -67,7 +74,11 @@ func New(opts ...Option) *Telemetry {
 // per-retrier) log rate limiter.
 type hookSet struct {
 	t      *Telemetry
-	budget rateLimiter // "retry budget exhausted" lines
+	budget rateLimiter   // "retry budget exhausted" lines
+	gaveUp giveUpLimiter // "gave up" lines, per host and reason
+	// otelhttp: otelhttp makes the attempt spans (WithOtelhttpAttempts, or
+	// HooksFor found it in the base).
+	otelhttp bool
 }
 
 // call is the telemetry of one request (or one generic call), made at

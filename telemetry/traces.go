@@ -27,6 +27,7 @@ const (
 	eventHedge         = "gotry.hedge"
 	eventBudget        = "gotry.budget.exhausted"
 	eventBreakerReject = "gotry.breaker.reject"
+	eventBreakerState  = "gotry.breaker.state_change"
 )
 
 // spanIdentity appends the call's identity to kv: method, server and port
@@ -53,7 +54,7 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 	ctx, c.span = t.tracer.Start(ctx, c.spanName, t.internal,
 		trace.WithTimestamp(start), trace.WithAttributes(c.spanIdentity(buf[:0])...))
 	if req != nil && c.span.IsRecording() {
-		c.url = fullURL(req.URL)
+		c.url = fullURL(req.URL, t.cfg.dropQuery)
 	}
 	return ctx
 }
@@ -73,7 +74,12 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 		kv = append(kv, KeyURLFull.String(c.url))
 	}
 	kv = a.attrs(kv)
-	ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...))
+	if t.stamp {
+		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...),
+			trace.WithTimestamp(t.cfg.clock.Now()))
+	} else {
+		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...))
+	}
 	if header != nil {
 		t.prop.Inject(ctx, propagation.HeaderCarrier(header))
 	}
@@ -93,14 +99,19 @@ func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
 	return kv
 }
 
-// spanResult records an attempt's result on its span. A cancelled attempt
-// (a hedge loser, or the caller gave up) is not an error: no error.type, no
-// status. In otelhttp mode only the outcome is added to otelhttp's span,
+// spanResult records an attempt's result on its span: outcome, status,
+// time to the response headers and protocol version when there is a
+// response (resp), error.type. A cancelled attempt (a hedge loser, or the
+// caller gave up) is not an error: no error.type, no status. In otelhttp
+// mode only the outcome and time to headers are added to otelhttp's span,
 // and only while it still records (it ends at once on a transport error).
-func (a *attempt) spanResult(code int, err error, o resilience.AttemptOutcome) {
+func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
 	if a.span == nil {
 		if a.outer != nil && a.outer.IsRecording() {
 			a.outer.SetAttributes(KeyAttemptOutcome.String(o.String()))
+			if resp != nil {
+				a.outer.SetAttributes(KeyAttemptTimeToHeaders.Float64(dur.Seconds()))
+			}
 		}
 		return
 	}
@@ -108,10 +119,16 @@ func (a *attempt) spanResult(code int, err error, o resilience.AttemptOutcome) {
 	if !s.IsRecording() {
 		return
 	}
-	var buf [3]attribute.KeyValue
+	var buf [6]attribute.KeyValue
 	kv := append(buf[:0], KeyAttemptOutcome.String(o.String()))
 	if code > 0 {
 		kv = append(kv, KeyStatusCode.Int(code))
+	}
+	if resp != nil {
+		kv = append(kv, KeyAttemptTimeToHeaders.Float64(dur.Seconds()))
+		if v := protocolVersion(resp); v != "" {
+			kv = append(kv, KeyProtocolVersion.String(v))
+		}
 	}
 	if o != resilience.AttemptCancelled {
 		if et := resultErrorType(code, err); et != "" {
@@ -126,10 +143,33 @@ func (a *attempt) spanResult(code int, err error, o resilience.AttemptOutcome) {
 	s.SetAttributes(kv...)
 }
 
-// endSpan ends a's span once.
+// endSpan ends a's span once, stamped by the telemetry's clock.
 func (a *attempt) endSpan() {
 	if a.span != nil && a.ended.CompareAndSwap(false, true) {
-		a.span.End()
+		if t := a.c.hs.t; t.stamp {
+			a.span.End(trace.WithTimestamp(t.cfg.clock.Now()))
+		} else {
+			a.span.End()
+		}
+	}
+}
+
+// superseded ends the span of attempt n when it is the retained one: the
+// engine fires OnRetry after the transport read its retryable response into
+// memory and closed it (Operation.Retain), so the attempt is over even if
+// that copy is returned on a later give-up; its span ends before the
+// backoff that follows.
+func (c *call) superseded(n int) {
+	c.mu.Lock()
+	r := c.retained
+	if r != nil && r.num == n {
+		c.retained = nil
+	} else {
+		r = nil
+	}
+	c.mu.Unlock()
+	if r != nil {
+		r.endSpan()
 	}
 }
 
@@ -243,6 +283,27 @@ func (c *call) event(name string, kv ...attribute.KeyValue) {
 	if c.span.IsRecording() {
 		c.span.AddEvent(name, trace.WithAttributes(kv...))
 	}
+}
+
+// breakerMoved adds a transition of key's breaker, which c's admission or
+// attempt caused, as an event on c's request span: from, to, and the host
+// (server.address and server.port) or, for a generic call, the operation.
+func (c *call) breakerMoved(key string, from, to resilience.BreakerState) {
+	if !c.span.IsRecording() {
+		return
+	}
+	var buf [4]attribute.KeyValue
+	kv := append(buf[:0], KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
+	if c.http() {
+		host, port := splitKey(key)
+		kv = append(kv, KeyServerAddress.String(host))
+		if port > 0 {
+			kv = append(kv, KeyServerPort.Int(port))
+		}
+	} else {
+		kv = append(kv, KeyOperation.String(key))
+	}
+	c.span.AddEvent(eventBreakerState, trace.WithAttributes(kv...))
 }
 
 // breakerRejected marks a rejection: at admission (attempt 0) the request

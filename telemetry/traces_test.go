@@ -3,6 +3,9 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
 
-	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret#frag")
+	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret&sig=abc#frag")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +70,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	}
 
 	atts := ordered(spans, "GET")
-	url := srv.URL + "/pay/42"
+	url := srv.URL + "/pay/42?token=secret&sig=REDACTED" // only the convention's sensitive parameters are redacted
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
 		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port), KeyURLFull: url,
 		KeyResendCount: nil, KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable",
@@ -290,5 +293,115 @@ func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 		if n := sumCounter(t, r.collect(t), MetricAttempts); n != 1 {
 			t.Errorf("telemetry %d counted %d attempts, want 1", i+1, n)
 		}
+	}
+}
+
+// A retried attempt's span ends when its result is known (its response read
+// into memory and closed), before the backoff span that follows it, and
+// carries its time to response headers and protocol version. Timed on a
+// fake clock shared by the transport and telemetry.
+func TestTraceRetriedAttemptEndsBeforeItsBackoff(t *testing.T) {
+	fc := fakeclock.New(time.Unix(1000, 0))
+	r := newRig(t, WithClock(fc))
+	srv := newServer(t, status(503), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithClock(fc),
+		transport.WithBackoff(resilience.Constant(300*time.Millisecond)))
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := get(t, tr, srv.URL)
+		done <- result{resp, err}
+	}()
+	if !fc.WaitForTimers(1, 5*time.Second) {
+		t.Fatal("the backoff never started")
+	}
+	fc.Advance(300 * time.Millisecond)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	drain(t, res.resp)
+	spans := r.waitEnded(t, 4)
+
+	atts := ordered(spans, "GET")
+	backoff := ordered(spans, BackoffSpanName)[0]
+	if end, start := atts[0].EndTime(), backoff.StartTime(); end.After(start) {
+		t.Errorf("retried attempt ended at %v, after its backoff started at %v", end.Sub(time.Unix(1000, 0)), start.Sub(time.Unix(1000, 0)))
+	}
+	if !atts[1].StartTime().Equal(time.Unix(1000, 0).Add(300 * time.Millisecond)) {
+		t.Errorf("retry started at %v, want 300ms on the fake clock", atts[1].StartTime().Sub(time.Unix(1000, 0)))
+	}
+	for i, s := range atts {
+		want(t, "attempt "+strconv.Itoa(i+1), s.Attributes(), map[attribute.Key]any{
+			KeyAttemptTimeToHeaders: 0.0, KeyProtocolVersion: "1.1",
+		})
+	}
+}
+
+// An attempt that ended without a response has no time to headers nor
+// protocol version.
+func TestTraceAttemptErrorHasNoTimeToHeaders(t *testing.T) {
+	r := newRig(t)
+	tr := transport.New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("boom")
+	}), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1))
+	if _, err := get(t, tr, "http://example.invalid/"); err == nil {
+		t.Fatal("want an error")
+	}
+	spans := r.waitEnded(t, 2)
+	want(t, "attempt", ordered(spans, "GET")[0].Attributes(), map[attribute.Key]any{
+		KeyAttemptTimeToHeaders: nil, KeyProtocolVersion: nil,
+	})
+}
+
+// Each breaker transition is an event on the span of the request that
+// caused it, and its log line carries that span's trace_id and span_id.
+func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503), status(200))
+	fc := fakeclock.New(time.Unix(1000, 0))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	fc.Advance(breakerOpen)
+	resp, err = get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 4)
+
+	roots := ordered(spans, "gotry GET")
+	type move struct{ root, from, to string }
+	wantMoves := []move{{"first", "closed", "open"}, {"probe", "open", "half-open"}, {"probe", "half-open", "closed"}}
+	var got []move
+	for i, root := range roots {
+		for _, e := range root.Events() {
+			if e.Name != eventBreakerState {
+				continue
+			}
+			m := attrs(e.Attributes)
+			got = append(got, move{[]string{"first", "probe"}[i], m[KeyBreakerFrom].AsString(), m[KeyBreakerTo].AsString()})
+			want(t, "transition event", e.Attributes, map[attribute.Key]any{
+				KeyServerAddress: "127.0.0.1", KeyServerPort: int64(srv.port(t)),
+			})
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantMoves) {
+		t.Errorf("transition events %v, want %v", got, wantMoves)
+	}
+	opened := lines(r.logs, MsgBreakerState)[0].ContextMap()
+	sc := roots[0].SpanContext()
+	if opened["trace_id"] != sc.TraceID().String() || opened["span_id"] != sc.SpanID().String() {
+		t.Errorf("breaker opened line trace %v/%v, want the first request span's %v/%v",
+			opened["trace_id"], opened["span_id"], sc.TraceID(), sc.SpanID())
 	}
 }

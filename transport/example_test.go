@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -158,4 +159,40 @@ func Example_giveUp() {
 		fmt.Println("gave up after", ge.Attempts, "attempts:", errors.Is(err, io.ErrUnexpectedEOF))
 	}
 	// Output: gave up after 3 attempts: true
+}
+
+// The server sees which attempt it is answering: "1; initial", "2; retry",
+// "3; hedge".
+func ExampleWithAttemptHeader() {
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Gotry-Attempt"))
+		first := len(seen) == 1
+		mu.Unlock()
+		if first {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: transport.New(nil,
+		transport.WithAttemptHeader("Gotry-Attempt"),
+		transport.WithBackoff(resilience.Constant(time.Millisecond)),
+	)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Printf("%q\n", seen)
+	// Output: ["1; initial" "2; retry"]
 }

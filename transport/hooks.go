@@ -15,7 +15,8 @@ import (
 // headers, read with HeaderOf; Code is the response's status; OnResultDone
 // fires when the returned response's body is closed or read to EOF
 // (installing it wraps every returned body). Hooks must not modify the
-// request; events carry no response body.
+// request; OnAttemptEnd's response (ResponseOf) is for its status, headers
+// and protocol only: hooks never read, close or modify its body.
 type Hooks = resilience.Hooks
 
 // RequestOf returns the caller's original request an event of a Transport
@@ -32,4 +33,14 @@ func RequestOf(e resilience.Event) *http.Request {
 func HeaderOf(e resilience.AttemptStartEvent) http.Header {
 	h, _ := e.Carrier.(http.Header)
 	return h
+}
+
+// ResponseOf returns the response an attempt of a Transport ended with, or
+// nil when it ended with an error or e is another adapter's. Its body may
+// already be closed (the attempt lost, or was superseded) and hooks must not
+// read, close or modify it; its status, headers and Proto may be read while
+// the hook runs.
+func ResponseOf(e resilience.AttemptEndEvent) *http.Response {
+	resp, _ := e.Result.(*http.Response)
+	return resp
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ type config struct {
 	maxRetainedBody   int64
 	nonIdempotent     bool
 	clock             clock.Clock
+	attemptHeader     string // canonical name of the attempt header; "" for none
 }
 
 func defaultConfig() config {
@@ -245,6 +247,42 @@ func WithMaxRetainedBody(n int64) Option {
 // deduplicates; an Idempotency-Key header already makes one request eligible.
 func WithNonIdempotentRetries(on bool) Option {
 	return optionFunc(func(c *config) { c.nonIdempotent = on })
+}
+
+// WithAttemptHeader sends, on every attempt, a header named name saying
+// which attempt it is, so the server can see retries and hedges (to shed
+// excessive retries, or annotate its own spans), as Envoy's
+// x-envoy-attempt-count and gRPC's grpc-previous-rpc-attempts do. Its value
+// is the 1-based attempt number, a semicolon, a space and the attempt's
+// kind: "1; initial", "2; retry", "3; hedge" (a server wanting only the
+// count reads the digits before the semicolon). Off by default; the
+// caller's request is never modified (each attempt sends its own copy of
+// the headers, one allocation per attempt), and a value the caller set
+// under that name is replaced on the attempts. It panics if name is not a
+// valid header name.
+func WithAttemptHeader(name string) Option {
+	if !validHeaderName(name) {
+		invalid("WithAttemptHeader", "name %q is not a valid header name", name)
+	}
+	name = http.CanonicalHeaderKey(name)
+	return optionFunc(func(c *config) { c.attemptHeader = name })
+}
+
+// validHeaderName reports whether s is a non-empty HTTP token (RFC 9110).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // WithClock runs the transport on c: its backoff sleeps, hedge timers,

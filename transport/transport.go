@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -258,8 +259,9 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 		}
 		body = b
 	}
-	hooks := &c.t.cfg.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil {
+	cfg := &c.t.cfg
+	hooks := &cfg.hooks
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
@@ -271,10 +273,21 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 	if c.getBody != nil {
 		out.GetBody = c.getBody
 	}
+	if cfg.attemptHeader != "" {
+		if header == nil {
+			header = c.NewCarrier(a).(http.Header)
+		}
+		header[cfg.attemptHeader] = []string{attemptHeaderValue(a)}
+	}
 	if header != nil {
 		out.Header = header
 	}
 	return c.send(out)
+}
+
+// attemptHeaderValue is WithAttemptHeader's value for a: "2; retry".
+func attemptHeaderValue(a *resilience.AttemptInfo) string {
+	return strconv.Itoa(a.Number) + "; " + a.Kind.String()
 }
 
 // NewCarrier gives each attempt a private copy of the request's headers,

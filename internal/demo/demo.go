@@ -177,6 +177,7 @@ type Summary struct {
 	P50, P99  time.Duration
 	Breakers  []BreakerRow
 	Served    map[string]map[string]int64 // by host and fault; nil with Targets
+	Seen      map[string]int64            // attempts the upstream saw, by the kind AttemptHeader names; nil with Targets
 	Waterfall []string                    // the run's most interesting request
 }
 
@@ -364,6 +365,7 @@ loop:
 	}
 	if up != nil {
 		sum.Served = up.Served()
+		sum.Seen = up.Seen()
 	}
 	printSummary(cfg.Out, &sum, final)
 	return sum, nil
@@ -390,6 +392,7 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 		transport.WithBackoff(resilience.ExponentialJitter(cfg.BackoffBase, cfg.BackoffMax)),
 		transport.WithBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec),
 		transport.WithPerAttemptTimeout(cfg.PerAttemptTimeout),
+		transport.WithAttemptHeader(AttemptHeader),
 	}
 	for _, h := range hooks {
 		opts = append(opts, transport.WithHooks(h))
@@ -543,6 +546,8 @@ func printSummary(w io.Writer, s *Summary, final sample) {
 	}
 	if s.Served != nil {
 		fmt.Fprintf(w, "upstream  %s\n", servedLine(final.served))
+		fmt.Fprintf(w, "          saw by %s: %d initial · %d retry · %d hedge\n", AttemptHeader,
+			s.Seen["initial"], s.Seen["retry"], s.Seen["hedge"])
 	}
 	if len(s.Waterfall) > 0 {
 		fmt.Fprintln(w, "\nwaterfall: the run's request with the most attempts")

@@ -109,6 +109,14 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("retries %d, hedges %d, hedge wins %d; want all > 0", c.Retries, c.Hedges, c.HedgeWins)
 		}
 	})
+	t.Run("the upstream sees the attempt header", func(t *testing.T) {
+		if sum.Seen["initial"] == 0 || sum.Seen["retry"] == 0 || sum.Seen["hedge"] == 0 {
+			t.Errorf("upstream saw %v by %s; want initial, retry and hedge attempts", sum.Seen, AttemptHeader)
+		}
+		if !strings.Contains(text, "saw by "+AttemptHeader+": ") {
+			t.Errorf("the summary does not show what the upstream saw by %s", AttemptHeader)
+		}
+	})
 	t.Run("breaker opened and closed", func(t *testing.T) {
 		var pay BreakerRow
 		for _, b := range sum.Breakers {

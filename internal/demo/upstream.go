@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,19 @@ import (
 // attrClientGone (invented, demo only) marks a server span whose client
 // went away before the answer: a hedge loser or a timed-out attempt.
 const attrClientGone = attribute.Key("demo.client_gone")
+
+// AttemptHeader is the header the demo's transport sends on every attempt
+// (transport.WithAttemptHeader), e.g. "2; retry", and the upstream reads:
+// it counts the attempts it sees by kind and puts the value on its SERVER
+// span (attrAttempt).
+const AttemptHeader = "Gotry-Attempt"
+
+// attrAttempt (invented, demo only) is the attempt header's value on the
+// upstream's SERVER span: the server sees which attempt it is answering.
+const attrAttempt = attribute.Key("demo.gotry_attempt")
+
+// attemptKinds are the kinds the attempt header names, in Seen's order.
+var attemptKinds = [...]string{"initial", "retry", "hedge"}
 
 // defaultHosts are the upstream's virtual hosts.
 var defaultHosts = []string{"inventory", "payments", "search"}
@@ -68,7 +82,8 @@ type vhost struct {
 	mu  sync.Mutex // guards rng
 	rng *rand.Rand
 
-	served [numFaults]atomic.Int64 // requests answered, by fault
+	served [numFaults]atomic.Int64         // requests answered, by fault
+	seen   [len(attemptKinds)]atomic.Int64 // requests by the attempt header's kind
 }
 
 // StartUpstream starts a listener and server per host. Stop it with
@@ -186,6 +201,18 @@ func (u *Upstream) Served() map[string]map[string]int64 {
 	return out
 }
 
+// Seen returns how many requests the upstream saw of each attempt kind,
+// read from AttemptHeader: "initial", "retry", "hedge".
+func (u *Upstream) Seen() map[string]int64 {
+	out := map[string]int64{}
+	for _, h := range u.hosts {
+		for i, k := range attemptKinds {
+			out[k] += h.seen[i].Load()
+		}
+	}
+	return out
+}
+
 // servedTotals sums Served over hosts, by fault.
 func (u *Upstream) servedTotals() [numFaults]int64 {
 	var out [numFaults]int64
@@ -243,6 +270,7 @@ func (h *vhost) roll(now time.Time) (fault, time.Duration) {
 // ServeHTTP answers one request according to the dice.
 func (h *vhost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	h.countAttempt(r)
 	f, d := h.roll(time.Now())
 	h.served[f].Add(1)
 	switch f {
@@ -268,6 +296,22 @@ func (h *vhost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, `{"host":"`+h.name+`","ok":true}`)
+}
+
+// countAttempt counts r by the kind its attempt header names and puts the
+// header on the request's SERVER span.
+func (h *vhost) countAttempt(r *http.Request) {
+	v := r.Header.Get(AttemptHeader)
+	if v == "" {
+		return
+	}
+	trace.SpanFromContext(r.Context()).SetAttributes(attrAttempt.String(v))
+	_, kind, _ := strings.Cut(v, "; ")
+	for i, k := range attemptKinds {
+		if k == kind {
+			h.seen[i].Add(1)
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, body string) {
