@@ -64,7 +64,7 @@ type instruments struct {
 // newInstruments creates every instrument; one that fails is reported to
 // otel.Handle and replaced by a no-op, so recording never needs a nil check.
 func newInstruments(mp metric.MeterProvider) instruments {
-	m := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))
 	nm := noop.NewMeterProvider().Meter(ScopeName)
 	hist := func(name, desc string) metric.Float64Histogram {
 		opts := []metric.Float64HistogramOption{metric.WithUnit("s"), metric.WithDescription(desc),

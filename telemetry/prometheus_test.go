@@ -88,6 +88,9 @@ func TestPrometheusNames(t *testing.T) {
 					if set["otel_scope_name"] != ScopeName {
 						t.Errorf("%s: otel_scope_name=%q, want %q", n, set["otel_scope_name"], ScopeName)
 					}
+					if set["otel_scope_version"] != Version {
+						t.Errorf("%s: otel_scope_version=%q, want %q", n, set["otel_scope_version"], Version)
+					}
 					for l := range set {
 						seen[l] = true
 						if !allowed[l] {

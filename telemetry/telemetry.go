@@ -18,6 +18,12 @@ import (
 // Prometheus exporter writes it to the otel_scope_name label.
 const ScopeName = "github.com/MrVSiK/gotry/telemetry"
 
+// Version is the instrumentation scope version of every span and metric (the
+// Prometheus exporter's otel_scope_version label). It is the module's
+// release tag and is changed with it: a release bumps this constant in the
+// same commit that is tagged.
+const Version = "v0.1.0"
+
 // Telemetry turns gotry's hooks into OpenTelemetry spans and metrics and
 // into zap or slog log lines. Build one with New and share it: it is safe
 // for concurrent use, and its instruments are created once. Its zero value
@@ -47,7 +53,7 @@ func New(opts ...Option) *Telemetry {
 	}
 	t := &Telemetry{
 		cfg:      cfg,
-		tracer:   cfg.tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		tracer:   cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)),
 		prop:     cfg.propagators,
 		hosts:    hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
 		internal: trace.WithSpanKind(trace.SpanKindInternal),
