@@ -84,6 +84,15 @@ func (e *Engine) EachHedgeDelay(fn func(key string, delay time.Duration, warm bo
 	}
 }
 
+// MaxExtraLoad returns adaptive hedging's cap on extra load
+// (AdaptiveHedging.MaxExtraLoad), or 0 without adaptive hedging. For gauges.
+func (e *Engine) MaxExtraLoad() float64 {
+	if e.hedgers == nil {
+		return 0
+	}
+	return e.hedgers.cfg.MaxExtraLoad
+}
+
 // BreakerState returns key's breaker state (closed when breaking is off or
 // the key is not tracked).
 func (e *Engine) BreakerState(key string) BreakerState {

@@ -43,7 +43,7 @@ func (t *Telemetry) Hooks() resilience.Hooks {
 			hs.callFor(e.Event).backoffSpan(e.Context, e.Start, e.Delay, e.Slept, e.FromRetryAfter, e.Interrupted)
 		},
 		OnHedge: func(e resilience.HedgeEvent) {
-			hs.callFor(e.Event).hedge(e.Context, e.Attempt, e.InFlight)
+			hs.callFor(e.Event).hedge(e.Context, e.Attempt, e.InFlight, e.Delay, e.Adaptive)
 		},
 		OnBudgetExhausted: func(e resilience.BudgetEvent) {
 			hs.callFor(e.Event).budgetExhausted(e.Context, e.Attempt, e.Kind)
@@ -95,10 +95,20 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 	c.logRetry(ctx, n, delay, trigger, source, code, err)
 }
 
-func (c *call) hedge(ctx context.Context, n, inFlight int) {
-	c.recordHedge(ctx)
-	c.event(eventHedge, KeyAttempt.Int(n), KeyHedgeInFlight.Int(inFlight))
+func (c *call) hedge(ctx context.Context, n, inFlight int, delay time.Duration, adaptive bool) {
+	trigger := hedgeTrigger(adaptive)
+	c.recordHedge(ctx, trigger)
+	c.event(eventHedge, KeyAttempt.Int(n), KeyHedgeInFlight.Int(inFlight),
+		KeyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
 	c.logHedge(ctx, n, inFlight)
+}
+
+// hedgeTrigger names what set a hedge's delay, as KeyHedgeTrigger says.
+func hedgeTrigger(adaptive bool) string {
+	if adaptive {
+		return "adaptive"
+	}
+	return "fixed"
 }
 
 func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptKind) {

@@ -35,6 +35,11 @@ const (
 	MetricBreakerState       = "gotry.breaker.state"
 	MetricBreakerTransitions = "gotry.breaker.transitions"
 	MetricBreakerRejections  = "gotry.breaker.rejections"
+	// MetricHedgeDelay (invented) is each host's current adaptive hedge
+	// delay, and MetricHedgeMaxExtraLoad (invented) the cap on the fraction
+	// of requests that may get a hedge (WithAdaptiveHedging).
+	MetricHedgeDelay        = "gotry.hedge.delay"
+	MetricHedgeMaxExtraLoad = "gotry.hedge.max_extra_load"
 )
 
 // durationBuckets are the explicit histogram boundaries, in seconds, of every
@@ -59,6 +64,8 @@ type instruments struct {
 	breakerRejections  metric.Int64Counter
 	budgetTokens       metric.Float64ObservableGauge
 	breakerState       metric.Int64ObservableGauge
+	hedgeDelay         metric.Float64ObservableGauge
+	hedgeMaxExtraLoad  metric.Float64ObservableGauge
 }
 
 // newInstruments creates every instrument; one that fails is reported to
@@ -109,6 +116,18 @@ func newInstruments(mp metric.MeterProvider) instruments {
 	if err != nil || in.breakerState == nil {
 		otel.Handle(err)
 		in.breakerState, _ = nm.Int64ObservableGauge(MetricBreakerState)
+	}
+	in.hedgeDelay, err = m.Float64ObservableGauge(MetricHedgeDelay, metric.WithUnit("s"),
+		metric.WithDescription("Each host's current adaptive hedge delay: a request still unanswered after it gets a hedge."))
+	if err != nil || in.hedgeDelay == nil {
+		otel.Handle(err)
+		in.hedgeDelay, _ = nm.Float64ObservableGauge(MetricHedgeDelay)
+	}
+	in.hedgeMaxExtraLoad, err = m.Float64ObservableGauge(MetricHedgeMaxExtraLoad, metric.WithUnit("1"),
+		metric.WithDescription("Adaptive hedging's cap on the fraction of requests that may get a hedge."))
+	if err != nil || in.hedgeMaxExtraLoad == nil {
+		otel.Handle(err)
+		in.hedgeMaxExtraLoad, _ = nm.Float64ObservableGauge(MetricHedgeMaxExtraLoad)
 	}
 	return in
 }
@@ -187,9 +206,10 @@ func (c *call) recordRetry(ctx context.Context, trigger, source string, delay ti
 	in.backoffDelay.Record(ctx, delay.Seconds(), metric.WithAttributes(kv...))
 }
 
-func (c *call) recordHedge(ctx context.Context) {
-	var buf [3]attribute.KeyValue
-	c.hs.t.inst.hedges.Add(ctx, 1, metric.WithAttributes(c.metricIdentity(buf[:0])...))
+func (c *call) recordHedge(ctx context.Context, trigger string) {
+	var buf [4]attribute.KeyValue
+	kv := append(c.metricIdentity(buf[:0]), KeyHedgeTrigger.String(trigger))
+	c.hs.t.inst.hedges.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
 func (c *call) recordBudgetRefusal(ctx context.Context, k resilience.AttemptKind) {
@@ -294,8 +314,20 @@ type TransportState interface {
 	EachBreaker(fn func(host string, s resilience.BreakerState))
 }
 
-// ObserveTransport reports tr's budget (gotry.budget.tokens) and breakers
-// (gotry.breaker.state) at each metric collection, labelled
+// HedgeState is what ObserveTransport reads of adaptive hedging when the
+// TransportState has it too: *transport.Transport does.
+type HedgeState interface {
+	// EachHedgeDelay calls fn for each host adaptive hedging tracks.
+	EachHedgeDelay(fn func(host string, delay time.Duration, warm bool))
+	// MaxExtraLoad returns the cap on extra load, 0 without adaptive hedging.
+	MaxExtraLoad() float64
+}
+
+// ObserveTransport reports tr's budget (gotry.budget.tokens), breakers
+// (gotry.breaker.state) and, when tr is a HedgeState with adaptive hedging
+// on, each host's hedge delay (gotry.hedge.delay, the longest when several
+// ports of one address are tracked) and the cap (gotry.hedge.max_extra_load)
+// at each metric collection, labelled
 // gotry.transport=name (omitted when name is ""). Nothing is reported for a
 // disabled budget. Breakers are grouped by server.address (after the host
 // guard); when several ports of one host have breakers, the most severe
@@ -319,8 +351,35 @@ func (t *Telemetry) ObserveTransport(name string, tr TransportState) (metric.Reg
 		for h, s := range worst {
 			observeBreaker(o, in.breakerState, KeyServerAddress.String(h), name, s)
 		}
+		if hs, ok := tr.(HedgeState); ok {
+			t.observeHedging(o, name, hs)
+		}
 		return nil
-	}, in.budgetTokens, in.breakerState)
+	}, in.budgetTokens, in.breakerState, in.hedgeDelay, in.hedgeMaxExtraLoad)
+}
+
+// observeHedging writes hs's hedge delay per server.address and its cap;
+// nothing without adaptive hedging.
+func (t *Telemetry) observeHedging(o metric.Observer, name string, hs HedgeState) {
+	in := &t.inst
+	capLoad := hs.MaxExtraLoad()
+	if capLoad <= 0 {
+		return
+	}
+	var buf [2]attribute.KeyValue
+	o.ObserveFloat64(in.hedgeMaxExtraLoad, capLoad, metric.WithAttributes(named(buf[:0], name)...))
+	longest := map[string]time.Duration{}
+	hs.EachHedgeDelay(func(key string, d time.Duration, _ bool) {
+		host, _ := splitKey(key)
+		h, _ := t.hosts.get(host)
+		if prev, ok := longest[h]; !ok || d > prev {
+			longest[h] = d
+		}
+	})
+	for h, d := range longest {
+		kv := append(buf[:0], KeyServerAddress.String(h))
+		o.ObserveFloat64(in.hedgeDelay, d.Seconds(), metric.WithAttributes(named(kv, name)...))
+	}
 }
 
 // RetrierState is what ObserveRetrier reads: *resilience.Retrier's engine.

@@ -65,6 +65,7 @@ func exercise(t *testing.T, tel *Telemetry) {
 	for name, tr := range map[string]*transport.Transport{
 		"payments": breaker, "budgeted": budgeted,
 		"nobudget": transport.New(base(t), transport.WithBudget(0, 0)),
+		"adaptive": transport.New(base(t), transport.WithBudget(0, 0), transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1)),
 	} {
 		reg, err := tel.ObserveTransport(name, tr)
 		if err != nil {
@@ -242,7 +243,7 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.retry.delay_source=backoff,gotry.retry.trigger=5xx," + h:     3,
 			"gotry.retry.delay_source=retry_after,gotry.retry.trigger=429," + h: 1,
 		}},
-		{MetricHedges, "{hedge}", map[string]float64{h: 1}},
+		{MetricHedges, "{hedge}", map[string]float64{"gotry.hedge.trigger=fixed," + h: 1}},
 		{MetricRetriesSuppressed, "{request}", map[string]float64{
 			"gotry.reason=attempts_exhausted," + h: 3,
 			"gotry.reason=budget_exhausted," + h:   1,

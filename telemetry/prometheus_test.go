@@ -29,7 +29,7 @@ var promContract = []struct {
 		[]string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome", "http_response_status_code", "error_type"}},
 	{"gotry_attempts_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome"}},
 	{"gotry_retries_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_retry_trigger", "gotry_retry_delay_source"}},
-	{"gotry_hedges_total", nil, []string{"http_request_method", "server_address", "server_port"}},
+	{"gotry_hedges_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_hedge_trigger"}},
 	{"gotry_retries_suppressed_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_reason"}},
 	{"gotry_backoff_delay_seconds", hist("gotry_backoff_delay_seconds"), []string{"server_address", "gotry_retry_delay_source"}},
 	{"gotry_budget_tokens", nil, []string{"gotry_transport"}},
@@ -37,6 +37,7 @@ var promContract = []struct {
 	{"gotry_breaker_state", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
 	{"gotry_breaker_transitions_total", nil, []string{"server_address", "gotry_breaker_from", "gotry_breaker_to"}},
 	{"gotry_breaker_rejections_total", nil, []string{"server_address"}},
+	{"gotry_hedge_max_extra_load_ratio", nil, []string{"gotry_transport"}},
 }
 
 func hist(name string) []string { return []string{name + "_bucket", name + "_sum", name + "_count"} }
