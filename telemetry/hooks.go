@@ -20,9 +20,19 @@ import (
 // spans. Call it once per Transport or Retrier: the value holds that one's
 // log rate limiter. Every field is set, so every response body the
 // transport returns is wrapped (the winning attempt's span ends when it is
-// closed or read to EOF).
-func (t *Telemetry) Hooks() resilience.Hooks {
-	hs := &hookSet{t: t}
+// closed or read to EOF). Its metrics carry no gotry.transport; NamedHooks
+// adds it.
+func (t *Telemetry) Hooks() resilience.Hooks { return t.NamedHooks("") }
+
+// NamedHooks is Hooks whose every metric carries gotry.transport=name
+// (none when name is ""), so several transports (one per downstream) in one
+// process can be told apart and read beside their ObserveTransport gauges:
+// give both the same name.
+//
+//	tr := transport.New(base, transport.WithHooks(tel.NamedHooks("payments")))
+//	reg, err := tel.ObserveTransport("payments", tr)
+func (t *Telemetry) NamedHooks(name string) resilience.Hooks {
+	hs := &hookSet{t: t, name: name}
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)

@@ -133,9 +133,11 @@ func newInstruments(mp metric.MeterProvider) instruments {
 }
 
 // metricIdentity appends the call's identity for metrics: method, guarded
-// server.address and server.port for HTTP, gotry.operation otherwise. Never
-// the URL, path or attempt number.
+// server.address and server.port for HTTP, gotry.operation otherwise, and
+// gotry.transport when the hooks are named. Never the URL, path or attempt
+// number.
 func (c *call) metricIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
+	kv = named(kv, c.hs.name)
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
@@ -146,8 +148,9 @@ func (c *call) metricIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 	return kv
 }
 
-// metricHost appends only the server (or operation).
+// metricHost appends only the server (or operation), and the name.
 func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
+	kv = named(kv, c.hs.name)
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
@@ -156,6 +159,7 @@ func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
 
 // keyHost is metricHost for a breaker key seen during c.
 func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue {
+	kv = named(kv, c.hs.name)
 	if !c.http() {
 		return append(kv, KeyOperation.String(key))
 	}
@@ -169,14 +173,14 @@ func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue
 func (a *attempt) record(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
 	c := a.c
 	in := &c.hs.t.inst
-	k := setKey{shape: shapeAttempt, method: c.method, host: c.mhost, port: c.mport, op: c.op,
+	k := setKey{shape: shapeAttempt, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
 		a: a.kind.String(), b: o.String(), code: code}
 	if o != resilience.AttemptCancelled {
 		k.et = resultErrorType(code, err)
 	}
 	sets, ok := c.hs.t.sets.get(k)
 	if !ok {
-		var buf [7]attribute.KeyValue
+		var buf [8]attribute.KeyValue
 		kv := c.metricIdentity(buf[:0])
 		kv = append(kv, KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
 		sets[0] = attribute.NewSet(kv...) // sorts kv in place; appending stays correct
@@ -197,7 +201,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 // gotry.backoff.delay.
 func (c *call) recordRetry(ctx context.Context, trigger, source string, delay time.Duration) {
 	in := &c.hs.t.inst
-	var buf [6]attribute.KeyValue
+	var buf [7]attribute.KeyValue
 	kv := c.metricIdentity(buf[:0])
 	kv = append(kv, KeyRetryTrigger.String(trigger), KeyDelaySource.String(source))
 	in.retries.Add(ctx, 1, metric.WithAttributes(kv...))
@@ -207,24 +211,24 @@ func (c *call) recordRetry(ctx context.Context, trigger, source string, delay ti
 }
 
 func (c *call) recordHedge(ctx context.Context, trigger string) {
-	var buf [4]attribute.KeyValue
+	var buf [5]attribute.KeyValue
 	kv := append(c.metricIdentity(buf[:0]), KeyHedgeTrigger.String(trigger))
 	c.hs.t.inst.hedges.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
 func (c *call) recordBudgetRefusal(ctx context.Context, k resilience.AttemptKind) {
-	var buf [2]attribute.KeyValue
+	var buf [3]attribute.KeyValue
 	kv := append(c.metricHost(buf[:0]), KeyAttemptKind.String(k.String()))
 	c.hs.t.inst.budgetRefusals.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
 func (c *call) recordBreakerReject(ctx context.Context) {
-	var buf [1]attribute.KeyValue
+	var buf [2]attribute.KeyValue
 	c.hs.t.inst.breakerRejections.Add(ctx, 1, metric.WithAttributes(c.metricHost(buf[:0])...))
 }
 
 func (c *call) recordTransition(ctx context.Context, key string, from, to resilience.BreakerState) {
-	var buf [3]attribute.KeyValue
+	var buf [4]attribute.KeyValue
 	kv := append(c.keyHost(buf[:0], key), KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
 	c.hs.t.inst.breakerTransitions.Add(ctx, 1, metric.WithAttributes(kv...))
 }
@@ -233,12 +237,12 @@ func (c *call) recordTransition(ctx context.Context, key string, from, to resili
 // gotry.retries.suppressed.
 func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	in := &c.hs.t.inst
-	k := setKey{shape: shapeEnd, method: c.method, host: c.mhost, port: c.mport, op: c.op,
+	k := setKey{shape: shapeEnd, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
 		a: e.reason.String(), code: e.code, et: resultErrorType(e.code, e.err)}
 	sets, ok := c.hs.t.sets.get(k)
 	if !ok {
 		// NewSet sorts its argument in place: build each from scratch.
-		var buf [6]attribute.KeyValue
+		var buf [7]attribute.KeyValue
 		reason := KeyReason.String(k.a)
 		sets[1] = attribute.NewSet(append(c.metricIdentity(buf[:0]), reason)...)
 		kv := append(c.metricIdentity(buf[:0]), reason)
@@ -274,6 +278,7 @@ type setCache struct {
 // setKey is what determines a measurement's attributes.
 type setKey struct {
 	shape  uint8
+	name   string // gotry.transport
 	method string
 	host   string
 	port   int

@@ -21,14 +21,22 @@ import (
 // give-up after exhausted attempts, a hedge won against a stalled attempt,
 // a budget refusal, and a breaker that opens, rejects and closes after a
 // probe. It registers the gauges of the breaker transport as "payments" and
-// of the budgeted one as "budgeted", and a budget-less one as "nobudget".
-func exercise(t *testing.T, tel *Telemetry) {
+// of the budgeted one as "budgeted", a budget-less one as "nobudget" and an
+// adaptive one as "adaptive". With named, each transport's hooks are
+// NamedHooks with its name ("retries" and "hedged" for the others).
+func exercise(t *testing.T, tel *Telemetry, named bool) {
 	t.Helper()
+	hooks := func(name string) transport.Option {
+		if named {
+			return transport.WithHooks(tel.NamedHooks(name))
+		}
+		return transport.WithHooks(tel.Hooks())
+	}
 	backoff := transport.WithBackoff(resilience.Constant(time.Millisecond))
 
 	// Retries: 503 then 429 with Retry-After: 0, then 200.
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff)
+	tr := transport.New(base(t), hooks("retries"), backoff)
 	mustGet(t, tr, srv.URL)
 
 	// Give-up: always 503.
@@ -39,18 +47,18 @@ func exercise(t *testing.T, tel *Telemetry) {
 	done := make(chan struct{})
 	slow := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) })
-	hedged := transport.New(base(t), transport.WithHooks(tel.Hooks()),
+	hedged := transport.New(base(t), hooks("hedged"),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 	mustGet(t, hedged, slow.URL)
 
 	// Budget refusal: deposits of 0.01 never pay for a retry.
-	budgeted := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff, transport.WithBudget(0.01, 0))
+	budgeted := transport.New(base(t), hooks("budgeted"), backoff, transport.WithBudget(0.01, 0))
 	mustGet(t, budgeted, down.URL)
 
 	// Breaker: open on a 503, reject, then close on a probe.
 	flaky := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
-	breaker := transport.New(base(t), transport.WithHooks(tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
+	breaker := transport.New(base(t), hooks("payments"), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
 	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
@@ -198,7 +206,7 @@ func sumCounter(t *testing.T, rm metricdata.ResourceMetrics, name string) int {
 
 func TestMetricsContract(t *testing.T) {
 	r := newRig(t)
-	exercise(t, r.tel)
+	exercise(t, r.tel, false)
 	// Hedge losers settle on their own goroutines: wait for every attempt.
 	deadline := time.Now().Add(5 * time.Second)
 	for sumCounter(t, r.collect(t), MetricAttempts) < 12 && time.Now().Before(deadline) {
@@ -401,6 +409,33 @@ func TestHostGuard(t *testing.T) {
 	} {
 		if got, real := g.get(tc.host); got != tc.want || real != tc.real {
 			t.Errorf("get(%q) = %q, %v; want %q, %v", tc.host, got, real, tc.want, tc.real)
+		}
+	}
+}
+
+// TestNamedHooks: with NamedHooks every metric carries gotry.transport, so
+// two downstreams' series never merge.
+func TestNamedHooks(t *testing.T) {
+	r := newRig(t)
+	exercise(t, r.tel, true)
+	rm := r.collect(t)
+	names := map[string]bool{"retries": true, "hedged": true, "budgeted": true, "payments": true, "adaptive": true}
+	seen := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			seen[m.Name] = true
+			_, ps := find(t, rm, m.Name)
+			for _, p := range ps {
+				if v, ok := p.attrs.Value(KeyTransport); !ok || !names[v.AsString()] {
+					t.Errorf("%s {%s}: no gotry.transport of this test", m.Name, render(p.attrs))
+				}
+			}
+		}
+	}
+	for _, n := range []string{MetricRequestDuration, MetricAttemptDuration, MetricAttempts, MetricRetries, MetricHedges,
+		MetricRetriesSuppressed, MetricBackoffDelay, MetricBudgetRefusals, MetricBreakerTransitions, MetricBreakerRejections} {
+		if !seen[n] {
+			t.Errorf("%s not recorded", n)
 		}
 	}
 }

@@ -24,19 +24,19 @@ var promContract = []struct {
 	labels []string
 }{
 	{"gotry_request_duration_seconds", hist("gotry_request_duration_seconds"),
-		[]string{"http_request_method", "server_address", "server_port", "http_response_status_code", "error_type", "gotry_reason"}},
+		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "http_response_status_code", "error_type", "gotry_reason"}},
 	{"gotry_attempt_duration_seconds", hist("gotry_attempt_duration_seconds"),
-		[]string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome", "http_response_status_code", "error_type"}},
-	{"gotry_attempts_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome"}},
-	{"gotry_retries_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_retry_trigger", "gotry_retry_delay_source"}},
-	{"gotry_hedges_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_hedge_trigger"}},
-	{"gotry_retries_suppressed_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_reason"}},
-	{"gotry_backoff_delay_seconds", hist("gotry_backoff_delay_seconds"), []string{"server_address", "gotry_retry_delay_source"}},
+		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome", "http_response_status_code", "error_type"}},
+	{"gotry_attempts_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome"}},
+	{"gotry_retries_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_retry_trigger", "gotry_retry_delay_source"}},
+	{"gotry_hedges_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_hedge_trigger"}},
+	{"gotry_retries_suppressed_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_reason"}},
+	{"gotry_backoff_delay_seconds", hist("gotry_backoff_delay_seconds"), []string{"gotry_transport", "server_address", "gotry_retry_delay_source"}},
 	{"gotry_budget_tokens", nil, []string{"gotry_transport"}},
-	{"gotry_budget_refusals_total", nil, []string{"server_address", "gotry_attempt_kind"}},
+	{"gotry_budget_refusals_total", nil, []string{"gotry_transport", "server_address", "gotry_attempt_kind"}},
 	{"gotry_breaker_state", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
-	{"gotry_breaker_transitions_total", nil, []string{"server_address", "gotry_breaker_from", "gotry_breaker_to"}},
-	{"gotry_breaker_rejections_total", nil, []string{"server_address"}},
+	{"gotry_breaker_transitions_total", nil, []string{"gotry_transport", "server_address", "gotry_breaker_from", "gotry_breaker_to"}},
+	{"gotry_breaker_rejections_total", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_hedge_max_extra_load_ratio", nil, []string{"gotry_transport"}},
 }
 
@@ -52,7 +52,7 @@ func TestPrometheusNames(t *testing.T) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	exercise(t, New(WithMeterProvider(mp)))
+	exercise(t, New(WithMeterProvider(mp)), true)
 
 	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer scrape.Close()

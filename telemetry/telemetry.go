@@ -73,6 +73,7 @@ func New(opts ...Option) *Telemetry {
 // per-retrier) log rate limiter.
 type hookSet struct {
 	t      *Telemetry
+	name   string      // gotry.transport on every metric; "" for none
 	budget rateLimiter // "retry budget exhausted" lines
 }
 

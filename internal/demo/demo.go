@@ -270,7 +270,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		telemetry.WithLogger(logger),
 	)
 	st := newStats()
-	tr := newTransport(&cfg, base, tel.Hooks(), st.hooks(), rec.hooks())
+	tr := newTransport(&cfg, base, tel.NamedHooks("demo"), st.hooks(), rec.hooks())
 	reg, err := tel.ObserveTransport("demo", tr)
 	if err != nil {
 		return sum, fmt.Errorf("demo: observing the transport: %w", err)
