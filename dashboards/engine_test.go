@@ -35,13 +35,15 @@ func syntheticSeries() string {
 		add(MetricAttempts, h+`, gotry_attempt_kind="hedge", gotry_attempt_outcome="success"`, "0+6x20")
 		add(MetricAttempts, h+`, gotry_attempt_kind="hedge", gotry_attempt_outcome="cancelled"`, "0+3x20")
 		add(MetricRetries, h+`, gotry_retry_trigger="5xx", gotry_retry_delay_source="backoff"`, "0+6x20")
-		add(MetricHedges, h, "0+9x20")
+		add(MetricHedges, h+`, gotry_hedge_trigger="adaptive"`, "0+9x20")
+		add(MetricHedgeDelay, fmt.Sprintf(`server_address=%q, gotry_transport="default"`, host), "0.08x20")
 		add(MetricRetriesSuppressed, h+`, gotry_reason="budget_exhausted"`, "0+1x20")
 		add(MetricBudgetRefusals, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="retry"`, host), "0+1x20")
 		add(MetricBreakerTransitions, fmt.Sprintf(`server_address=%q, gotry_breaker_from="closed", gotry_breaker_to="open"`, host), "0+1x20")
 		add(MetricBreakerRejections, fmt.Sprintf(`server_address=%q`, host), "0+5x20")
 	}
 	add(MetricBudgetTokens, `gotry_transport="default"`, "5x20")
+	add(MetricHedgeMaxExtraLoad, `gotry_transport="default"`, "0.05x20")
 	for _, s := range []struct{ host, state, values string }{
 		{"payments.internal", BreakerOpen, "1x20"},
 		{"payments.internal", BreakerHalfOpen, "0x20"},

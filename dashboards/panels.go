@@ -254,6 +254,15 @@ func hedgingRow() row {
 			"Attempts cancelled because another attempt of the same request won, per second, by the loser's kind.",
 			unitPerSec, 8,
 			t(sumBy(rate(selector(MetricAttempts, eq(LabelAttemptOutcome, OutcomeCancelled))), LabelAttemptKind), "{{"+LabelAttemptKind+"}}")),
+		graph("Adaptive hedge delay by host",
+			"Each host's current hedge delay under adaptive hedging (gotry_hedge_delay_seconds): the latency percentile that keeps hedges within the cap, learned from recent attempts; the cold default until a host has enough samples. When several instances report a host, the longest shows.",
+			unitSeconds, 12,
+			t(agg("max", selector(MetricHedgeDelay), LabelServer), "{{"+LabelServer+"}}")),
+		graph("Extra load against the cap",
+			"Hedges per request by trigger (fixed or adaptive delay) against adaptive hedging's cap (gotry_hedge_max_extra_load_ratio, the highest of the transports selected). Adaptive hedges stay under the cap; fixed ones have none.",
+			unitRatio, 12,
+			t(div(sumBy(rate(selector(MetricHedges)), LabelHedgeTrigger), "scalar("+sumBy(rate(selector(requestCount)))+")"), "{{"+LabelHedgeTrigger+"}}"),
+			t(agg("max", selector(MetricHedgeMaxExtraLoad)), "cap")),
 	}}
 }
 

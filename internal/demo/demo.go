@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,11 +57,17 @@ type Config struct {
 	Targets []string
 
 	// The transport under test.
-	MaxAttempts       int
-	BackoffBase       time.Duration
-	BackoffMax        time.Duration
-	HedgeDelay        time.Duration // 0 turns hedging off
-	MaxHedges         int
+	MaxAttempts int
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	HedgeDelay  time.Duration // 0 turns hedging off
+	MaxHedges   int
+	// AdaptiveHosts are hedged by adaptive hedging (the delay learned per
+	// host, at most HedgeMaxExtraLoad of their requests hedged, the delay
+	// capped at 2×HedgeDelay); the other hosts after HedgeDelay. Empty, or a
+	// HedgeMaxExtraLoad of 0, hedges every host after HedgeDelay.
+	AdaptiveHosts     []string
+	HedgeMaxExtraLoad float64
 	PerAttemptTimeout time.Duration
 	BudgetRatio       float64
 	BudgetMinPerSec   int
@@ -124,6 +131,8 @@ func DefaultConfig() Config {
 		BackoffMax:        time.Second,
 		HedgeDelay:        80 * time.Millisecond,
 		MaxHedges:         1,
+		AdaptiveHosts:     []string{"search"},
+		HedgeMaxExtraLoad: 0.05,
 		PerAttemptTimeout: time.Second,
 		BudgetRatio:       0.1,
 		BudgetMinPerSec:   5,
@@ -152,6 +161,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("demo: refresh must be positive, got %v", c.Refresh)
 	case c.WaterfallEvery < 0:
 		return fmt.Errorf("demo: waterfall interval must not be negative, got %v", c.WaterfallEvery)
+	case math.IsNaN(c.HedgeMaxExtraLoad) || c.HedgeMaxExtraLoad < 0 || c.HedgeMaxExtraLoad >= 1:
+		return fmt.Errorf("demo: hedge max extra load must be in [0, 1), got %v", c.HedgeMaxExtraLoad)
 	case c.MaxAttempts < 1, c.MaxHedges < 0, c.HedgeDelay < 0, c.PerAttemptTimeout < 0,
 		c.BackoffBase < 0, c.BackoffMax < c.BackoffBase, c.BudgetMinPerSec < 0, c.BudgetRatio < 0,
 		c.BreakerThreshold < 0, c.BreakerOpenFor < 0:
@@ -235,6 +246,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		targets = demoTargets(hosts)
 		dial = up.DialContext
 	}
+	fixedHedges(&cfg, targets)
 	if hosts == nil {
 		for _, t := range targets {
 			hosts = append(hosts, t.host)
@@ -389,7 +401,12 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 	for _, h := range hooks {
 		opts = append(opts, transport.WithHooks(h))
 	}
-	if cfg.HedgeDelay > 0 && cfg.MaxHedges > 0 {
+	switch {
+	case cfg.adaptive():
+		// Fixed-delay hosts carry their delay in a Policy (see fixedHedges).
+		opts = append(opts, transport.WithAdaptiveHedging(resilience.AdaptiveHedging{
+			MaxExtraLoad: cfg.HedgeMaxExtraLoad, MaxDelay: 2 * cfg.HedgeDelay}, cfg.MaxHedges))
+	case cfg.HedgeDelay > 0 && cfg.MaxHedges > 0:
 		opts = append(opts, transport.WithHedging(cfg.HedgeDelay, cfg.MaxHedges))
 	}
 	if cfg.BreakerThreshold > 0 {
@@ -397,6 +414,24 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 			FailureThreshold: cfg.BreakerThreshold, OpenDuration: cfg.BreakerOpenFor}))
 	}
 	return transport.New(base, opts...)
+}
+
+// adaptive reports whether some hosts are hedged adaptively.
+func (c *Config) adaptive() bool {
+	return c.HedgeDelay > 0 && c.MaxHedges > 0 && c.HedgeMaxExtraLoad > 0 && len(c.AdaptiveHosts) > 0
+}
+
+// fixedHedges gives the targets of hosts not in cfg.AdaptiveHosts the fixed
+// HedgeDelay, when the transport hedges adaptively.
+func fixedHedges(cfg *Config, ts []target) {
+	if !cfg.adaptive() {
+		return
+	}
+	for i := range ts {
+		if !slices.Contains(cfg.AdaptiveHosts, ts[i].host) {
+			ts[i].hedgeDelay = cfg.HedgeDelay
+		}
+	}
 }
 
 // metricsServer is the /metrics endpoint and the goroutine serving it.
@@ -483,6 +518,9 @@ func headerLines(cfg *Config, ep Endpoints, service string) []string {
 	hedge := "off"
 	if cfg.HedgeDelay > 0 && cfg.MaxHedges > 0 {
 		hedge = fmt.Sprintf("after %v (max %d)", cfg.HedgeDelay, cfg.MaxHedges)
+	}
+	if cfg.adaptive() {
+		hedge += fmt.Sprintf(", adaptive for %s (≤%g%% extra load)", strings.Join(cfg.AdaptiveHosts, " "), 100*cfg.HedgeMaxExtraLoad)
 	}
 	ls = append(ls, fmt.Sprintf("transport %d attempts · backoff %v..%v · hedge %s · per-attempt %v · budget %g+%d/s · breaker %d fails, open %v",
 		cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffMax, hedge, cfg.PerAttemptTimeout, cfg.BudgetRatio,

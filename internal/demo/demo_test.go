@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry"
 )
 
 // testConfig is a short run: faults high enough that every mechanism shows
@@ -128,9 +129,17 @@ func TestRunEndToEnd(t *testing.T) {
 	})
 	t.Run("metrics endpoint", func(t *testing.T) {
 		for _, name := range []string{"gotry_attempts_total", "gotry_retries_total", "gotry_hedges_total",
-			"gotry_breaker_transitions_total", "gotry_request_duration_seconds_bucket", "gotry_budget_tokens"} {
+			"gotry_breaker_transitions_total", "gotry_request_duration_seconds_bucket", "gotry_budget_tokens",
+			"gotry_hedge_delay_seconds", "gotry_hedge_max_extra_load_ratio"} {
 			if !strings.Contains(metrics, "\n"+name+"{") {
 				t.Errorf("/metrics has no %s", name)
+			}
+		}
+		// search is hedged adaptively, the other hosts after the fixed delay.
+		for _, want := range []string{`gotry_hedge_delay_seconds{gotry_transport="demo",otel_scope_name="github.com/MrVSiK/gotry/telemetry",otel_scope_schema_url="https://opentelemetry.io/schemas/1.43.0",otel_scope_version="` + telemetry.Version + `",server_address="search"}`,
+			`gotry_hedge_trigger="fixed"`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics has no %s", want)
 			}
 		}
 		promtool, err := exec.LookPath("promtool")
