@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/httpconv"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -23,6 +24,13 @@ import (
 // Prometheus exporter turns dots into underscores and adds the unit and
 // _total suffixes: gotry.request.duration → gotry_request_duration_seconds).
 const (
+	// MetricHTTPClientRequestDuration is the HTTP client conventions'
+	// http.client.request.duration (not ours: semconv's name, unit, advisory
+	// buckets and attributes), recorded per physical attempt when gotry
+	// makes the attempt spans; with WithOtelhttpAttempts otelhttp records it
+	// and gotry does not, so no attempt is counted twice.
+	MetricHTTPClientRequestDuration = "http.client.request.duration"
+
 	MetricRequestDuration    = "gotry.request.duration"
 	MetricAttemptDuration    = "gotry.attempt.duration"
 	MetricAttempts           = "gotry.attempts"
@@ -54,6 +62,7 @@ type instruments struct {
 
 	requestDuration    metric.Float64Histogram
 	attemptDuration    metric.Float64Histogram
+	httpDuration       metric.Float64Histogram // http.client.request.duration
 	attempts           metric.Int64Counter
 	retries            metric.Int64Counter
 	hedges             metric.Int64Counter
@@ -104,7 +113,12 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		breakerTransitions: counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes."),
 		breakerRejections:  counter(MetricBreakerRejections, "{request}", "Requests and attempts a circuit breaker refused."),
 	}
-	var err error
+	hd, err := httpconv.NewClientRequestDuration(m)
+	if err != nil || hd.Float64Histogram == nil {
+		otel.Handle(err)
+		hd.Float64Histogram, _ = nm.Float64Histogram(MetricHTTPClientRequestDuration)
+	}
+	in.httpDuration = hd.Float64Histogram
 	in.budgetTokens, err = m.Float64ObservableGauge(MetricBudgetTokens, metric.WithUnit("{token}"),
 		metric.WithDescription("Retries or hedges the retry budget would allow now."))
 	if err != nil || in.budgetTokens == nil {
@@ -168,20 +182,36 @@ func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue
 	return append(kv, KeyServerAddress.String(h))
 }
 
-// record records gotry.attempt.duration and gotry.attempts. Their
+// record records gotry.attempt.duration and gotry.attempts and, for an HTTP
+// attempt whose span gotry makes, http.client.request.duration. Their
 // attribute sets come from the Telemetry's set cache.
 func (a *attempt) record(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
 	c := a.c
 	in := &c.hs.t.inst
 	k := setKey{shape: shapeAttempt, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
 		a: a.kind.String(), b: o.String(), code: code}
+	// The conventions' metric has error.type on every failed request,
+	// a cancelled one too; gotry's own leave it off a cancelled attempt.
+	k.het = resultErrorType(code, err)
 	if o != resilience.AttemptCancelled {
-		k.et = resultErrorType(code, err)
+		k.et = k.het
 	}
+	std := c.http() && !c.hs.t.cfg.otelhttp
 	sets, ok := c.hs.t.sets.get(k)
 	if !ok {
 		var buf [8]attribute.KeyValue
 		kv := c.metricIdentity(buf[:0])
+		if std {
+			skv := kv
+			if code > 0 {
+				skv = append(skv, KeyStatusCode.Int(code))
+			}
+			if k.het != "" {
+				skv = append(skv, KeyErrorType.String(k.het))
+			}
+			sets[2] = attribute.NewSet(skv...)
+			kv = c.metricIdentity(buf[:0]) // NewSet sorted buf in place
+		}
 		kv = append(kv, KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
 		sets[0] = attribute.NewSet(kv...) // sorts kv in place; appending stays correct
 		if code > 0 {
@@ -195,6 +225,9 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	}
 	in.attempts.Add(ctx, 1, metric.WithAttributeSet(sets[0]))
 	in.attemptDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[1]))
+	if std {
+		in.httpDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[2]))
+	}
 }
 
 // recordRetry records gotry.retries and the scheduled delay in
@@ -271,7 +304,7 @@ const setCacheLimit = 4096
 // bounded by the host guard), so the cache is bounded too; setCacheLimit
 // caps it regardless. Safe for concurrent use.
 type setCache struct {
-	m sync.Map     // setKey -> [2]attribute.Set
+	m sync.Map     // setKey -> [3]attribute.Set
 	n atomic.Int64 // entries stored
 }
 
@@ -286,22 +319,23 @@ type setKey struct {
 	a, b   string // kind and outcome, or the reason
 	code   int
 	et     string
+	het    string // error.type of http.client.request.duration
 }
 
 const (
-	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration]
+	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
 	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed]
 )
 
-func (sc *setCache) get(k setKey) ([2]attribute.Set, bool) {
+func (sc *setCache) get(k setKey) ([3]attribute.Set, bool) {
 	v, ok := sc.m.Load(k)
 	if !ok {
-		return [2]attribute.Set{}, false
+		return [3]attribute.Set{}, false
 	}
-	return v.([2]attribute.Set), true
+	return v.([3]attribute.Set), true
 }
 
-func (sc *setCache) put(k setKey, sets [2]attribute.Set) {
+func (sc *setCache) put(k setKey, sets [3]attribute.Set) {
 	if sc.n.Load() >= setCacheLimit {
 		return
 	}

@@ -130,8 +130,13 @@ func find(t *testing.T, rm metricdata.ResourceMetrics, name string) (metricdata.
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{attrs: p.Attributes, value: p.Sum, count: p.Count})
-					if !equalFloats(p.Bounds, durationBuckets()) {
-						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, durationBuckets())
+					want := durationBuckets()
+					if name == MetricHTTPClientRequestDuration {
+						// The conventions' advisory buckets.
+						want = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+					}
+					if !equalFloats(p.Bounds, want) {
+						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, want)
 					}
 				}
 			default:
@@ -236,6 +241,15 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=cancelled," + h:                                              1,
 			"gotry.attempt.kind=hedge,gotry.attempt.outcome=success,http.response.status_code=200," + h:                    1,
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=success,http.response.status_code=200," + h:                  1,
+		}},
+		// The conventions' metric, per physical attempt: a hedge loser has
+		// the error.type of its cancellation (ErrorType of the lost-attempt
+		// error, whatever that type names it).
+		{MetricHTTPClientRequestDuration, "s", map[string]float64{
+			"error.type=503,http.response.status_code=503," + h:            7,
+			"error.type=429,http.response.status_code=429," + h:            1,
+			"http.response.status_code=200," + h:                           3,
+			"error.type=" + ErrorType(resilience.ErrAttemptLost) + "," + h: 1,
 		}},
 		{MetricAttempts, "{attempt}", map[string]float64{
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable," + h: 5,
