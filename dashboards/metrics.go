@@ -9,7 +9,9 @@ import "strings"
 // it, so a later check can compare it to what telemetry really exports.
 //
 // Names under gotry_ are gotry's own: OpenTelemetry has no semantic
-// convention for retries, hedges, budgets or breakers. The http_* and
+// convention for retries, hedges, budgets or breakers.
+// http_client_request_duration_seconds is the HTTP client conventions'
+// metric, which gotry records per attempt when it makes the attempt spans. The http_* and
 // server_* attributes and error_type follow the HTTP client semantic
 // conventions.
 
@@ -55,6 +57,10 @@ const (
 	// MetricHedgeMaxExtraLoad is an asynchronous gauge of adaptive hedging's
 	// cap on the fraction of requests that may get a hedge, per transport.
 	MetricHedgeMaxExtraLoad = "gotry_hedge_max_extra_load_ratio"
+	// MetricHTTPClientDuration is the conventions' http.client.request.duration,
+	// per physical attempt (absent when otelhttp makes the attempt spans; then
+	// otelhttp's own series, with another otel_scope_name, stand in).
+	MetricHTTPClientDuration = "http_client_request_duration_seconds"
 )
 
 // Label names. LabelJob and LabelInstance are target labels that Prometheus
@@ -217,6 +223,7 @@ func Contract() []Metric {
 		{MetricBreakerRejections, Counter, []string{LabelServer, LabelTransport}},
 		{MetricHedgeDelay, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricHedgeMaxExtraLoad, Gauge, []string{LabelTransport}},
+		{MetricHTTPClientDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelTransport}},
 	}
 }
 

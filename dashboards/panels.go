@@ -173,6 +173,10 @@ func latencyRow() row {
 			"p95 of single attempts by gotry_attempt_kind: initial, retry or hedge.",
 			unitSeconds, 12,
 			t(quantile(0.95, selector(attemptBucket), LabelAttemptKind), "{{"+LabelAttemptKind+"}}")),
+		graph("Attempt errors by error.type",
+			"Failed physical attempts per second by error_type, from the HTTP client conventions' http_client_request_duration_seconds (the metric OpenTelemetry HTTP dashboards read): a status ≥ 400, a transport error class, or a hedge loser's cancellation.",
+			unitPerSec, 24,
+			t(sumBy(rate(selector(MetricHTTPClientDuration+"_count", `error_type!=""`)), LabelErrorType), "{{"+LabelErrorType+"}}")),
 		heatmap.NewPanelBuilder().
 			Title("Request latency distribution").
 			Description("Requests per second in each gotry_request_duration_seconds bucket.").
