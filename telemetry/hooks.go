@@ -81,6 +81,8 @@ func (t *Telemetry) NamedHooks(name string) resilience.Hooks {
 // makes it), with its context injected into header when there is one.
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := &attempt{c: hs.callFor(e.Event), num: e.Attempt, kind: e.Kind, probe: e.Probe}
+	a.inFlight.Store(true)
+	a.c.recordInFlight(ctx, 1)
 	if !a.c.http() || !hs.t.cfg.otelhttp {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
@@ -90,6 +92,9 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 // end handles an attempt's result. An HTTP call returns responses whose
 // body ends the span.
 func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
+	if a.inFlight.CompareAndSwap(true, false) {
+		a.c.recordInFlight(ctx, -1)
+	}
 	a.record(ctx, code, err, dur, o)
 	a.spanResult(code, err, o)
 	a.log(ctx, code, err, dur, o)

@@ -46,7 +46,13 @@ const (
 	// MetricHedgeDelay (invented) is each host's current adaptive hedge
 	// delay, and MetricHedgeMaxExtraLoad (invented) the cap on the fraction
 	// of requests that may get a hedge (WithAdaptiveHedging).
-	MetricHedgeDelay        = "gotry.hedge.delay"
+	MetricHedgeDelay = "gotry.hedge.delay"
+	// MetricAttemptsInFlight (invented) is how many attempts are in flight
+	// now (an up-down counter): what Envoy's upstream_rq_active shows.
+	MetricAttemptsInFlight = "gotry.attempts.in_flight"
+	// MetricRequestRetries (invented) is the distribution of retries per
+	// request, as Finagle's retries stat: hedges are not retries.
+	MetricRequestRetries    = "gotry.request.retries"
 	MetricHedgeMaxExtraLoad = "gotry.hedge.max_extra_load"
 )
 
@@ -56,6 +62,10 @@ func durationBuckets() []float64 {
 	return []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 }
 
+// retryBuckets are the boundaries of gotry.request.retries: each count of
+// retries up to 5 on its own, then 10.
+func retryBuckets() []float64 { return []float64{0, 1, 2, 3, 4, 5, 10} }
+
 // instruments are the Telemetry's metric instruments, created once by New.
 type instruments struct {
 	meter metric.Meter
@@ -63,6 +73,8 @@ type instruments struct {
 	requestDuration    metric.Float64Histogram
 	attemptDuration    metric.Float64Histogram
 	httpDuration       metric.Float64Histogram // http.client.request.duration
+	inFlight           metric.Int64UpDownCounter
+	requestRetries     metric.Int64Histogram
 	attempts           metric.Int64Counter
 	retries            metric.Int64Counter
 	hedges             metric.Int64Counter
@@ -112,6 +124,20 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		budgetRefusals:     counter(MetricBudgetRefusals, "{attempt}", "Retries and hedges the retry budget refused."),
 		breakerTransitions: counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes."),
 		breakerRejections:  counter(MetricBreakerRejections, "{request}", "Requests and attempts a circuit breaker refused."),
+	}
+	var err error
+	in.inFlight, err = m.Int64UpDownCounter(MetricAttemptsInFlight, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts in flight now."))
+	if err != nil || in.inFlight == nil {
+		otel.Handle(err)
+		in.inFlight, _ = nm.Int64UpDownCounter(MetricAttemptsInFlight)
+	}
+	in.requestRetries, err = m.Int64Histogram(MetricRequestRetries, metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries per request (hedges not counted)."),
+		metric.WithExplicitBucketBoundaries(retryBuckets()...))
+	if err != nil || in.requestRetries == nil {
+		otel.Handle(err)
+		in.requestRetries, _ = nm.Int64Histogram(MetricRequestRetries)
 	}
 	hd, err := httpconv.NewClientRequestDuration(m)
 	if err != nil || hd.Float64Histogram == nil {
@@ -230,6 +256,13 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	}
 }
 
+// recordInFlight adds n (1 at an attempt's start, -1 at its end) to
+// gotry.attempts.in_flight.
+func (c *call) recordInFlight(ctx context.Context, n int64) {
+	var buf [2]attribute.KeyValue
+	c.hs.t.inst.inFlight.Add(ctx, n, metric.WithAttributes(c.metricHost(buf[:0])...))
+}
+
 // recordRetry records gotry.retries and the scheduled delay in
 // gotry.backoff.delay.
 func (c *call) recordRetry(ctx context.Context, trigger, source string, delay time.Duration) {
@@ -278,6 +311,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 		var buf [7]attribute.KeyValue
 		reason := KeyReason.String(k.a)
 		sets[1] = attribute.NewSet(append(c.metricIdentity(buf[:0]), reason)...)
+		sets[2] = attribute.NewSet(c.metricIdentity(buf[:0])...)
 		kv := append(c.metricIdentity(buf[:0]), reason)
 		if e.code > 0 {
 			kv = append(kv, KeyStatusCode.Int(e.code))
@@ -289,6 +323,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 		c.hs.t.sets.put(k, sets)
 	}
 	in.requestDuration.Record(ctx, e.dur.Seconds(), metric.WithAttributeSet(sets[0]))
+	in.requestRetries.Record(ctx, int64(e.retries), metric.WithAttributeSet(sets[2]))
 	if e.reason.GaveUp() {
 		in.suppressed.Add(ctx, 1, metric.WithAttributeSet(sets[1]))
 	}
@@ -324,7 +359,7 @@ type setKey struct {
 
 const (
 	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
-	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed]
+	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
 )
 
 func (sc *setCache) get(k setKey) ([3]attribute.Set, bool) {

@@ -139,6 +139,13 @@ func find(t *testing.T, rm metricdata.ResourceMetrics, name string) (metricdata.
 						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, want)
 					}
 				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{attrs: p.Attributes, value: float64(p.Sum), count: p.Count})
+					if !equalFloats(p.Bounds, retryBuckets()) {
+						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, retryBuckets())
+					}
+				}
 			default:
 				t.Fatalf("%s: unexpected data %T", name, m.Data)
 			}
@@ -265,6 +272,9 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.retry.delay_source=backoff,gotry.retry.trigger=5xx," + h:     3,
 			"gotry.retry.delay_source=retry_after,gotry.retry.trigger=429," + h: 1,
 		}},
+		// Every attempt has ended: none in flight.
+		{MetricAttemptsInFlight, "{attempt}", map[string]float64{"server.address=127.0.0.1": 0}},
+		{MetricRequestRetries, "{retry}", map[string]float64{h: 8}},
 		{MetricHedges, "{hedge}", map[string]float64{"gotry.hedge.trigger=fixed," + h: 1}},
 		{MetricRetriesSuppressed, "{request}", map[string]float64{
 			"gotry.reason=attempts_exhausted," + h: 3,
@@ -451,5 +461,19 @@ func TestNamedHooks(t *testing.T) {
 		if !seen[n] {
 			t.Errorf("%s not recorded", n)
 		}
+	}
+}
+
+// gotry.request.retries adds up to the retries made: each request records
+// how many it made, so the sum is the retries that were not refused.
+func TestRequestRetriesSum(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503), status(503), status(200), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	mustGet(t, tr, srv.URL) // two retries
+	mustGet(t, tr, srv.URL) // none
+	_, ps := find(t, r.collect(t), MetricRequestRetries)
+	if len(ps) != 1 || ps[0].count != 2 || ps[0].value != 2 {
+		t.Fatalf("%s: %+v, want 2 requests with 2 retries in all", MetricRequestRetries, ps)
 	}
 }

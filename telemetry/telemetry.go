@@ -120,6 +120,9 @@ type attempt struct {
 	// orders the two).
 	outer trace.Span
 	ended atomic.Bool // span has ended
+	// inFlight is set when the attempt was counted in
+	// gotry.attempts.in_flight at its start, so its end (once) takes it out.
+	inFlight atomic.Bool
 }
 
 // callKey and attemptKey carry a Telemetry's call and attempt in contexts.
