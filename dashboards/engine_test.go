@@ -29,6 +29,12 @@ func syntheticSeries() string {
 			add(backoffBucket, fmt.Sprintf(`server_address=%q, gotry_retry_delay_source="backoff", le=%q`, host, bucket.le), bucket.values)
 		}
 		add(requestCount, h+`, gotry_reason="success", http_response_status_code="200"`, "0+60x20")
+		add(MetricAttemptsInFlight, fmt.Sprintf(`server_address=%q`, host), "3x20")
+		for _, bucket := range []struct{ le, values string }{{"0", "0+50x20"}, {"1", "0+58x20"}, {"+Inf", "0+60x20"}} {
+			add(MetricRequestRetries+"_bucket", h+`, le="`+bucket.le+`"`, bucket.values)
+		}
+		add(MetricRequestRetries+"_sum", h, "0+12x20")
+		add(MetricRequestRetries+"_count", h, "0+60x20")
 		add(MetricHTTPClientDuration+"_count", h+`, error_type="503", http_response_status_code="503"`, "0+6x20")
 		add(requestCount, h+`, gotry_reason="attempts_exhausted", http_response_status_code="503"`, "0+6x20")
 		add(MetricAttempts, h+`, gotry_attempt_kind="initial", gotry_attempt_outcome="success"`, "0+60x20")

@@ -61,6 +61,11 @@ const (
 	// per physical attempt (absent when otelhttp makes the attempt spans; then
 	// otelhttp's own series, with another otel_scope_name, stand in).
 	MetricHTTPClientDuration = "http_client_request_duration_seconds"
+	// MetricAttemptsInFlight is a gauge (an up-down counter) of the attempts
+	// in flight now, per host.
+	MetricAttemptsInFlight = "gotry_attempts_in_flight"
+	// MetricRequestRetries is a histogram of retries per request.
+	MetricRequestRetries = "gotry_request_retries"
 )
 
 // Label names. LabelJob and LabelInstance are target labels that Prometheus
@@ -223,6 +228,8 @@ func Contract() []Metric {
 		{MetricBreakerRejections, Counter, []string{LabelServer, LabelTransport}},
 		{MetricHedgeDelay, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricHedgeMaxExtraLoad, Gauge, []string{LabelTransport}},
+		{MetricAttemptsInFlight, Gauge, []string{LabelServer, LabelTransport}},
+		{MetricRequestRetries, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelTransport}},
 		{MetricHTTPClientDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelTransport}},
 	}
 }

@@ -237,6 +237,16 @@ func retriesRow() row {
 			"Attempts per second by gotry_attempt_kind (initial, retry, hedge) and gotry_attempt_outcome (success, retryable, failure, cancelled).",
 			unitPerSec, 24,
 			t(sumBy(rate(selector(MetricAttempts)), LabelAttemptKind, LabelAttemptOutcome), "{{"+LabelAttemptKind+"}} {{"+LabelAttemptOutcome+"}}")),
+		graph("Retries per request",
+			"p50/p99 of how many retries a request made (gotry_request_retries; hedges are not retries), and the mean. A p99 at the attempt limit means requests run out of attempts.",
+			unitCount, 12,
+			t(quantile(0.5, selector(MetricRequestRetries+"_bucket")), "p50"),
+			t(quantile(0.99, selector(MetricRequestRetries+"_bucket")), "p99"),
+			t(div(sumBy(rate(selector(MetricRequestRetries+"_sum"))), sumBy(rate(selector(MetricRequestRetries+"_count")))), "mean")),
+		graph("Attempts in flight by host",
+			"Attempts in flight now (gotry_attempts_in_flight), by host: a host whose line climbs is slowing down or being retried into.",
+			unitCount, 12,
+			t(sumBy(selector(MetricAttemptsInFlight), LabelServer), "{{"+LabelServer+"}}")),
 	}}
 }
 
