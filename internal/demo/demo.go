@@ -468,7 +468,11 @@ func (m *metricsServer) shutdown(ctx context.Context) {
 // metricsMux serves the Prometheus registry at /metrics.
 func metricsMux(p *providers) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+	// OpenMetrics, when the scraper asks for it, is the format that carries
+	// exemplars: the SDK keeps, per histogram bucket, the trace_id and
+	// span_id of a sampled request that fell in it, so a latency spike in
+	// Grafana links to that request's trace.
+	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
