@@ -34,6 +34,26 @@ func t(expr, legend string) target { return target{expr: expr, legend: legend} }
 // queries turns targets into the SDK's query builders, with ref ids A, B, ...
 func queries(ts []target) []cog.Builder[variants.Dataquery] {
 	var out []cog.Builder[variants.Dataquery]
+	for _, q := range queryBuilders(ts) {
+		out = append(out, q)
+	}
+	return out
+}
+
+// exemplarQueries is queries that also fetch the exemplars of the
+// histograms they read: points carrying the trace_id of a request that fell
+// in a bucket, which the Prometheus data source links to the trace in Jaeger
+// (exemplarTraceIdDestinations in its provisioning).
+func exemplarQueries(ts []target) []cog.Builder[variants.Dataquery] {
+	var out []cog.Builder[variants.Dataquery]
+	for _, q := range queryBuilders(ts) {
+		out = append(out, q.Exemplar(true))
+	}
+	return out
+}
+
+func queryBuilders(ts []target) []*prometheus.DataqueryBuilder {
+	var out []*prometheus.DataqueryBuilder
 	for i, tg := range ts {
 		out = append(out, prometheus.NewDataqueryBuilder().
 			Datasource(datasource()).
@@ -159,16 +179,16 @@ func latencyRow() row {
 	}
 	return row{title: "Latency", panels: []cog.Builder[dashboard.Panel]{
 		graph("Request latency",
-			"p50/p95/p99 of gotry_request_duration_seconds: the whole request as the caller sees it, every attempt and backoff sleep included.",
-			unitSeconds, 12, req...),
+			"p50/p95/p99 of gotry_request_duration_seconds: the whole request as the caller sees it, every attempt and backoff sleep included. The dots are exemplars: click one for its trace in Jaeger.",
+			unitSeconds, 12).Targets(exemplarQueries(req)),
 		graph("Attempt latency",
-			"p50/p95/p99 of gotry_attempt_duration_seconds: one physical attempt, until response headers or an error.",
-			unitSeconds, 12, att...),
+			"p50/p95/p99 of gotry_attempt_duration_seconds: one physical attempt, until response headers or an error. The dots are exemplars: click one for its trace in Jaeger.",
+			unitSeconds, 12).Targets(exemplarQueries(att)),
 		graph("p99 by host: request vs attempt",
-			"Per host, p99 of whole requests against p99 of single attempts. A wide gap means requests wait on retries and backoff.",
-			unitSeconds, 12,
+			"Per host, p99 of whole requests against p99 of single attempts. A wide gap means requests wait on retries and backoff. The dots are exemplars: click one for its trace in Jaeger.",
+			unitSeconds, 12).Targets(exemplarQueries([]target{
 			t(quantile(0.99, selector(requestBucket), LabelServer), "{{"+LabelServer+"}} request"),
-			t(quantile(0.99, selector(attemptBucket), LabelServer), "{{"+LabelServer+"}} attempt")),
+			t(quantile(0.99, selector(attemptBucket), LabelServer), "{{"+LabelServer+"}} attempt")})),
 		graph("Attempt p95 by kind",
 			"p95 of single attempts by gotry_attempt_kind: initial, retry or hedge.",
 			unitSeconds, 12,
