@@ -105,8 +105,16 @@ func (e *Engine) BreakerState(key string) BreakerState {
 // EachBreaker calls fn for every tracked key with its breaker state, with no
 // lock held. It does nothing when breaking is off.
 func (e *Engine) EachBreaker(fn func(key string, s BreakerState)) {
+	e.EachBreakerFor(func(key string, s BreakerState, _ time.Duration) { fn(key, s) })
+}
+
+// EachBreakerFor is EachBreaker that also says how long each breaker has
+// been in its state, by the engine's clock (a breaker whose open period
+// ended is half-open since that moment). For gauges.
+func (e *Engine) EachBreakerFor(fn func(key string, s BreakerState, in time.Duration)) {
 	if e.breakers != nil {
-		e.breakers.Each(e.clock.Now(), fn)
+		now := e.clock.Now()
+		e.breakers.Each(now, func(key string, s BreakerState, since time.Time) { fn(key, s, now.Sub(since)) })
 	}
 }
 

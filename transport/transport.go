@@ -79,6 +79,12 @@ func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState))
 	t.engine.EachBreaker(fn)
 }
 
+// EachBreakerFor is EachBreaker that also says how long each host's breaker
+// has been in its state. For the "time in state" gauge.
+func (t *Transport) EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration)) {
+	t.engine.EachBreakerFor(fn)
+}
+
 // Unwrap returns the base transport.
 func (t *Transport) Unwrap() http.RoundTripper { return t.base }
 
