@@ -60,6 +60,9 @@ func syntheticSeries() string {
 		{"search.internal", BreakerClosed, "1x20"},
 	} {
 		add(MetricBreakerState, fmt.Sprintf(`server_address=%q, gotry_breaker_state=%q`, s.host, s.state), s.values)
+		if strings.HasPrefix(s.values, "1") {
+			add(MetricBreakerStateDuration, fmt.Sprintf(`server_address=%q, gotry_breaker_state=%q`, s.host, s.state), "0+30x20")
+		}
 	}
 	return b.String()
 }

@@ -66,6 +66,9 @@ const (
 	MetricAttemptsInFlight = "gotry_attempts_in_flight"
 	// MetricRequestRetries is a histogram of retries per request.
 	MetricRequestRetries = "gotry_request_retries"
+	// MetricBreakerStateDuration is an asynchronous gauge per host of how
+	// long its breaker has been in its current state (the state a label).
+	MetricBreakerStateDuration = "gotry_breaker_state_duration_seconds"
 )
 
 // Label names. LabelJob and LabelInstance are target labels that Prometheus
@@ -228,6 +231,7 @@ func Contract() []Metric {
 		{MetricBreakerRejections, Counter, []string{LabelServer, LabelTransport}},
 		{MetricHedgeDelay, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricHedgeMaxExtraLoad, Gauge, []string{LabelTransport}},
+		{MetricBreakerStateDuration, Gauge, []string{LabelServer, LabelBreakerState, LabelTransport}},
 		{MetricAttemptsInFlight, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricRequestRetries, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelTransport}},
 		{MetricHTTPClientDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelTransport}},

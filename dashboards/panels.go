@@ -366,6 +366,10 @@ func breakersRow() row {
 				Sort(common.SortOrderNone)).
 			Span(24).
 			Height(8),
+		graph("Time in current breaker state",
+			"How long each host's breaker has been in its state (gotry_breaker_state_duration_seconds): a breaker open for minutes is a downstream that stays down; the longest when several instances report a host.",
+			unitSeconds, 24,
+			t(agg("max", selector(MetricBreakerStateDuration), LabelServer, LabelBreakerState), "{{"+LabelServer+"}} {{"+LabelBreakerState+"}}")),
 		graph("Breakers by state",
 			"How many hosts' breakers are in each state now.",
 			unitCount, 8,

@@ -50,6 +50,9 @@ const (
 	// MetricAttemptsInFlight (invented) is how many attempts are in flight
 	// now (an up-down counter): what Envoy's upstream_rq_active shows.
 	MetricAttemptsInFlight = "gotry.attempts.in_flight"
+	// MetricBreakerStateDuration (invented) is how long each host's breaker
+	// has been in its current state (labelled with it): "open for 40 s".
+	MetricBreakerStateDuration = "gotry.breaker.state.duration"
 	// MetricRequestRetries (invented) is the distribution of retries per
 	// request, as Finagle's retries stat: hedges are not retries.
 	MetricRequestRetries    = "gotry.request.retries"
@@ -86,6 +89,7 @@ type instruments struct {
 	budgetTokens       metric.Float64ObservableGauge
 	breakerState       metric.Int64ObservableGauge
 	hedgeDelay         metric.Float64ObservableGauge
+	breakerFor         metric.Float64ObservableGauge
 	hedgeMaxExtraLoad  metric.Float64ObservableGauge
 }
 
@@ -162,6 +166,12 @@ func newInstruments(mp metric.MeterProvider) instruments {
 	if err != nil || in.hedgeDelay == nil {
 		otel.Handle(err)
 		in.hedgeDelay, _ = nm.Float64ObservableGauge(MetricHedgeDelay)
+	}
+	in.breakerFor, err = m.Float64ObservableGauge(MetricBreakerStateDuration, metric.WithUnit("s"),
+		metric.WithDescription("How long each host's breaker has been in its current state."))
+	if err != nil || in.breakerFor == nil {
+		otel.Handle(err)
+		in.breakerFor, _ = nm.Float64ObservableGauge(MetricBreakerStateDuration)
 	}
 	in.hedgeMaxExtraLoad, err = m.Float64ObservableGauge(MetricHedgeMaxExtraLoad, metric.WithUnit("1"),
 		metric.WithDescription("Adaptive hedging's cap on the fraction of requests that may get a hedge."))
@@ -388,6 +398,15 @@ type TransportState interface {
 	EachBreaker(fn func(host string, s resilience.BreakerState))
 }
 
+// BreakerTimes is what ObserveTransport reads for
+// gotry.breaker.state.duration when the TransportState has it:
+// *transport.Transport does.
+type BreakerTimes interface {
+	// EachBreakerFor calls fn for each tracked host's breaker with its
+	// state and how long it has been in it.
+	EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration))
+}
+
 // HedgeState is what ObserveTransport reads of adaptive hedging when the
 // TransportState has it too: *transport.Transport does.
 type HedgeState interface {
@@ -398,7 +417,8 @@ type HedgeState interface {
 }
 
 // ObserveTransport reports tr's budget (gotry.budget.tokens), breakers
-// (gotry.breaker.state) and, when tr is a HedgeState with adaptive hedging
+// (gotry.breaker.state, and gotry.breaker.state.duration when tr is a
+// BreakerTimes) and, when tr is a HedgeState with adaptive hedging
 // on, each host's hedge delay (gotry.hedge.delay, the longest when several
 // ports of one address are tracked) and the cap (gotry.hedge.max_extra_load)
 // at each metric collection, labelled
@@ -414,22 +434,38 @@ func (t *Telemetry) ObserveTransport(name string, tr TransportState) (metric.Reg
 			var buf [1]attribute.KeyValue
 			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
 		}
-		worst := map[string]resilience.BreakerState{}
-		tr.EachBreaker(func(key string, s resilience.BreakerState) {
+		type held struct {
+			s  resilience.BreakerState
+			in time.Duration
+		}
+		worst := map[string]held{}
+		add := func(key string, s resilience.BreakerState, in time.Duration) {
 			host, _ := splitKey(key)
 			h, _ := t.hosts.get(host)
-			if prev, ok := worst[h]; !ok || severity(s) > severity(prev) {
-				worst[h] = s
+			if prev, ok := worst[h]; !ok || severity(s) > severity(prev.s) || (s == prev.s && in > prev.in) {
+				worst[h] = held{s, in}
 			}
-		})
-		for h, s := range worst {
-			observeBreaker(o, in.breakerState, KeyServerAddress.String(h), name, s)
+		}
+		fs, timed := tr.(BreakerTimes)
+		if timed {
+			fs.EachBreakerFor(add)
+		} else {
+			tr.EachBreaker(func(key string, s resilience.BreakerState) { add(key, s, 0) })
+		}
+		for h, w := range worst {
+			who := KeyServerAddress.String(h)
+			observeBreaker(o, in.breakerState, who, name, w.s)
+			if timed {
+				var buf [3]attribute.KeyValue
+				kv := append(buf[:0], who, KeyBreakerState.String(breakerState(w.s)))
+				o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(kv, name)...))
+			}
 		}
 		if hs, ok := tr.(HedgeState); ok {
 			t.observeHedging(o, name, hs)
 		}
 		return nil
-	}, in.budgetTokens, in.breakerState, in.hedgeDelay, in.hedgeMaxExtraLoad)
+	}, in.budgetTokens, in.breakerState, in.breakerFor, in.hedgeDelay, in.hedgeMaxExtraLoad)
 }
 
 // observeHedging writes hs's hedge delay per server.address and its cap;

@@ -477,3 +477,38 @@ func TestRequestRetriesSum(t *testing.T) {
 		t.Fatalf("%s: %+v, want 2 requests with 2 retries in all", MetricRequestRetries, ps)
 	}
 }
+
+// gotry.breaker.state.duration says how long each host's breaker has been
+// in its state, by the transport's clock; a breaker whose open period ended
+// reads half-open since then.
+func TestBreakerStateDuration(t *testing.T) {
+	r := newRig(t)
+	fc := fakeclock.New(time.Unix(1000, 0))
+	srv := newServer(t, status(503))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute}))
+	mustGet(t, tr, srv.URL)
+	reg, err := r.tel.ObserveTransport("payments", tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Unregister() })
+	for _, tc := range []struct {
+		advance time.Duration
+		want    string
+		secs    float64
+	}{
+		{40 * time.Second, "open", 40},
+		{30 * time.Second, "half-open", 10},
+	} {
+		fc.Advance(tc.advance)
+		m, ps := find(t, r.collect(t), MetricBreakerStateDuration)
+		if m.Unit != "s" {
+			t.Errorf("unit %q", m.Unit)
+		}
+		key := "gotry.breaker.state=" + tc.want + ",gotry.transport=payments,server.address=127.0.0.1"
+		if got := sums(ps); len(got) != 1 || got[key] != tc.secs {
+			t.Errorf("after %v more: %v, want {%s} = %v", tc.advance, got, key, tc.secs)
+		}
+	}
+}

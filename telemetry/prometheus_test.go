@@ -38,6 +38,7 @@ var promContract = []struct {
 	{"gotry_breaker_transitions_total", nil, []string{"gotry_transport", "server_address", "gotry_breaker_from", "gotry_breaker_to"}},
 	{"gotry_breaker_rejections_total", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_hedge_max_extra_load_ratio", nil, []string{"gotry_transport"}},
+	{"gotry_breaker_state_duration_seconds", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
 	{"gotry_attempts_in_flight", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_request_retries", hist("gotry_request_retries"), []string{"gotry_transport", "http_request_method", "server_address", "server_port"}},
 	{"http_client_request_duration_seconds", hist("http_client_request_duration_seconds"),

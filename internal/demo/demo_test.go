@@ -149,7 +149,7 @@ func TestRunEndToEnd(t *testing.T) {
 		for _, name := range []string{"gotry_attempts_total", "gotry_retries_total", "gotry_hedges_total",
 			"gotry_breaker_transitions_total", "gotry_request_duration_seconds_bucket", "gotry_budget_tokens",
 			"gotry_hedge_delay_seconds", "gotry_hedge_max_extra_load_ratio", "http_client_request_duration_seconds_bucket",
-			"gotry_attempts_in_flight", "gotry_request_retries_bucket"} {
+			"gotry_attempts_in_flight", "gotry_request_retries_bucket", "gotry_breaker_state_duration_seconds"} {
 			if !strings.Contains(metrics, "\n"+name+"{") {
 				t.Errorf("/metrics has no %s", name)
 			}
