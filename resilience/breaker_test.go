@@ -206,7 +206,7 @@ func TestBreakersEachSince(t *testing.T) {
 	if want := (st{BreakerClosed, t0}); got["b"] != want {
 		t.Errorf("b = %+v, want %+v", got["b"], want)
 	}
-	if got, want := each(t0.Add(2*open))["a"], (st{BreakerHalfOpen, t0.Add(time.Second + open)}); got != want {
+	if got, want := each(t0.Add(2 * open))["a"], (st{BreakerHalfOpen, t0.Add(time.Second + open)}); got != want {
 		t.Errorf("a after its open period = %+v, want %+v", got, want)
 	}
 }
