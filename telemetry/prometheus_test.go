@@ -13,6 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
 // The metric contract as Prometheus sees it: the names the OTel Prometheus
@@ -38,6 +41,7 @@ var promContract = []struct {
 	{"gotry_breaker_transitions_total", nil, []string{"gotry_transport", "server_address", "gotry_breaker_from", "gotry_breaker_to"}},
 	{"gotry_breaker_rejections_total", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_hedge_max_extra_load_ratio", nil, []string{"gotry_transport"}},
+	{"gotry_hedge_delay_seconds", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_breaker_state_duration_seconds", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
 	{"gotry_attempts_in_flight", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_request_retries", hist("gotry_request_retries"), []string{"gotry_transport", "http_request_method", "server_address", "server_port"}},
@@ -57,7 +61,17 @@ func TestPrometheusNames(t *testing.T) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	exercise(t, New(WithMeterProvider(mp)), true)
+	tel := New(WithMeterProvider(mp))
+	exercise(t, tel, true)
+	// An adaptive transport that has seen a host reports its hedge delay.
+	ad := transport.New(base(t), transport.WithHooks(tel.NamedHooks("learning")),
+		transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
+	mustGet(t, ad, newServer(t, status(200)).URL)
+	obs, err := tel.ObserveTransport("learning", ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = obs.Unregister() })
 
 	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer scrape.Close()
