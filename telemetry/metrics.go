@@ -496,8 +496,8 @@ func (t *Telemetry) observeHedging(o metric.Observer, name string, hs HedgeState
 type RetrierState interface{ Engine() *resilience.Engine }
 
 // ObserveRetrier is ObserveTransport for a generic resilience.Retrier: its
-// breakers are labelled gotry.operation (their key) instead of
-// server.address.
+// breakers (gotry.breaker.state and gotry.breaker.state.duration) are
+// labelled gotry.operation (their key) instead of server.address.
 func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registration, error) {
 	in := &t.inst
 	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -506,11 +506,15 @@ func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registra
 			var buf [1]attribute.KeyValue
 			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
 		}
-		e.EachBreaker(func(key string, s resilience.BreakerState) {
-			observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
+		e.EachBreakerFor(func(key string, s resilience.BreakerState, held time.Duration) {
+			who := KeyOperation.String(key)
+			observeBreaker(o, in.breakerState, who, name, s)
+			var buf [3]attribute.KeyValue
+			kv := append(buf[:0], who, KeyBreakerState.String(breakerState(s)))
+			o.ObserveFloat64(in.breakerFor, held.Seconds(), metric.WithAttributes(named(kv, name)...))
 		})
 		return nil
-	}, in.budgetTokens, in.breakerState)
+	}, in.budgetTokens, in.breakerState, in.breakerFor)
 }
 
 // named appends gotry.transport unless name is empty.

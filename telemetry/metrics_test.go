@@ -372,6 +372,13 @@ func TestMetricsRetrier(t *testing.T) {
 	_, _ = resilience.Retry(t.Context(), rt, "sync-users", func(context.Context) (int, error) { return 0, errors.New("down") })
 	rm := r.collect(t)
 
+	// Time in state runs on the real clock here: just opened.
+	_, ps := find(t, rm, MetricBreakerStateDuration)
+	const openKey = "gotry.breaker.state=open,gotry.operation=sync-users,gotry.transport=jobs"
+	if got := sums(ps); len(got) != 1 || got[openKey] < 0 || got[openKey] > 60 || !hasKey(got, openKey) {
+		t.Errorf("%s = %v, want {%s} just opened", MetricBreakerStateDuration, got, openKey)
+	}
+
 	want := map[string]map[string]float64{
 		MetricAttempts: {
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,gotry.operation=sync-users": 1,
@@ -512,3 +519,5 @@ func TestBreakerStateDuration(t *testing.T) {
 		}
 	}
 }
+
+func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
