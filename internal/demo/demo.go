@@ -115,8 +115,9 @@ type Endpoints struct {
 
 // DefaultConfig returns the configuration of `make demo`: 60s of 50 req/s
 // over three hosts with the default faults, payments down 10s every 40s, and
-// a transport with 4 attempts, hedging at 80ms (search adaptively, at most 5% extra load), a 1s per-attempt timeout,
-// the budget and a breaker that opens for 5s.
+// a transport with 4 attempts, hedging at 80ms (search adaptively, at most 5%
+// extra load), a 1s per-attempt timeout, the budget and a breaker that opens
+// for 5s.
 func DefaultConfig() Config {
 	return Config{
 		Duration:          60 * time.Second,
