@@ -29,19 +29,28 @@ func syntheticSeries() string {
 			add(backoffBucket, fmt.Sprintf(`server_address=%q, gotry_retry_delay_source="backoff", le=%q`, host, bucket.le), bucket.values)
 		}
 		add(requestCount, h+`, gotry_reason="success", http_response_status_code="200"`, "0+60x20")
+		add(MetricAttemptsInFlight, fmt.Sprintf(`server_address=%q`, host), "3x20")
+		for _, bucket := range []struct{ le, values string }{{"0", "0+50x20"}, {"1", "0+58x20"}, {"+Inf", "0+60x20"}} {
+			add(MetricRequestRetries+"_bucket", h+`, le="`+bucket.le+`"`, bucket.values)
+		}
+		add(MetricRequestRetries+"_sum", h, "0+12x20")
+		add(MetricRequestRetries+"_count", h, "0+60x20")
+		add(MetricHTTPClientDuration+"_count", h+`, error_type="503", http_response_status_code="503"`, "0+6x20")
 		add(requestCount, h+`, gotry_reason="attempts_exhausted", http_response_status_code="503"`, "0+6x20")
 		add(MetricAttempts, h+`, gotry_attempt_kind="initial", gotry_attempt_outcome="success"`, "0+60x20")
 		add(MetricAttempts, h+`, gotry_attempt_kind="retry", gotry_attempt_outcome="retryable"`, "0+6x20")
 		add(MetricAttempts, h+`, gotry_attempt_kind="hedge", gotry_attempt_outcome="success"`, "0+6x20")
 		add(MetricAttempts, h+`, gotry_attempt_kind="hedge", gotry_attempt_outcome="cancelled"`, "0+3x20")
 		add(MetricRetries, h+`, gotry_retry_trigger="5xx", gotry_retry_delay_source="backoff"`, "0+6x20")
-		add(MetricHedges, h, "0+9x20")
+		add(MetricHedges, h+`, gotry_hedge_trigger="adaptive"`, "0+9x20")
+		add(MetricHedgeDelay, fmt.Sprintf(`server_address=%q, gotry_transport="default"`, host), "0.08x20")
 		add(MetricRetriesSuppressed, h+`, gotry_reason="budget_exhausted"`, "0+1x20")
 		add(MetricBudgetRefusals, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="retry"`, host), "0+1x20")
 		add(MetricBreakerTransitions, fmt.Sprintf(`server_address=%q, gotry_breaker_from="closed", gotry_breaker_to="open"`, host), "0+1x20")
 		add(MetricBreakerRejections, fmt.Sprintf(`server_address=%q`, host), "0+5x20")
 	}
 	add(MetricBudgetTokens, `gotry_transport="default"`, "5x20")
+	add(MetricHedgeMaxExtraLoad, `gotry_transport="default"`, "0.05x20")
 	for _, s := range []struct{ host, state, values string }{
 		{"payments.internal", BreakerOpen, "1x20"},
 		{"payments.internal", BreakerHalfOpen, "0x20"},
@@ -51,6 +60,9 @@ func syntheticSeries() string {
 		{"search.internal", BreakerClosed, "1x20"},
 	} {
 		add(MetricBreakerState, fmt.Sprintf(`server_address=%q, gotry_breaker_state=%q`, s.host, s.state), s.values)
+		if strings.HasPrefix(s.values, "1") {
+			add(MetricBreakerStateDuration, fmt.Sprintf(`server_address=%q, gotry_breaker_state=%q`, s.host, s.state), "0+30x20")
+		}
 	}
 	return b.String()
 }

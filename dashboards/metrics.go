@@ -9,7 +9,9 @@ import "strings"
 // it, so a later check can compare it to what telemetry really exports.
 //
 // Names under gotry_ are gotry's own: OpenTelemetry has no semantic
-// convention for retries, hedges, budgets or breakers. The http_* and
+// convention for retries, hedges, budgets or breakers.
+// http_client_request_duration_seconds is the HTTP client conventions'
+// metric, which gotry records per attempt when it makes the attempt spans. The http_* and
 // server_* attributes and error_type follow the HTTP client semantic
 // conventions.
 
@@ -49,6 +51,24 @@ const (
 	MetricBreakerTransitions = "gotry_breaker_transitions_total"
 	// MetricBreakerRejections counts requests an open breaker failed fast.
 	MetricBreakerRejections = "gotry_breaker_rejections_total"
+	// MetricHedgeDelay is an asynchronous gauge of each host's current
+	// adaptive hedge delay, per transport with adaptive hedging.
+	MetricHedgeDelay = "gotry_hedge_delay_seconds"
+	// MetricHedgeMaxExtraLoad is an asynchronous gauge of adaptive hedging's
+	// cap on the fraction of requests that may get a hedge, per transport.
+	MetricHedgeMaxExtraLoad = "gotry_hedge_max_extra_load_ratio"
+	// MetricHTTPClientDuration is the conventions' http.client.request.duration,
+	// per physical attempt (absent when otelhttp makes the attempt spans; then
+	// otelhttp's own series, with another otel_scope_name, stand in).
+	MetricHTTPClientDuration = "http_client_request_duration_seconds"
+	// MetricAttemptsInFlight is a gauge (an up-down counter) of the attempts
+	// in flight now, per host.
+	MetricAttemptsInFlight = "gotry_attempts_in_flight"
+	// MetricRequestRetries is a histogram of retries per request.
+	MetricRequestRetries = "gotry_request_retries"
+	// MetricBreakerStateDuration is an asynchronous gauge per host of how
+	// long its breaker has been in its current state (the state a label).
+	MetricBreakerStateDuration = "gotry_breaker_state_duration_seconds"
 )
 
 // Label names. LabelJob and LabelInstance are target labels that Prometheus
@@ -73,6 +93,7 @@ const (
 	LabelRetryTrigger   = "gotry_retry_trigger"
 	LabelDelaySource    = "gotry_retry_delay_source"
 	LabelTransport      = "gotry_transport"
+	LabelHedgeTrigger   = "gotry_hedge_trigger"
 	LabelBreakerState   = "gotry_breaker_state"
 	LabelBreakerFrom    = "gotry_breaker_from"
 	LabelBreakerTo      = "gotry_breaker_to"
@@ -114,6 +135,12 @@ const (
 	DelayBackoff    = "backoff"
 	DelayRetryAfter = "retry_after"
 	DelayImmediate  = "immediate"
+)
+
+// Values of LabelHedgeTrigger: what set a hedge's delay.
+const (
+	HedgeFixed    = "fixed"
+	HedgeAdaptive = "adaptive"
 )
 
 // Values of LabelBreakerState, LabelBreakerFrom and LabelBreakerTo.
@@ -186,21 +213,28 @@ func (m Metric) HasLabel(label string) bool {
 // Contract returns every metric family the telemetry package exports, in a
 // new slice on each call.
 func Contract() []Metric {
+	// gotry_transport is optional on every family: it names the transport
+	// (telemetry.NamedHooks and ObserveTransport) when a process runs more
+	// than one.
 	return []Metric{
-		{MetricRequestDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelReason}},
-		{MetricAttemptDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelAttemptKind, LabelAttemptOutcome, LabelStatusCode, LabelErrorType}},
-		{MetricAttempts, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelAttemptKind, LabelAttemptOutcome}},
-		{MetricRetries, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelRetryTrigger, LabelDelaySource}},
-		{MetricHedges, Counter, []string{LabelMethod, LabelServer, LabelPort}},
-		{MetricRetriesSuppressed, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelReason}},
-		{MetricBackoffDelay, Histogram, []string{LabelServer, LabelDelaySource}},
-		// gotry_transport is optional: it names the transport when a process
-		// runs more than one.
+		{MetricRequestDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelReason, LabelTransport}},
+		{MetricAttemptDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelAttemptKind, LabelAttemptOutcome, LabelStatusCode, LabelErrorType, LabelTransport}},
+		{MetricAttempts, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelAttemptKind, LabelAttemptOutcome, LabelTransport}},
+		{MetricRetries, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelRetryTrigger, LabelDelaySource, LabelTransport}},
+		{MetricHedges, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelHedgeTrigger, LabelTransport}},
+		{MetricRetriesSuppressed, Counter, []string{LabelMethod, LabelServer, LabelPort, LabelReason, LabelTransport}},
+		{MetricBackoffDelay, Histogram, []string{LabelServer, LabelDelaySource, LabelTransport}},
 		{MetricBudgetTokens, Gauge, []string{LabelTransport}},
-		{MetricBudgetRefusals, Counter, []string{LabelServer, LabelAttemptKind}},
+		{MetricBudgetRefusals, Counter, []string{LabelServer, LabelAttemptKind, LabelTransport}},
 		{MetricBreakerState, Gauge, []string{LabelServer, LabelBreakerState, LabelTransport}},
-		{MetricBreakerTransitions, Counter, []string{LabelServer, LabelBreakerFrom, LabelBreakerTo}},
-		{MetricBreakerRejections, Counter, []string{LabelServer}},
+		{MetricBreakerTransitions, Counter, []string{LabelServer, LabelBreakerFrom, LabelBreakerTo, LabelTransport}},
+		{MetricBreakerRejections, Counter, []string{LabelServer, LabelTransport}},
+		{MetricHedgeDelay, Gauge, []string{LabelServer, LabelTransport}},
+		{MetricHedgeMaxExtraLoad, Gauge, []string{LabelTransport}},
+		{MetricBreakerStateDuration, Gauge, []string{LabelServer, LabelBreakerState, LabelTransport}},
+		{MetricAttemptsInFlight, Gauge, []string{LabelServer, LabelTransport}},
+		{MetricRequestRetries, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelTransport}},
+		{MetricHTTPClientDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelTransport}},
 	}
 }
 
@@ -252,6 +286,8 @@ func LabelValues(label string) []string {
 		return []string{OutcomeSuccess, OutcomeRetryable, OutcomeFailure, OutcomeCancelled}
 	case LabelDelaySource:
 		return []string{DelayBackoff, DelayRetryAfter, DelayImmediate}
+	case LabelHedgeTrigger:
+		return []string{HedgeFixed, HedgeAdaptive}
 	case LabelBreakerState, LabelBreakerFrom, LabelBreakerTo:
 		return []string{BreakerClosed, BreakerOpen, BreakerHalfOpen}
 	case LabelScope:

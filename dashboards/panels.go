@@ -34,6 +34,26 @@ func t(expr, legend string) target { return target{expr: expr, legend: legend} }
 // queries turns targets into the SDK's query builders, with ref ids A, B, ...
 func queries(ts []target) []cog.Builder[variants.Dataquery] {
 	var out []cog.Builder[variants.Dataquery]
+	for _, q := range queryBuilders(ts) {
+		out = append(out, q)
+	}
+	return out
+}
+
+// exemplarQueries is queries that also fetch the exemplars of the
+// histograms they read: points carrying the trace_id of a request that fell
+// in a bucket, which the Prometheus data source links to the trace in Jaeger
+// (exemplarTraceIdDestinations in its provisioning).
+func exemplarQueries(ts []target) []cog.Builder[variants.Dataquery] {
+	var out []cog.Builder[variants.Dataquery]
+	for _, q := range queryBuilders(ts) {
+		out = append(out, q.Exemplar(true))
+	}
+	return out
+}
+
+func queryBuilders(ts []target) []*prometheus.DataqueryBuilder {
+	var out []*prometheus.DataqueryBuilder
 	for i, tg := range ts {
 		out = append(out, prometheus.NewDataqueryBuilder().
 			Datasource(datasource()).
@@ -159,20 +179,24 @@ func latencyRow() row {
 	}
 	return row{title: "Latency", panels: []cog.Builder[dashboard.Panel]{
 		graph("Request latency",
-			"p50/p95/p99 of gotry_request_duration_seconds: the whole request as the caller sees it, every attempt and backoff sleep included.",
-			unitSeconds, 12, req...),
+			"p50/p95/p99 of gotry_request_duration_seconds: the whole request as the caller sees it, every attempt and backoff sleep included. The dots are exemplars: click one for its trace in Jaeger.",
+			unitSeconds, 12).Targets(exemplarQueries(req)),
 		graph("Attempt latency",
-			"p50/p95/p99 of gotry_attempt_duration_seconds: one physical attempt, until response headers or an error.",
-			unitSeconds, 12, att...),
+			"p50/p95/p99 of gotry_attempt_duration_seconds: one physical attempt, until response headers or an error. The dots are exemplars: click one for its trace in Jaeger.",
+			unitSeconds, 12).Targets(exemplarQueries(att)),
 		graph("p99 by host: request vs attempt",
-			"Per host, p99 of whole requests against p99 of single attempts. A wide gap means requests wait on retries and backoff.",
-			unitSeconds, 12,
+			"Per host, p99 of whole requests against p99 of single attempts. A wide gap means requests wait on retries and backoff. The dots are exemplars: click one for its trace in Jaeger.",
+			unitSeconds, 12).Targets(exemplarQueries([]target{
 			t(quantile(0.99, selector(requestBucket), LabelServer), "{{"+LabelServer+"}} request"),
-			t(quantile(0.99, selector(attemptBucket), LabelServer), "{{"+LabelServer+"}} attempt")),
+			t(quantile(0.99, selector(attemptBucket), LabelServer), "{{"+LabelServer+"}} attempt")})),
 		graph("Attempt p95 by kind",
 			"p95 of single attempts by gotry_attempt_kind: initial, retry or hedge.",
 			unitSeconds, 12,
 			t(quantile(0.95, selector(attemptBucket), LabelAttemptKind), "{{"+LabelAttemptKind+"}}")),
+		graph("Attempt errors by error.type",
+			"Failed physical attempts per second by error_type, from the HTTP client conventions' http_client_request_duration_seconds (the metric OpenTelemetry HTTP dashboards read): a status ≥ 400, a transport error class, or a hedge loser's cancellation.",
+			unitPerSec, 24,
+			t(sumBy(rate(selector(MetricHTTPClientDuration+"_count", `error_type!=""`)), LabelErrorType), "{{"+LabelErrorType+"}}")),
 		heatmap.NewPanelBuilder().
 			Title("Request latency distribution").
 			Description("Requests per second in each gotry_request_duration_seconds bucket.").
@@ -233,6 +257,16 @@ func retriesRow() row {
 			"Attempts per second by gotry_attempt_kind (initial, retry, hedge) and gotry_attempt_outcome (success, retryable, failure, cancelled).",
 			unitPerSec, 24,
 			t(sumBy(rate(selector(MetricAttempts)), LabelAttemptKind, LabelAttemptOutcome), "{{"+LabelAttemptKind+"}} {{"+LabelAttemptOutcome+"}}")),
+		graph("Retries per request",
+			"p50/p99 of how many retries a request made (gotry_request_retries; hedges are not retries), and the mean. A p99 at the attempt limit means requests run out of attempts.",
+			unitCount, 12,
+			t(quantile(0.5, selector(MetricRequestRetries+"_bucket")), "p50"),
+			t(quantile(0.99, selector(MetricRequestRetries+"_bucket")), "p99"),
+			t(div(sumBy(rate(selector(MetricRequestRetries+"_sum"))), sumBy(rate(selector(MetricRequestRetries+"_count")))), "mean")),
+		graph("Attempts in flight by host",
+			"Attempts in flight now (gotry_attempts_in_flight), by host: a host whose line climbs is slowing down or being retried into.",
+			unitCount, 12,
+			t(sumBy(selector(MetricAttemptsInFlight), LabelServer), "{{"+LabelServer+"}}")),
 	}}
 }
 
@@ -254,6 +288,15 @@ func hedgingRow() row {
 			"Attempts cancelled because another attempt of the same request won, per second, by the loser's kind.",
 			unitPerSec, 8,
 			t(sumBy(rate(selector(MetricAttempts, eq(LabelAttemptOutcome, OutcomeCancelled))), LabelAttemptKind), "{{"+LabelAttemptKind+"}}")),
+		graph("Adaptive hedge delay by host",
+			"Each host's current hedge delay under adaptive hedging (gotry_hedge_delay_seconds): the latency percentile that keeps hedges within the cap, learned from recent attempts; the cold default until a host has enough samples. When several instances report a host, the longest shows.",
+			unitSeconds, 12,
+			t(agg("max", selector(MetricHedgeDelay), LabelServer), "{{"+LabelServer+"}}")),
+		graph("Extra load against the cap",
+			"Hedges per request by trigger (fixed or adaptive delay) against adaptive hedging's cap (gotry_hedge_max_extra_load_ratio, the highest of the transports selected). Adaptive hedges stay under the cap; fixed ones have none.",
+			unitRatio, 12,
+			t(div(sumBy(rate(selector(MetricHedges)), LabelHedgeTrigger), "scalar("+sumBy(rate(selector(requestCount)))+")"), "{{"+LabelHedgeTrigger+"}}"),
+			t(agg("max", selector(MetricHedgeMaxExtraLoad)), "cap")),
 	}}
 }
 
@@ -323,6 +366,10 @@ func breakersRow() row {
 				Sort(common.SortOrderNone)).
 			Span(24).
 			Height(8),
+		graph("Time in current breaker state",
+			"How long each host's breaker has been in its state (gotry_breaker_state_duration_seconds): a breaker open for minutes is a downstream that stays down; the longest when several instances report a host.",
+			unitSeconds, 24,
+			t(agg("max", selector(MetricBreakerStateDuration), LabelServer, LabelBreakerState), "{{"+LabelServer+"}} {{"+LabelBreakerState+"}}")),
 		graph("Breakers by state",
 			"How many hosts' breakers are in each state now.",
 			unitCount, 8,

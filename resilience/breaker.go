@@ -167,6 +167,7 @@ type breaker struct {
 	state    BreakerState
 	failures int       // consecutive failures while closed
 	openedAt time.Time // when the breaker last opened
+	since    time.Time // when it entered its state (for a lazily half-open one, openedAt+OpenDuration)
 	probes   int       // probes in flight, whatever state they were admitted in
 	gen      uint64    // bumped on every state change; stale tickets are ignored
 }
@@ -220,7 +221,7 @@ func (b *breakerSet) get(key string, now time.Time) *breaker {
 	if len(s.m) >= b.shardCap && !s.evictLocked(b.shardCap, now, b.cfg.OpenDuration) {
 		return nil
 	}
-	br = &breaker{key: key}
+	br = &breaker{key: key, since: now}
 	br.lastUsed.Store(now.UnixNano())
 	s.m[key] = br
 	return br
@@ -308,12 +309,14 @@ func (b *breakerSet) State(key string, now time.Time) BreakerState {
 	return br.state
 }
 
-// Each calls fn with every tracked key and its state at now. fn runs without
-// any breaker lock held; states may change while Each runs.
-func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState)) {
+// Each calls fn with every tracked key, its state at now and when it
+// entered that state. fn runs without any breaker lock held; states may
+// change while Each runs.
+func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState, since time.Time)) {
 	type kv struct {
-		k string
-		s BreakerState
+		k     string
+		s     BreakerState
+		since time.Time
 	}
 	var snap []kv
 	for i := range b.shards {
@@ -321,17 +324,17 @@ func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState)
 		s.mu.RLock()
 		for k, br := range s.m {
 			br.mu.Lock()
-			st := br.state
+			st, since := br.state, br.since
 			if st == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
-				st = BreakerHalfOpen
+				st, since = BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration)
 			}
 			br.mu.Unlock()
-			snap = append(snap, kv{k, st})
+			snap = append(snap, kv{k, st, since})
 		}
 		s.mu.RUnlock()
 	}
 	for _, e := range snap {
-		fn(e.k, e.s)
+		fn(e.k, e.s, e.since)
 	}
 }
 
@@ -362,7 +365,7 @@ func (b *breakerSet) allow(key string, now time.Time, admission bool) (ticket, t
 	defer br.mu.Unlock()
 	tr := transition{Key: key, From: br.state, To: br.state}
 	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
-		br.setLocked(BreakerHalfOpen)
+		br.setLocked(BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration))
 		tr.To = BreakerHalfOpen
 	}
 	switch {
@@ -403,25 +406,27 @@ func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 			br.failures++
 			if br.failures >= b.cfg.FailureThreshold {
 				br.openedAt = now
-				br.setLocked(BreakerOpen)
+				br.setLocked(BreakerOpen, now)
 			}
 		}
 	case BreakerHalfOpen:
 		switch o {
 		case outcomeSuccess:
-			br.setLocked(BreakerClosed)
+			br.setLocked(BreakerClosed, now)
 		case outcomeFailure:
 			br.openedAt = now
-			br.setLocked(BreakerOpen)
+			br.setLocked(BreakerOpen, now)
 		}
 	}
 	tr.To = br.state
 	return tr
 }
 
-// setLocked moves to state s and starts a new generation. Requires br.mu held.
-func (br *breaker) setLocked(s BreakerState) {
+// setLocked moves to state s, entered at since, and starts a new
+// generation. Requires br.mu held.
+func (br *breaker) setLocked(s BreakerState, since time.Time) {
 	br.state = s
+	br.since = since
 	br.failures = 0
 	br.gen++ // probes in flight keep their slots until they complete
 }

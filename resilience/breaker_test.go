@@ -174,9 +174,40 @@ func TestBreakersEach(t *testing.T) {
 		t.Fatalf("Admit b: %v", err)
 	}
 	got := map[string]BreakerState{}
-	b.Each(t0, func(k string, s BreakerState) { got[k] = s })
+	b.Each(t0, func(k string, s BreakerState, _ time.Time) { got[k] = s })
 	if len(got) != 2 || got["a"] != BreakerOpen || got["b"] != BreakerClosed {
 		t.Fatalf("Each = %v", got)
+	}
+}
+
+// TestBreakersEachSince: Each says when each breaker entered its state; a
+// breaker whose open period ended is half-open since it ended, before any
+// admission moves it.
+func TestBreakersEachSince(t *testing.T) {
+	const open = time.Minute
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: open})
+	if _, _, err := b.admit("b", t0); err != nil {
+		t.Fatal(err)
+	}
+	fail(t, b, "a", t0.Add(time.Second))
+	type st struct {
+		s     BreakerState
+		since time.Time
+	}
+	each := func(now time.Time) map[string]st {
+		got := map[string]st{}
+		b.Each(now, func(k string, s BreakerState, since time.Time) { got[k] = st{s, since} })
+		return got
+	}
+	got := each(t0.Add(2 * time.Second))
+	if want := (st{BreakerOpen, t0.Add(time.Second)}); got["a"] != want {
+		t.Errorf("a = %+v, want %+v", got["a"], want)
+	}
+	if want := (st{BreakerClosed, t0}); got["b"] != want {
+		t.Errorf("b = %+v, want %+v", got["b"], want)
+	}
+	if got, want := each(t0.Add(2 * open))["a"], (st{BreakerHalfOpen, t0.Add(time.Second + open)}); got != want {
+		t.Errorf("a after its open period = %+v, want %+v", got, want)
 	}
 }
 
@@ -306,7 +337,7 @@ func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 		t.Fatalf("Admit(b), still within its OpenDuration: %v, want ErrCircuitOpen", err)
 	}
 	got := map[string]BreakerState{}
-	b.Each(fc.Now(), func(k string, s BreakerState) { got[k] = s })
+	b.Each(fc.Now(), func(k string, s BreakerState, _ time.Time) { got[k] = s })
 	if want := map[string]BreakerState{"b": BreakerOpen, "c": BreakerClosed}; !maps.Equal(got, want) {
 		t.Fatalf("tracked %v, want %v", got, want)
 	}

@@ -84,6 +84,15 @@ func (e *Engine) EachHedgeDelay(fn func(key string, delay time.Duration, warm bo
 	}
 }
 
+// MaxExtraLoad returns adaptive hedging's cap on extra load
+// (AdaptiveHedging.MaxExtraLoad), or 0 without adaptive hedging. For gauges.
+func (e *Engine) MaxExtraLoad() float64 {
+	if e.hedgers == nil {
+		return 0
+	}
+	return e.hedgers.cfg.MaxExtraLoad
+}
+
 // BreakerState returns key's breaker state (closed when breaking is off or
 // the key is not tracked).
 func (e *Engine) BreakerState(key string) BreakerState {
@@ -96,8 +105,16 @@ func (e *Engine) BreakerState(key string) BreakerState {
 // EachBreaker calls fn for every tracked key with its breaker state, with no
 // lock held. It does nothing when breaking is off.
 func (e *Engine) EachBreaker(fn func(key string, s BreakerState)) {
+	e.EachBreakerFor(func(key string, s BreakerState, _ time.Duration) { fn(key, s) })
+}
+
+// EachBreakerFor is EachBreaker that also says how long each breaker has
+// been in its state, by the engine's clock (a breaker whose open period
+// ended is half-open since that moment). For gauges.
+func (e *Engine) EachBreakerFor(fn func(key string, s BreakerState, in time.Duration)) {
 	if e.breakers != nil {
-		e.breakers.Each(e.clock.Now(), fn)
+		now := e.clock.Now()
+		e.breakers.Each(now, func(key string, s BreakerState, since time.Time) { fn(key, s, now.Sub(since)) })
 	}
 }
 

@@ -108,6 +108,14 @@ const (
 	// were in flight when a hedge launched, the hedge included.
 	KeyHedgeInFlight = attribute.Key("gotry.hedge.in_flight")
 
+	// KeyHedgeDelay (invented, hedge span event) is the wait in seconds
+	// (float) after which the hedge launched: the fixed delay, or the one
+	// adaptive hedging had learned for the host.
+	KeyHedgeDelay = attribute.Key("gotry.hedge.delay")
+	// KeyHedgeTrigger (invented) is what set a hedge's delay: "fixed" (a
+	// configured delay) or "adaptive" (WithAdaptiveHedging's learned one).
+	KeyHedgeTrigger = attribute.Key("gotry.hedge.trigger")
+
 	// KeyBreakerState (invented) is a breaker's state: "closed", "open" or
 	// "half-open".
 	KeyBreakerState = attribute.Key("gotry.breaker.state")

@@ -21,11 +21,21 @@ import (
 // spans. Call it once per Transport or Retrier: the value holds that one's
 // log rate limiter. Every field is set, so every response body the
 // transport returns is wrapped (the winning attempt's span ends when it is
-// closed or read to EOF).
+// closed or read to EOF). Its metrics carry no gotry.transport; NamedHooks
+// adds it.
 //
 // A transport whose base is an otelhttp.Transport needs WithOtelhttpAttempts,
 // or every attempt gets two CLIENT spans; HooksFor(base) sees to it.
-func (t *Telemetry) Hooks() resilience.Hooks { return t.hooks(t.cfg.otelhttp) }
+func (t *Telemetry) Hooks() resilience.Hooks { return t.hooks("", t.cfg.otelhttp) }
+
+// NamedHooks is Hooks whose every metric carries gotry.transport=name
+// (none when name is ""), so several transports (one per downstream) in one
+// process can be told apart and read beside their ObserveTransport gauges:
+// give both the same name.
+//
+//	tr := transport.New(base, transport.WithHooks(tel.NamedHooks("payments")))
+//	reg, err := tel.ObserveTransport("payments", tr)
+func (t *Telemetry) NamedHooks(name string) resilience.Hooks { return t.hooks(name, t.cfg.otelhttp) }
 
 // HooksFor returns Hooks for a transport over base (transport.New(base,
 // transport.WithHooks(tel.HooksFor(base)))). When base is, or wraps through
@@ -33,15 +43,20 @@ func (t *Telemetry) Hooks() resilience.Hooks { return t.hooks(t.cfg.otelhttp) }
 // each attempt's CLIENT span, so gotry makes none, as with
 // WithOtelhttpAttempts: one CLIENT span per attempt whichever option was
 // forgotten. Place AttemptAnnotator inside otelhttp to give those spans
-// gotry's attempt attributes.
+// gotry's attempt attributes. NamedHooksFor adds gotry.transport.
 func (t *Telemetry) HooksFor(base http.RoundTripper) resilience.Hooks {
-	return t.hooks(t.cfg.otelhttp || wrapsOtelhttp(base))
+	return t.NamedHooksFor("", base)
 }
 
-// hooks returns the hooks; otelhttpAttempts says otelhttp makes the attempt
-// spans.
-func (t *Telemetry) hooks(otelhttpAttempts bool) resilience.Hooks {
-	hs := &hookSet{t: t, otelhttp: otelhttpAttempts}
+// NamedHooksFor is HooksFor whose metrics carry gotry.transport=name.
+func (t *Telemetry) NamedHooksFor(name string, base http.RoundTripper) resilience.Hooks {
+	return t.hooks(name, t.cfg.otelhttp || wrapsOtelhttp(base))
+}
+
+// hooks returns the hooks; name goes on every metric, otelhttpAttempts says
+// otelhttp makes the attempt spans.
+func (t *Telemetry) hooks(name string, otelhttpAttempts bool) resilience.Hooks {
+	hs := &hookSet{t: t, name: name, otelhttp: otelhttpAttempts}
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
@@ -66,7 +81,7 @@ func (t *Telemetry) hooks(otelhttpAttempts bool) resilience.Hooks {
 			hs.callFor(e.Event).backoffSpan(e.Context, e.Start, e.Delay, e.Slept, e.FromRetryAfter, e.Interrupted)
 		},
 		OnHedge: func(e resilience.HedgeEvent) {
-			hs.callFor(e.Event).hedge(e.Context, e.Attempt, e.InFlight)
+			hs.callFor(e.Event).hedge(e.Context, e.Attempt, e.InFlight, e.Delay, e.Adaptive)
 		},
 		OnBudgetExhausted: func(e resilience.BudgetEvent) {
 			hs.callFor(e.Event).budgetExhausted(e.Context, e.Attempt, e.Kind)
@@ -94,6 +109,8 @@ func (t *Telemetry) hooks(otelhttpAttempts bool) resilience.Hooks {
 // makes it), with its context injected into header when there is one.
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := &attempt{c: hs.callFor(e.Event), num: e.Attempt, kind: e.Kind, probe: e.Probe}
+	a.inFlight.Store(true)
+	a.c.recordInFlight(ctx, 1)
 	if !a.c.http() || !hs.otelhttp {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
@@ -103,6 +120,9 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 // end handles an attempt's result. An HTTP call returns responses whose
 // body ends the span.
 func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
+	if a.inFlight.CompareAndSwap(true, false) {
+		a.c.recordInFlight(ctx, -1)
+	}
 	a.record(ctx, code, err, dur, o)
 	a.spanResult(code, err, dur, o, resp)
 	a.log(ctx, code, err, dur, o)
@@ -118,10 +138,20 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 	c.logRetry(ctx, n, delay, trigger, source, code, err)
 }
 
-func (c *call) hedge(ctx context.Context, n, inFlight int) {
-	c.recordHedge(ctx)
-	c.event(eventHedge, KeyAttempt.Int(n), KeyHedgeInFlight.Int(inFlight))
+func (c *call) hedge(ctx context.Context, n, inFlight int, delay time.Duration, adaptive bool) {
+	trigger := hedgeTrigger(adaptive)
+	c.recordHedge(ctx, trigger)
+	c.event(eventHedge, KeyAttempt.Int(n), KeyHedgeInFlight.Int(inFlight),
+		KeyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
 	c.logHedge(ctx, n, inFlight)
+}
+
+// hedgeTrigger names what set a hedge's delay, as KeyHedgeTrigger says.
+func hedgeTrigger(adaptive bool) string {
+	if adaptive {
+		return "adaptive"
+	}
+	return "fixed"
 }
 
 func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptKind) {

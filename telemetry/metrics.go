@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/httpconv"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -23,6 +24,13 @@ import (
 // Prometheus exporter turns dots into underscores and adds the unit and
 // _total suffixes: gotry.request.duration → gotry_request_duration_seconds).
 const (
+	// MetricHTTPClientRequestDuration is the HTTP client conventions'
+	// http.client.request.duration (not ours: semconv's name, unit, advisory
+	// buckets and attributes), recorded per physical attempt when gotry
+	// makes the attempt spans; with WithOtelhttpAttempts otelhttp records it
+	// and gotry does not, so no attempt is counted twice.
+	MetricHTTPClientRequestDuration = "http.client.request.duration"
+
 	MetricRequestDuration    = "gotry.request.duration"
 	MetricAttemptDuration    = "gotry.attempt.duration"
 	MetricAttempts           = "gotry.attempts"
@@ -35,6 +43,20 @@ const (
 	MetricBreakerState       = "gotry.breaker.state"
 	MetricBreakerTransitions = "gotry.breaker.transitions"
 	MetricBreakerRejections  = "gotry.breaker.rejections"
+	// MetricHedgeDelay (invented) is each host's current adaptive hedge
+	// delay, and MetricHedgeMaxExtraLoad (invented) the cap on the fraction
+	// of requests that may get a hedge (WithAdaptiveHedging).
+	MetricHedgeDelay = "gotry.hedge.delay"
+	// MetricAttemptsInFlight (invented) is how many attempts are in flight
+	// now (an up-down counter): what Envoy's upstream_rq_active shows.
+	MetricAttemptsInFlight = "gotry.attempts.in_flight"
+	// MetricBreakerStateDuration (invented) is how long each host's breaker
+	// has been in its current state (labelled with it): "open for 40 s".
+	MetricBreakerStateDuration = "gotry.breaker.state.duration"
+	// MetricRequestRetries (invented) is the distribution of retries per
+	// request, as Finagle's retries stat: hedges are not retries.
+	MetricRequestRetries    = "gotry.request.retries"
+	MetricHedgeMaxExtraLoad = "gotry.hedge.max_extra_load"
 )
 
 // durationBuckets are the explicit histogram boundaries, in seconds, of every
@@ -43,12 +65,19 @@ func durationBuckets() []float64 {
 	return []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 }
 
+// retryBuckets are the boundaries of gotry.request.retries: each count of
+// retries up to 5 on its own, then 10.
+func retryBuckets() []float64 { return []float64{0, 1, 2, 3, 4, 5, 10} }
+
 // instruments are the Telemetry's metric instruments, created once by New.
 type instruments struct {
 	meter metric.Meter
 
 	requestDuration    metric.Float64Histogram
 	attemptDuration    metric.Float64Histogram
+	httpDuration       metric.Float64Histogram // http.client.request.duration
+	inFlight           metric.Int64UpDownCounter
+	requestRetries     metric.Int64Histogram
 	attempts           metric.Int64Counter
 	retries            metric.Int64Counter
 	hedges             metric.Int64Counter
@@ -59,12 +88,15 @@ type instruments struct {
 	breakerRejections  metric.Int64Counter
 	budgetTokens       metric.Float64ObservableGauge
 	breakerState       metric.Int64ObservableGauge
+	hedgeDelay         metric.Float64ObservableGauge
+	breakerFor         metric.Float64ObservableGauge
+	hedgeMaxExtraLoad  metric.Float64ObservableGauge
 }
 
 // newInstruments creates every instrument; one that fails is reported to
 // otel.Handle and replaced by a no-op, so recording never needs a nil check.
 func newInstruments(mp metric.MeterProvider) instruments {
-	m := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))
 	nm := noop.NewMeterProvider().Meter(ScopeName)
 	hist := func(name, desc string) metric.Float64Histogram {
 		opts := []metric.Float64HistogramOption{metric.WithUnit("s"), metric.WithDescription(desc),
@@ -98,6 +130,25 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		breakerRejections:  counter(MetricBreakerRejections, "{request}", "Requests and attempts a circuit breaker refused."),
 	}
 	var err error
+	in.inFlight, err = m.Int64UpDownCounter(MetricAttemptsInFlight, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts in flight now."))
+	if err != nil || in.inFlight == nil {
+		otel.Handle(err)
+		in.inFlight, _ = nm.Int64UpDownCounter(MetricAttemptsInFlight)
+	}
+	in.requestRetries, err = m.Int64Histogram(MetricRequestRetries, metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries per request (hedges not counted)."),
+		metric.WithExplicitBucketBoundaries(retryBuckets()...))
+	if err != nil || in.requestRetries == nil {
+		otel.Handle(err)
+		in.requestRetries, _ = nm.Int64Histogram(MetricRequestRetries)
+	}
+	hd, err := httpconv.NewClientRequestDuration(m)
+	if err != nil || hd.Float64Histogram == nil {
+		otel.Handle(err)
+		hd.Float64Histogram, _ = nm.Float64Histogram(MetricHTTPClientRequestDuration)
+	}
+	in.httpDuration = hd.Float64Histogram
 	in.budgetTokens, err = m.Float64ObservableGauge(MetricBudgetTokens, metric.WithUnit("{token}"),
 		metric.WithDescription("Retries or hedges the retry budget would allow now."))
 	if err != nil || in.budgetTokens == nil {
@@ -110,13 +161,33 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		otel.Handle(err)
 		in.breakerState, _ = nm.Int64ObservableGauge(MetricBreakerState)
 	}
+	in.hedgeDelay, err = m.Float64ObservableGauge(MetricHedgeDelay, metric.WithUnit("s"),
+		metric.WithDescription("Each host's current adaptive hedge delay: a request still unanswered after it gets a hedge."))
+	if err != nil || in.hedgeDelay == nil {
+		otel.Handle(err)
+		in.hedgeDelay, _ = nm.Float64ObservableGauge(MetricHedgeDelay)
+	}
+	in.breakerFor, err = m.Float64ObservableGauge(MetricBreakerStateDuration, metric.WithUnit("s"),
+		metric.WithDescription("How long each host's breaker has been in its current state."))
+	if err != nil || in.breakerFor == nil {
+		otel.Handle(err)
+		in.breakerFor, _ = nm.Float64ObservableGauge(MetricBreakerStateDuration)
+	}
+	in.hedgeMaxExtraLoad, err = m.Float64ObservableGauge(MetricHedgeMaxExtraLoad, metric.WithUnit("1"),
+		metric.WithDescription("Adaptive hedging's cap on the fraction of requests that may get a hedge."))
+	if err != nil || in.hedgeMaxExtraLoad == nil {
+		otel.Handle(err)
+		in.hedgeMaxExtraLoad, _ = nm.Float64ObservableGauge(MetricHedgeMaxExtraLoad)
+	}
 	return in
 }
 
 // metricIdentity appends the call's identity for metrics: method, guarded
-// server.address and server.port for HTTP, gotry.operation otherwise. Never
-// the URL, path or attempt number.
+// server.address and server.port for HTTP, gotry.operation otherwise, and
+// gotry.transport when the hooks are named. Never the URL, path or attempt
+// number.
 func (c *call) metricIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
+	kv = named(kv, c.hs.name)
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
@@ -127,8 +198,9 @@ func (c *call) metricIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 	return kv
 }
 
-// metricHost appends only the server (or operation).
+// metricHost appends only the server (or operation), and the name.
 func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
+	kv = named(kv, c.hs.name)
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
@@ -137,6 +209,7 @@ func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
 
 // keyHost is metricHost for a breaker key seen during c.
 func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue {
+	kv = named(kv, c.hs.name)
 	if !c.http() {
 		return append(kv, KeyOperation.String(key))
 	}
@@ -145,20 +218,36 @@ func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue
 	return append(kv, KeyServerAddress.String(h))
 }
 
-// record records gotry.attempt.duration and gotry.attempts. Their
+// record records gotry.attempt.duration and gotry.attempts and, for an HTTP
+// attempt whose span gotry makes, http.client.request.duration. Their
 // attribute sets come from the Telemetry's set cache.
 func (a *attempt) record(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
 	c := a.c
 	in := &c.hs.t.inst
-	k := setKey{shape: shapeAttempt, method: c.method, host: c.mhost, port: c.mport, op: c.op,
+	k := setKey{shape: shapeAttempt, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
 		a: a.kind.String(), b: o.String(), code: code}
+	// The conventions' metric has error.type on every failed request,
+	// a cancelled one too; gotry's own leave it off a cancelled attempt.
+	k.het = resultErrorType(code, err)
 	if o != resilience.AttemptCancelled {
-		k.et = resultErrorType(code, err)
+		k.et = k.het
 	}
+	std := c.http() && !c.hs.t.cfg.otelhttp
 	sets, ok := c.hs.t.sets.get(k)
 	if !ok {
-		var buf [7]attribute.KeyValue
+		var buf [8]attribute.KeyValue
 		kv := c.metricIdentity(buf[:0])
+		if std {
+			skv := kv
+			if code > 0 {
+				skv = append(skv, KeyStatusCode.Int(code))
+			}
+			if k.het != "" {
+				skv = append(skv, KeyErrorType.String(k.het))
+			}
+			sets[2] = attribute.NewSet(skv...)
+			kv = c.metricIdentity(buf[:0]) // NewSet sorted buf in place
+		}
 		kv = append(kv, KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
 		sets[0] = attribute.NewSet(kv...) // sorts kv in place; appending stays correct
 		if code > 0 {
@@ -172,13 +261,23 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	}
 	in.attempts.Add(ctx, 1, metric.WithAttributeSet(sets[0]))
 	in.attemptDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[1]))
+	if std {
+		in.httpDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[2]))
+	}
+}
+
+// recordInFlight adds n (1 at an attempt's start, -1 at its end) to
+// gotry.attempts.in_flight.
+func (c *call) recordInFlight(ctx context.Context, n int64) {
+	var buf [2]attribute.KeyValue
+	c.hs.t.inst.inFlight.Add(ctx, n, metric.WithAttributes(c.metricHost(buf[:0])...))
 }
 
 // recordRetry records gotry.retries and the scheduled delay in
 // gotry.backoff.delay.
 func (c *call) recordRetry(ctx context.Context, trigger, source string, delay time.Duration) {
 	in := &c.hs.t.inst
-	var buf [6]attribute.KeyValue
+	var buf [7]attribute.KeyValue
 	kv := c.metricIdentity(buf[:0])
 	kv = append(kv, KeyRetryTrigger.String(trigger), KeyDelaySource.String(source))
 	in.retries.Add(ctx, 1, metric.WithAttributes(kv...))
@@ -187,24 +286,25 @@ func (c *call) recordRetry(ctx context.Context, trigger, source string, delay ti
 	in.backoffDelay.Record(ctx, delay.Seconds(), metric.WithAttributes(kv...))
 }
 
-func (c *call) recordHedge(ctx context.Context) {
-	var buf [3]attribute.KeyValue
-	c.hs.t.inst.hedges.Add(ctx, 1, metric.WithAttributes(c.metricIdentity(buf[:0])...))
+func (c *call) recordHedge(ctx context.Context, trigger string) {
+	var buf [5]attribute.KeyValue
+	kv := append(c.metricIdentity(buf[:0]), KeyHedgeTrigger.String(trigger))
+	c.hs.t.inst.hedges.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
 func (c *call) recordBudgetRefusal(ctx context.Context, k resilience.AttemptKind) {
-	var buf [2]attribute.KeyValue
+	var buf [3]attribute.KeyValue
 	kv := append(c.metricHost(buf[:0]), KeyAttemptKind.String(k.String()))
 	c.hs.t.inst.budgetRefusals.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
 func (c *call) recordBreakerReject(ctx context.Context) {
-	var buf [1]attribute.KeyValue
+	var buf [2]attribute.KeyValue
 	c.hs.t.inst.breakerRejections.Add(ctx, 1, metric.WithAttributes(c.metricHost(buf[:0])...))
 }
 
 func (c *call) recordTransition(ctx context.Context, key string, from, to resilience.BreakerState) {
-	var buf [3]attribute.KeyValue
+	var buf [4]attribute.KeyValue
 	kv := append(c.keyHost(buf[:0], key), KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
 	c.hs.t.inst.breakerTransitions.Add(ctx, 1, metric.WithAttributes(kv...))
 }
@@ -213,14 +313,15 @@ func (c *call) recordTransition(ctx context.Context, key string, from, to resili
 // gotry.retries.suppressed.
 func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	in := &c.hs.t.inst
-	k := setKey{shape: shapeEnd, method: c.method, host: c.mhost, port: c.mport, op: c.op,
+	k := setKey{shape: shapeEnd, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
 		a: e.reason.String(), code: e.code, et: resultErrorType(e.code, e.err)}
 	sets, ok := c.hs.t.sets.get(k)
 	if !ok {
 		// NewSet sorts its argument in place: build each from scratch.
-		var buf [6]attribute.KeyValue
+		var buf [7]attribute.KeyValue
 		reason := KeyReason.String(k.a)
 		sets[1] = attribute.NewSet(append(c.metricIdentity(buf[:0]), reason)...)
+		sets[2] = attribute.NewSet(c.metricIdentity(buf[:0])...)
 		kv := append(c.metricIdentity(buf[:0]), reason)
 		if e.code > 0 {
 			kv = append(kv, KeyStatusCode.Int(e.code))
@@ -232,6 +333,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 		c.hs.t.sets.put(k, sets)
 	}
 	in.requestDuration.Record(ctx, e.dur.Seconds(), metric.WithAttributeSet(sets[0]))
+	in.requestRetries.Record(ctx, int64(e.retries), metric.WithAttributeSet(sets[2]))
 	if e.reason.GaveUp() {
 		in.suppressed.Add(ctx, 1, metric.WithAttributeSet(sets[1]))
 	}
@@ -247,13 +349,14 @@ const setCacheLimit = 4096
 // bounded by the host guard), so the cache is bounded too; setCacheLimit
 // caps it regardless. Safe for concurrent use.
 type setCache struct {
-	m sync.Map     // setKey -> [2]attribute.Set
+	m sync.Map     // setKey -> [3]attribute.Set
 	n atomic.Int64 // entries stored
 }
 
 // setKey is what determines a measurement's attributes.
 type setKey struct {
 	shape  uint8
+	name   string // gotry.transport
 	method string
 	host   string
 	port   int
@@ -261,22 +364,23 @@ type setKey struct {
 	a, b   string // kind and outcome, or the reason
 	code   int
 	et     string
+	het    string // error.type of http.client.request.duration
 }
 
 const (
-	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration]
-	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed]
+	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
+	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
 )
 
-func (sc *setCache) get(k setKey) ([2]attribute.Set, bool) {
+func (sc *setCache) get(k setKey) ([3]attribute.Set, bool) {
 	v, ok := sc.m.Load(k)
 	if !ok {
-		return [2]attribute.Set{}, false
+		return [3]attribute.Set{}, false
 	}
-	return v.([2]attribute.Set), true
+	return v.([3]attribute.Set), true
 }
 
-func (sc *setCache) put(k setKey, sets [2]attribute.Set) {
+func (sc *setCache) put(k setKey, sets [3]attribute.Set) {
 	if sc.n.Load() >= setCacheLimit {
 		return
 	}
@@ -294,8 +398,30 @@ type TransportState interface {
 	EachBreaker(fn func(host string, s resilience.BreakerState))
 }
 
-// ObserveTransport reports tr's budget (gotry.budget.tokens) and breakers
-// (gotry.breaker.state) at each metric collection, labelled
+// BreakerTimes is what ObserveTransport reads for
+// gotry.breaker.state.duration when the TransportState has it:
+// *transport.Transport does.
+type BreakerTimes interface {
+	// EachBreakerFor calls fn for each tracked host's breaker with its
+	// state and how long it has been in it.
+	EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration))
+}
+
+// HedgeState is what ObserveTransport reads of adaptive hedging when the
+// TransportState has it too: *transport.Transport does.
+type HedgeState interface {
+	// EachHedgeDelay calls fn for each host adaptive hedging tracks.
+	EachHedgeDelay(fn func(host string, delay time.Duration, warm bool))
+	// MaxExtraLoad returns the cap on extra load, 0 without adaptive hedging.
+	MaxExtraLoad() float64
+}
+
+// ObserveTransport reports tr's budget (gotry.budget.tokens), breakers
+// (gotry.breaker.state, and gotry.breaker.state.duration when tr is a
+// BreakerTimes) and, when tr is a HedgeState with adaptive hedging
+// on, each host's hedge delay (gotry.hedge.delay, the longest when several
+// ports of one address are tracked) and the cap (gotry.hedge.max_extra_load)
+// at each metric collection, labelled
 // gotry.transport=name (omitted when name is ""). Nothing is reported for a
 // disabled budget. Breakers are grouped by server.address (after the host
 // guard); when several ports of one host have breakers, the most severe
@@ -308,27 +434,70 @@ func (t *Telemetry) ObserveTransport(name string, tr TransportState) (metric.Reg
 			var buf [1]attribute.KeyValue
 			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
 		}
-		worst := map[string]resilience.BreakerState{}
-		tr.EachBreaker(func(key string, s resilience.BreakerState) {
+		type held struct {
+			s  resilience.BreakerState
+			in time.Duration
+		}
+		worst := map[string]held{}
+		add := func(key string, s resilience.BreakerState, in time.Duration) {
 			host, _ := splitKey(key)
 			h, _ := t.hosts.get(host)
-			if prev, ok := worst[h]; !ok || severity(s) > severity(prev) {
-				worst[h] = s
+			if prev, ok := worst[h]; !ok || severity(s) > severity(prev.s) || (s == prev.s && in > prev.in) {
+				worst[h] = held{s, in}
 			}
-		})
-		for h, s := range worst {
-			observeBreaker(o, in.breakerState, KeyServerAddress.String(h), name, s)
+		}
+		fs, timed := tr.(BreakerTimes)
+		if timed {
+			fs.EachBreakerFor(add)
+		} else {
+			tr.EachBreaker(func(key string, s resilience.BreakerState) { add(key, s, 0) })
+		}
+		for h, w := range worst {
+			who := KeyServerAddress.String(h)
+			observeBreaker(o, in.breakerState, who, name, w.s)
+			if timed {
+				var buf [3]attribute.KeyValue
+				kv := append(buf[:0], who, KeyBreakerState.String(breakerState(w.s)))
+				o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(kv, name)...))
+			}
+		}
+		if hs, ok := tr.(HedgeState); ok {
+			t.observeHedging(o, name, hs)
 		}
 		return nil
-	}, in.budgetTokens, in.breakerState)
+	}, in.budgetTokens, in.breakerState, in.breakerFor, in.hedgeDelay, in.hedgeMaxExtraLoad)
+}
+
+// observeHedging writes hs's hedge delay per server.address and its cap;
+// nothing without adaptive hedging.
+func (t *Telemetry) observeHedging(o metric.Observer, name string, hs HedgeState) {
+	in := &t.inst
+	capLoad := hs.MaxExtraLoad()
+	if capLoad <= 0 {
+		return
+	}
+	var buf [2]attribute.KeyValue
+	o.ObserveFloat64(in.hedgeMaxExtraLoad, capLoad, metric.WithAttributes(named(buf[:0], name)...))
+	longest := map[string]time.Duration{}
+	hs.EachHedgeDelay(func(key string, d time.Duration, _ bool) {
+		host, _ := splitKey(key)
+		h, _ := t.hosts.get(host)
+		if prev, ok := longest[h]; !ok || d > prev {
+			longest[h] = d
+		}
+	})
+	for h, d := range longest {
+		kv := append(buf[:0], KeyServerAddress.String(h))
+		o.ObserveFloat64(in.hedgeDelay, d.Seconds(), metric.WithAttributes(named(kv, name)...))
+	}
 }
 
 // RetrierState is what ObserveRetrier reads: *resilience.Retrier's engine.
 type RetrierState interface{ Engine() *resilience.Engine }
 
 // ObserveRetrier is ObserveTransport for a generic resilience.Retrier: its
-// breakers are labelled gotry.operation (their key) instead of
-// server.address.
+// breakers (gotry.breaker.state and gotry.breaker.state.duration) are
+// labelled gotry.operation (their key) instead of server.address.
 func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registration, error) {
 	in := &t.inst
 	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -337,11 +506,15 @@ func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registra
 			var buf [1]attribute.KeyValue
 			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
 		}
-		e.EachBreaker(func(key string, s resilience.BreakerState) {
-			observeBreaker(o, in.breakerState, KeyOperation.String(key), name, s)
+		e.EachBreakerFor(func(key string, s resilience.BreakerState, held time.Duration) {
+			who := KeyOperation.String(key)
+			observeBreaker(o, in.breakerState, who, name, s)
+			var buf [3]attribute.KeyValue
+			kv := append(buf[:0], who, KeyBreakerState.String(breakerState(s)))
+			o.ObserveFloat64(in.breakerFor, held.Seconds(), metric.WithAttributes(named(kv, name)...))
 		})
 		return nil
-	}, in.budgetTokens, in.breakerState)
+	}, in.budgetTokens, in.breakerState, in.breakerFor)
 }
 
 // named appends gotry.transport unless name is empty.

@@ -21,14 +21,22 @@ import (
 // give-up after exhausted attempts, a hedge won against a stalled attempt,
 // a budget refusal, and a breaker that opens, rejects and closes after a
 // probe. It registers the gauges of the breaker transport as "payments" and
-// of the budgeted one as "budgeted", and a budget-less one as "nobudget".
-func exercise(t *testing.T, tel *Telemetry) {
+// of the budgeted one as "budgeted", a budget-less one as "nobudget" and an
+// adaptive one as "adaptive". With named, each transport's hooks are
+// NamedHooks with its name ("retries" and "hedged" for the others).
+func exercise(t *testing.T, tel *Telemetry, named bool) {
 	t.Helper()
+	hooks := func(name string) transport.Option {
+		if named {
+			return transport.WithHooks(tel.NamedHooks(name))
+		}
+		return transport.WithHooks(tel.Hooks())
+	}
 	backoff := transport.WithBackoff(resilience.Constant(time.Millisecond))
 
 	// Retries: 503 then 429 with Retry-After: 0, then 200.
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff)
+	tr := transport.New(base(t), hooks("retries"), backoff)
 	mustGet(t, tr, srv.URL)
 
 	// Give-up: always 503.
@@ -39,18 +47,18 @@ func exercise(t *testing.T, tel *Telemetry) {
 	done := make(chan struct{})
 	slow := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) })
-	hedged := transport.New(base(t), transport.WithHooks(tel.Hooks()),
+	hedged := transport.New(base(t), hooks("hedged"),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 	mustGet(t, hedged, slow.URL)
 
 	// Budget refusal: deposits of 0.01 never pay for a retry.
-	budgeted := transport.New(base(t), transport.WithHooks(tel.Hooks()), backoff, transport.WithBudget(0.01, 0))
+	budgeted := transport.New(base(t), hooks("budgeted"), backoff, transport.WithBudget(0.01, 0))
 	mustGet(t, budgeted, down.URL)
 
 	// Breaker: open on a 503, reject, then close on a probe.
 	flaky := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
-	breaker := transport.New(base(t), transport.WithHooks(tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
+	breaker := transport.New(base(t), hooks("payments"), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
 	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
@@ -65,6 +73,7 @@ func exercise(t *testing.T, tel *Telemetry) {
 	for name, tr := range map[string]*transport.Transport{
 		"payments": breaker, "budgeted": budgeted,
 		"nobudget": transport.New(base(t), transport.WithBudget(0, 0)),
+		"adaptive": transport.New(base(t), transport.WithBudget(0, 0), transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1)),
 	} {
 		reg, err := tel.ObserveTransport(name, tr)
 		if err != nil {
@@ -121,8 +130,20 @@ func find(t *testing.T, rm metricdata.ResourceMetrics, name string) (metricdata.
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{attrs: p.Attributes, value: p.Sum, count: p.Count})
-					if !equalFloats(p.Bounds, durationBuckets()) {
-						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, durationBuckets())
+					want := durationBuckets()
+					if name == MetricHTTPClientRequestDuration {
+						// The conventions' advisory buckets.
+						want = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+					}
+					if !equalFloats(p.Bounds, want) {
+						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, want)
+					}
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{attrs: p.Attributes, value: float64(p.Sum), count: p.Count})
+					if !equalFloats(p.Bounds, retryBuckets()) {
+						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, retryBuckets())
 					}
 				}
 			default:
@@ -197,7 +218,7 @@ func sumCounter(t *testing.T, rm metricdata.ResourceMetrics, name string) int {
 
 func TestMetricsContract(t *testing.T) {
 	r := newRig(t)
-	exercise(t, r.tel)
+	exercise(t, r.tel, false)
 	// Hedge losers settle on their own goroutines: wait for every attempt.
 	deadline := time.Now().Add(5 * time.Second)
 	for sumCounter(t, r.collect(t), MetricAttempts) < 12 && time.Now().Before(deadline) {
@@ -228,6 +249,15 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.attempt.kind=hedge,gotry.attempt.outcome=success,http.response.status_code=200," + h:                    1,
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=success,http.response.status_code=200," + h:                  1,
 		}},
+		// The conventions' metric, per physical attempt: a hedge loser has
+		// the error.type of its cancellation (ErrorType of the lost-attempt
+		// error, whatever that type names it).
+		{MetricHTTPClientRequestDuration, "s", map[string]float64{
+			"error.type=503,http.response.status_code=503," + h:            7,
+			"error.type=429,http.response.status_code=429," + h:            1,
+			"http.response.status_code=200," + h:                           3,
+			"error.type=" + ErrorType(resilience.ErrAttemptLost) + "," + h: 1,
+		}},
 		{MetricAttempts, "{attempt}", map[string]float64{
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable," + h: 5,
 			"gotry.attempt.kind=retry,gotry.attempt.outcome=retryable," + h:   3,
@@ -242,7 +272,10 @@ func TestMetricsContract(t *testing.T) {
 			"gotry.retry.delay_source=backoff,gotry.retry.trigger=5xx," + h:     3,
 			"gotry.retry.delay_source=retry_after,gotry.retry.trigger=429," + h: 1,
 		}},
-		{MetricHedges, "{hedge}", map[string]float64{h: 1}},
+		// Every attempt has ended: none in flight.
+		{MetricAttemptsInFlight, "{attempt}", map[string]float64{"server.address=127.0.0.1": 0}},
+		{MetricRequestRetries, "{retry}", map[string]float64{h: 8}},
+		{MetricHedges, "{hedge}", map[string]float64{"gotry.hedge.trigger=fixed," + h: 1}},
 		{MetricRetriesSuppressed, "{request}", map[string]float64{
 			"gotry.reason=attempts_exhausted," + h: 3,
 			"gotry.reason=budget_exhausted," + h:   1,
@@ -339,6 +372,13 @@ func TestMetricsRetrier(t *testing.T) {
 	_, _ = resilience.Retry(t.Context(), rt, "sync-users", func(context.Context) (int, error) { return 0, errors.New("down") })
 	rm := r.collect(t)
 
+	// Time in state runs on the real clock here: just opened.
+	_, ps := find(t, rm, MetricBreakerStateDuration)
+	const openKey = "gotry.breaker.state=open,gotry.operation=sync-users,gotry.transport=jobs"
+	if got := sums(ps); len(got) != 1 || got[openKey] < 0 || got[openKey] > 60 || !hasKey(got, openKey) {
+		t.Errorf("%s = %v, want {%s} just opened", MetricBreakerStateDuration, got, openKey)
+	}
+
 	want := map[string]map[string]float64{
 		MetricAttempts: {
 			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,gotry.operation=sync-users": 1,
@@ -403,3 +443,81 @@ func TestHostGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedHooks: with NamedHooks every metric carries gotry.transport, so
+// two downstreams' series never merge.
+func TestNamedHooks(t *testing.T) {
+	r := newRig(t)
+	exercise(t, r.tel, true)
+	rm := r.collect(t)
+	names := map[string]bool{"retries": true, "hedged": true, "budgeted": true, "payments": true, "adaptive": true}
+	seen := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			seen[m.Name] = true
+			_, ps := find(t, rm, m.Name)
+			for _, p := range ps {
+				if v, ok := p.attrs.Value(KeyTransport); !ok || !names[v.AsString()] {
+					t.Errorf("%s {%s}: no gotry.transport of this test", m.Name, render(p.attrs))
+				}
+			}
+		}
+	}
+	for _, n := range []string{MetricRequestDuration, MetricAttemptDuration, MetricAttempts, MetricRetries, MetricHedges,
+		MetricRetriesSuppressed, MetricBackoffDelay, MetricBudgetRefusals, MetricBreakerTransitions, MetricBreakerRejections} {
+		if !seen[n] {
+			t.Errorf("%s not recorded", n)
+		}
+	}
+}
+
+// gotry.request.retries adds up to the retries made: each request records
+// how many it made, so the sum is the retries that were not refused.
+func TestRequestRetriesSum(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503), status(503), status(200), status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	mustGet(t, tr, srv.URL) // two retries
+	mustGet(t, tr, srv.URL) // none
+	_, ps := find(t, r.collect(t), MetricRequestRetries)
+	if len(ps) != 1 || ps[0].count != 2 || ps[0].value != 2 {
+		t.Fatalf("%s: %+v, want 2 requests with 2 retries in all", MetricRequestRetries, ps)
+	}
+}
+
+// gotry.breaker.state.duration says how long each host's breaker has been
+// in its state, by the transport's clock; a breaker whose open period ended
+// reads half-open since then.
+func TestBreakerStateDuration(t *testing.T) {
+	r := newRig(t)
+	fc := fakeclock.New(time.Unix(1000, 0))
+	srv := newServer(t, status(503))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute}))
+	mustGet(t, tr, srv.URL)
+	reg, err := r.tel.ObserveTransport("payments", tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Unregister() })
+	for _, tc := range []struct {
+		advance time.Duration
+		want    string
+		secs    float64
+	}{
+		{40 * time.Second, "open", 40},
+		{30 * time.Second, "half-open", 10},
+	} {
+		fc.Advance(tc.advance)
+		m, ps := find(t, r.collect(t), MetricBreakerStateDuration)
+		if m.Unit != "s" {
+			t.Errorf("unit %q", m.Unit)
+		}
+		key := "gotry.breaker.state=" + tc.want + ",gotry.transport=payments,server.address=127.0.0.1"
+		if got := sums(ps); len(got) != 1 || got[key] != tc.secs {
+			t.Errorf("after %v more: %v, want {%s} = %v", tc.advance, got, key, tc.secs)
+		}
+	}
+}
+
+func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }

@@ -68,6 +68,14 @@ func TestOtelhttpInside(t *testing.T) {
 		KeyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyStatusCode: int64(200),
 	})
 	wantTraceparents(t, srv, atts)
+	// otelhttp records http.client.request.duration; gotry must not too.
+	for _, sm := range r.collect(t).ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == MetricHTTPClientRequestDuration {
+				t.Errorf("gotry recorded %s in otelhttp mode: each attempt would count twice", m.Name)
+			}
+		}
+	}
 }
 
 // otelhttp → gotry → base: otelhttp's CLIENT span is the parent of gotry's

@@ -13,6 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
 // The metric contract as Prometheus sees it: the names the OTel Prometheus
@@ -24,19 +27,26 @@ var promContract = []struct {
 	labels []string
 }{
 	{"gotry_request_duration_seconds", hist("gotry_request_duration_seconds"),
-		[]string{"http_request_method", "server_address", "server_port", "http_response_status_code", "error_type", "gotry_reason"}},
+		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "http_response_status_code", "error_type", "gotry_reason"}},
 	{"gotry_attempt_duration_seconds", hist("gotry_attempt_duration_seconds"),
-		[]string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome", "http_response_status_code", "error_type"}},
-	{"gotry_attempts_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome"}},
-	{"gotry_retries_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_retry_trigger", "gotry_retry_delay_source"}},
-	{"gotry_hedges_total", nil, []string{"http_request_method", "server_address", "server_port"}},
-	{"gotry_retries_suppressed_total", nil, []string{"http_request_method", "server_address", "server_port", "gotry_reason"}},
-	{"gotry_backoff_delay_seconds", hist("gotry_backoff_delay_seconds"), []string{"server_address", "gotry_retry_delay_source"}},
+		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome", "http_response_status_code", "error_type"}},
+	{"gotry_attempts_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_attempt_kind", "gotry_attempt_outcome"}},
+	{"gotry_retries_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_retry_trigger", "gotry_retry_delay_source"}},
+	{"gotry_hedges_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_hedge_trigger"}},
+	{"gotry_retries_suppressed_total", nil, []string{"gotry_transport", "http_request_method", "server_address", "server_port", "gotry_reason"}},
+	{"gotry_backoff_delay_seconds", hist("gotry_backoff_delay_seconds"), []string{"gotry_transport", "server_address", "gotry_retry_delay_source"}},
 	{"gotry_budget_tokens", nil, []string{"gotry_transport"}},
-	{"gotry_budget_refusals_total", nil, []string{"server_address", "gotry_attempt_kind"}},
+	{"gotry_budget_refusals_total", nil, []string{"gotry_transport", "server_address", "gotry_attempt_kind"}},
 	{"gotry_breaker_state", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
-	{"gotry_breaker_transitions_total", nil, []string{"server_address", "gotry_breaker_from", "gotry_breaker_to"}},
-	{"gotry_breaker_rejections_total", nil, []string{"server_address"}},
+	{"gotry_breaker_transitions_total", nil, []string{"gotry_transport", "server_address", "gotry_breaker_from", "gotry_breaker_to"}},
+	{"gotry_breaker_rejections_total", nil, []string{"gotry_transport", "server_address"}},
+	{"gotry_hedge_max_extra_load_ratio", nil, []string{"gotry_transport"}},
+	{"gotry_hedge_delay_seconds", nil, []string{"gotry_transport", "server_address"}},
+	{"gotry_breaker_state_duration_seconds", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
+	{"gotry_attempts_in_flight", nil, []string{"gotry_transport", "server_address"}},
+	{"gotry_request_retries", hist("gotry_request_retries"), []string{"gotry_transport", "http_request_method", "server_address", "server_port"}},
+	{"http_client_request_duration_seconds", hist("http_client_request_duration_seconds"),
+		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "http_response_status_code", "error_type"}},
 }
 
 func hist(name string) []string { return []string{name + "_bucket", name + "_sum", name + "_count"} }
@@ -51,7 +61,17 @@ func TestPrometheusNames(t *testing.T) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	exercise(t, New(WithMeterProvider(mp)))
+	tel := New(WithMeterProvider(mp))
+	exercise(t, tel, true)
+	// An adaptive transport that has seen a host reports its hedge delay.
+	ad := transport.New(base(t), transport.WithHooks(tel.NamedHooks("learning")),
+		transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
+	mustGet(t, ad, newServer(t, status(200)).URL)
+	obs, err := tel.ObserveTransport("learning", ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = obs.Unregister() })
 
 	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer scrape.Close()
@@ -87,6 +107,9 @@ func TestPrometheusNames(t *testing.T) {
 				for _, set := range ls {
 					if set["otel_scope_name"] != ScopeName {
 						t.Errorf("%s: otel_scope_name=%q, want %q", n, set["otel_scope_name"], ScopeName)
+					}
+					if set["otel_scope_version"] != Version {
+						t.Errorf("%s: otel_scope_version=%q, want %q", n, set["otel_scope_version"], Version)
 					}
 					for l := range set {
 						seen[l] = true

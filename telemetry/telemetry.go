@@ -19,6 +19,12 @@ import (
 // Prometheus exporter writes it to the otel_scope_name label.
 const ScopeName = "github.com/MrVSiK/gotry/telemetry"
 
+// Version is the instrumentation scope version of every span and metric (the
+// Prometheus exporter's otel_scope_version label). It is the module's
+// release tag and is changed with it: a release bumps this constant in the
+// same commit that is tagged.
+const Version = "v0.1.0"
+
 // Telemetry turns gotry's hooks into OpenTelemetry spans and metrics and
 // into zap or slog log lines. Build one with New and share it: it is safe
 // for concurrent use, and its instruments are created once. Its zero value
@@ -53,7 +59,7 @@ func New(opts ...Option) *Telemetry {
 	}
 	t := &Telemetry{
 		cfg:      cfg,
-		tracer:   cfg.tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		tracer:   cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)),
 		prop:     cfg.propagators,
 		hosts:    hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
 		internal: trace.WithSpanKind(trace.SpanKindInternal),
@@ -74,6 +80,7 @@ func New(opts ...Option) *Telemetry {
 // per-retrier) log rate limiter.
 type hookSet struct {
 	t      *Telemetry
+	name   string        // gotry.transport on every metric; "" for none
 	budget rateLimiter   // "retry budget exhausted" lines
 	gaveUp giveUpLimiter // "gave up" lines, per host and reason
 	// otelhttp: otelhttp makes the attempt spans (WithOtelhttpAttempts, or
@@ -124,6 +131,9 @@ type attempt struct {
 	// orders the two).
 	outer trace.Span
 	ended atomic.Bool // span has ended
+	// inFlight is set when the attempt was counted in
+	// gotry.attempts.in_flight at its start, so its end (once) takes it out.
+	inFlight atomic.Bool
 }
 
 // callKey and attemptKey carry a Telemetry's call and attempt in contexts.

@@ -43,17 +43,19 @@ func countConns(srv *httptest.Server) *atomic.Int32 {
 	return &n
 }
 
-// outage answers the first fail requests with a 503 and a body, then 200s.
-func outage(fail int32) (http.HandlerFunc, *atomic.Int32) {
-	var n atomic.Int32
+// firstFails answers each request's first attempt (by its X-Request
+// header) with a 503 and a body, and its retries with a 200, so the outcome
+// does not depend on how concurrent requests interleave.
+func firstFails() http.HandlerFunc {
+	var seen sync.Map
 	return func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= fail {
+		if _, again := seen.LoadOrStore(r.Header.Get("X-Request"), true); !again {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			io.WriteString(w, strings.Repeat("busy ", 200))
 			return
 		}
 		io.WriteString(w, "ok")
-	}, &n
+	}
 }
 
 // TestRetryDoesNotWaitForItsOwnConnection: a base limited to N connections
@@ -63,8 +65,7 @@ func outage(fail int32) (http.HandlerFunc, *atomic.Int32) {
 func TestRetryDoesNotWaitForItsOwnConnection(t *testing.T) {
 	for _, n := range []int{1, 4} {
 		t.Run(fmt.Sprintf("MaxConnsPerHost=%d", n), func(t *testing.T) {
-			h, _ := outage(int32(n))
-			srv := httptest.NewServer(h)
+			srv := httptest.NewServer(firstFails())
 			defer srv.Close()
 			base := &http.Transport{MaxConnsPerHost: n}
 			defer base.CloseIdleConnections()
@@ -73,9 +74,11 @@ func TestRetryDoesNotWaitForItsOwnConnection(t *testing.T) {
 			defer cancel()
 			var wg sync.WaitGroup
 			errs := make(chan error, n)
-			for range n {
+			for i := range n {
 				wg.Go(func() {
-					resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, srv.URL, nil))
+					req := newRequest(t, ctx, http.MethodGet, srv.URL, nil)
+					req.Header.Set("X-Request", fmt.Sprint(i))
+					resp, err := tr.RoundTrip(req)
 					if err != nil {
 						errs <- err
 						return

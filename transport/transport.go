@@ -69,10 +69,21 @@ func (t *Transport) EachHedgeDelay(fn func(host string, delay time.Duration, war
 	t.engine.EachHedgeDelay(fn)
 }
 
+// MaxExtraLoad returns the cap on extra load that WithAdaptiveHedging set
+// (the fraction of requests that may get a hedge), or 0 without adaptive
+// hedging. For gauges.
+func (t *Transport) MaxExtraLoad() float64 { return t.engine.MaxExtraLoad() }
+
 // EachBreaker calls fn for every tracked host with its breaker state. fn runs
 // with no lock held. For gauges; does nothing when the breaker is off.
 func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState)) {
 	t.engine.EachBreaker(fn)
+}
+
+// EachBreakerFor is EachBreaker that also says how long each host's breaker
+// has been in its state. For the "time in state" gauge.
+func (t *Transport) EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration)) {
+	t.engine.EachBreakerFor(fn)
 }
 
 // Unwrap returns the base transport.

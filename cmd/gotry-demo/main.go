@@ -148,6 +148,8 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	fs.DurationVar(&cfg.BackoffMax, "backoff-max", cfg.BackoffMax, "cap of the backoff")
 	fs.DurationVar(&cfg.HedgeDelay, "hedge-delay", cfg.HedgeDelay, "launch a hedge after this long without an answer; 0 turns hedging off")
 	fs.IntVar(&cfg.MaxHedges, "max-hedges", cfg.MaxHedges, "hedges in flight at most")
+	adaptive := fs.String("adaptive-hosts", strings.Join(cfg.AdaptiveHosts, ","), "hosts hedged adaptively (the delay learned per host, capped at 2× -hedge-delay); the others after -hedge-delay")
+	fs.Float64Var(&cfg.HedgeMaxExtraLoad, "hedge-max-load", cfg.HedgeMaxExtraLoad, "adaptive hedging: the fraction of requests that may get a hedge; 0 hedges every host after -hedge-delay")
 	fs.DurationVar(&cfg.PerAttemptTimeout, "attempt-timeout", cfg.PerAttemptTimeout, "per-attempt timeout (until response headers)")
 	fs.Float64Var(&cfg.BudgetRatio, "budget-ratio", cfg.BudgetRatio, "retry budget: tokens per request")
 	fs.IntVar(&cfg.BudgetMinPerSec, "budget-min", cfg.BudgetMinPerSec, "retry budget: retries per second always allowed")
@@ -167,6 +169,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	}
 	cfg.Seed = *seed
 	cfg.Hosts = splitList(*hosts)
+	cfg.AdaptiveHosts = splitList(*adaptive)
 	cfg.Targets = splitList(*targets)
 	cfg.OTLPTraces, cfg.OTLPMetrics = demo.OTLPFromEnv(getenv)
 	if err := cfg.LogLevel.Set(*logLevel); err != nil {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,11 +58,17 @@ type Config struct {
 	Targets []string
 
 	// The transport under test.
-	MaxAttempts       int
-	BackoffBase       time.Duration
-	BackoffMax        time.Duration
-	HedgeDelay        time.Duration // 0 turns hedging off
-	MaxHedges         int
+	MaxAttempts int
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	HedgeDelay  time.Duration // 0 turns hedging off
+	MaxHedges   int
+	// AdaptiveHosts are hedged by adaptive hedging (the delay learned per
+	// host, at most HedgeMaxExtraLoad of their requests hedged, the delay
+	// capped at 2×HedgeDelay); the other hosts after HedgeDelay. Empty, or a
+	// HedgeMaxExtraLoad of 0, hedges every host after HedgeDelay.
+	AdaptiveHosts     []string
+	HedgeMaxExtraLoad float64
 	PerAttemptTimeout time.Duration
 	BudgetRatio       float64
 	BudgetMinPerSec   int
@@ -109,8 +116,9 @@ type Endpoints struct {
 
 // DefaultConfig returns the configuration of `make demo`: 60s of 50 req/s
 // over three hosts with the default faults, payments down 10s every 40s, and
-// a transport with 4 attempts, hedging at 80ms, a 1s per-attempt timeout,
-// the budget and a breaker that opens for 5s.
+// a transport with 4 attempts, hedging at 80ms (search adaptively, at most 5%
+// extra load), a 1s per-attempt timeout, the budget and a breaker that opens
+// for 5s.
 func DefaultConfig() Config {
 	return Config{
 		Duration:          60 * time.Second,
@@ -126,6 +134,8 @@ func DefaultConfig() Config {
 		BackoffMax:        time.Second,
 		HedgeDelay:        80 * time.Millisecond,
 		MaxHedges:         1,
+		AdaptiveHosts:     []string{"search"},
+		HedgeMaxExtraLoad: 0.05,
 		PerAttemptTimeout: time.Second,
 		BudgetRatio:       0.1,
 		BudgetMinPerSec:   5,
@@ -154,6 +164,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("demo: refresh must be positive, got %v", c.Refresh)
 	case c.WaterfallEvery < 0:
 		return fmt.Errorf("demo: waterfall interval must not be negative, got %v", c.WaterfallEvery)
+	case math.IsNaN(c.HedgeMaxExtraLoad) || c.HedgeMaxExtraLoad < 0 || c.HedgeMaxExtraLoad >= 1:
+		return fmt.Errorf("demo: hedge max extra load must be in [0, 1), got %v", c.HedgeMaxExtraLoad)
 	case c.MaxAttempts < 1, c.MaxHedges < 0, c.HedgeDelay < 0, c.PerAttemptTimeout < 0,
 		c.BackoffBase < 0, c.BackoffMax < c.BackoffBase, c.BudgetMinPerSec < 0, c.BudgetRatio < 0,
 		c.BreakerThreshold < 0, c.BreakerOpenFor < 0:
@@ -241,6 +253,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		targets = demoTargets(hosts)
 		dial = up.DialContext
 	}
+	fixedHedges(&cfg, targets)
 	if hosts == nil {
 		for _, t := range targets {
 			hosts = append(hosts, t.host)
@@ -276,7 +289,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		telemetry.WithLogger(logger),
 	)
 	st := newStats()
-	tr := newTransport(&cfg, base, tel.Hooks(), st.hooks(), rec.hooks())
+	tr := newTransport(&cfg, base, tel.NamedHooks("demo"), st.hooks(), rec.hooks())
 	reg, err := tel.ObserveTransport("demo", tr)
 	if err != nil {
 		return sum, fmt.Errorf("demo: observing the transport: %w", err)
@@ -397,7 +410,12 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 	for _, h := range hooks {
 		opts = append(opts, transport.WithHooks(h))
 	}
-	if cfg.HedgeDelay > 0 && cfg.MaxHedges > 0 {
+	switch {
+	case cfg.adaptive():
+		// Fixed-delay hosts carry their delay in a Policy (see fixedHedges).
+		opts = append(opts, transport.WithAdaptiveHedging(resilience.AdaptiveHedging{
+			MaxExtraLoad: cfg.HedgeMaxExtraLoad, MaxDelay: 2 * cfg.HedgeDelay}, cfg.MaxHedges))
+	case cfg.HedgeDelay > 0 && cfg.MaxHedges > 0:
 		opts = append(opts, transport.WithHedging(cfg.HedgeDelay, cfg.MaxHedges))
 	}
 	if cfg.BreakerThreshold > 0 {
@@ -405,6 +423,24 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 			FailureThreshold: cfg.BreakerThreshold, OpenDuration: cfg.BreakerOpenFor}))
 	}
 	return transport.New(base, opts...)
+}
+
+// adaptive reports whether some hosts are hedged adaptively.
+func (c *Config) adaptive() bool {
+	return c.HedgeDelay > 0 && c.MaxHedges > 0 && c.HedgeMaxExtraLoad > 0 && len(c.AdaptiveHosts) > 0
+}
+
+// fixedHedges gives the targets of hosts not in cfg.AdaptiveHosts the fixed
+// HedgeDelay, when the transport hedges adaptively.
+func fixedHedges(cfg *Config, ts []target) {
+	if !cfg.adaptive() {
+		return
+	}
+	for i := range ts {
+		if !slices.Contains(cfg.AdaptiveHosts, ts[i].host) {
+			ts[i].hedgeDelay = cfg.HedgeDelay
+		}
+	}
 }
 
 // metricsServer is the /metrics endpoint and the goroutine serving it.
@@ -441,7 +477,11 @@ func (m *metricsServer) shutdown(ctx context.Context) {
 // metricsMux serves the Prometheus registry at /metrics.
 func metricsMux(p *providers) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+	// OpenMetrics, when the scraper asks for it, is the format that carries
+	// exemplars: the SDK keeps, per histogram bucket, the trace_id and
+	// span_id of a sampled request that fell in it, so a latency spike in
+	// Grafana links to that request's trace.
+	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -498,6 +538,9 @@ func headerLines(cfg *Config, ep Endpoints, service string) []string {
 	hedge := "off"
 	if cfg.HedgeDelay > 0 && cfg.MaxHedges > 0 {
 		hedge = fmt.Sprintf("after %v (max %d)", cfg.HedgeDelay, cfg.MaxHedges)
+	}
+	if cfg.adaptive() {
+		hedge += fmt.Sprintf(", adaptive for %s (≤%g%% extra load)", strings.Join(cfg.AdaptiveHosts, " "), 100*cfg.HedgeMaxExtraLoad)
 	}
 	ls = append(ls, fmt.Sprintf("transport %d attempts · backoff %v..%v · hedge %s · per-attempt %v · budget %g+%d/s · breaker %d fails, open %v",
 		cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffMax, hedge, cfg.PerAttemptTimeout, cfg.BudgetRatio,

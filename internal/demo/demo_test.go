@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry"
 )
 
 // testConfig is a short run: faults high enough that every mechanism shows
@@ -67,9 +69,22 @@ func (s *syncBuffer) String() string {
 // so no keep-alive goroutine outlives the test.
 func get(t *testing.T, url string) string {
 	t.Helper()
+	return getAccept(t, url, "")
+}
+
+// getAccept is get with an Accept header (none when accept is "").
+func getAccept(t *testing.T, url, accept string) string {
+	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		t.Errorf("GET %s: %v", url, err)
 		return ""
@@ -85,8 +100,12 @@ func get(t *testing.T, url string) string {
 func TestRunEndToEnd(t *testing.T) {
 	var out syncBuffer
 	cfg := testConfig(&out)
-	var metrics string
-	cfg.AfterTraffic = func(ep Endpoints) { metrics = get(t, ep.MetricsURL) }
+	var metrics, openMetrics string
+	cfg.AfterTraffic = func(ep Endpoints) {
+		metrics = get(t, ep.MetricsURL)
+		// What Prometheus asks for when exemplar storage is on.
+		openMetrics = getAccept(t, ep.MetricsURL, "application/openmetrics-text;version=1.0.0")
+	}
 
 	sum, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -136,9 +155,25 @@ func TestRunEndToEnd(t *testing.T) {
 	})
 	t.Run("metrics endpoint", func(t *testing.T) {
 		for _, name := range []string{"gotry_attempts_total", "gotry_retries_total", "gotry_hedges_total",
-			"gotry_breaker_transitions_total", "gotry_request_duration_seconds_bucket", "gotry_budget_tokens"} {
+			"gotry_breaker_transitions_total", "gotry_request_duration_seconds_bucket", "gotry_budget_tokens",
+			"gotry_hedge_delay_seconds", "gotry_hedge_max_extra_load_ratio", "http_client_request_duration_seconds_bucket",
+			"gotry_attempts_in_flight", "gotry_request_retries_bucket", "gotry_breaker_state_duration_seconds"} {
 			if !strings.Contains(metrics, "\n"+name+"{") {
 				t.Errorf("/metrics has no %s", name)
+			}
+		}
+		// search is hedged adaptively, the other hosts after the fixed delay.
+		for _, want := range []string{`gotry_hedge_delay_seconds{gotry_transport="demo",otel_scope_name="github.com/MrVSiK/gotry/telemetry",otel_scope_schema_url="https://opentelemetry.io/schemas/1.43.0",otel_scope_version="` + telemetry.Version + `",server_address="search"}`,
+			`gotry_hedge_trigger="fixed"`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics has no %s", want)
+			}
+		}
+		// Exemplars: latency buckets link to the trace of a request that
+		// fell in them, so a click leads from a spike to its waterfall.
+		for _, family := range []string{"gotry_request_duration_seconds_bucket", "gotry_attempt_duration_seconds_bucket", "http_client_request_duration_seconds_bucket"} {
+			if !exemplarWithTrace(openMetrics, family) {
+				t.Errorf("OpenMetrics /metrics: no %s line with a trace_id exemplar", family)
 			}
 		}
 		promtool, err := exec.LookPath("promtool")
@@ -382,4 +417,11 @@ func TestRunBurstDrainsTheBudget(t *testing.T) {
 	if sum.Counters.BudgetRefusals == 0 {
 		t.Errorf("no budget refusals during a %g burst at %g req/s: %+v", cfg.Burst.Share, cfg.Rate, sum.Counters)
 	}
+}
+
+// exemplarWithTrace reports whether an OpenMetrics exposition has a series
+// of family with an exemplar carrying a 32-hex-digit trace_id.
+func exemplarWithTrace(exposition, family string) bool {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(family) + `\{[^}]*\} \S+ # \{[^}]*trace_id="[0-9a-f]{32}"`)
+	return re.MatchString(exposition)
 }

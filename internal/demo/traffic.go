@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/MrVSiK/gotry/transport"
 )
 
 // target is one kind of request the load sends.
@@ -17,6 +19,9 @@ type target struct {
 	method string
 	url    func(n int) string
 	body   func(n int) []byte // nil: no body
+	// hedgeDelay, when set, is the request's fixed hedge delay (a Policy)
+	// on a transport that hedges other hosts adaptively.
+	hedgeDelay time.Duration
 }
 
 // demoTargets are the requests to the virtual hosts: inventory and search are
@@ -119,6 +124,9 @@ func (l *load) do(n int) {
 	t := l.targets[r.IntN(len(l.targets))]
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
+	if t.hedgeDelay > 0 {
+		ctx = transport.WithPolicy(ctx, transport.Policy{HedgeDelay: t.hedgeDelay})
+	}
 	var body io.Reader
 	if t.body != nil {
 		body = bytes.NewReader(t.body(n))
