@@ -68,7 +68,7 @@ scrape_configs:
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	start(t, dir, "prometheus", nil, promBin, "--config.file="+cfgFile,
+	start(t, dir, "prometheus", nil, promBin, "--config.file="+cfgFile, "--enable-feature=exemplar-storage",
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address=127.0.0.1:"+promPort)
 	promURL := "http://127.0.0.1:" + promPort
 	waitHTTP(t, promURL+"/-/ready", 60*time.Second)
@@ -121,6 +121,39 @@ scrape_configs:
 
 	t.Run("alert rules evaluate without error", func(t *testing.T) {
 		checkRuleHealth(t, promURL, len(rules))
+	})
+
+	t.Run("an exemplar leads from a latency bucket to its trace in Jaeger", func(t *testing.T) {
+		// What a user does from the dashboard: click an exemplar on a
+		// latency panel, land on the request's waterfall.
+		bucket := dashboards.MetricRequestDuration + "_bucket"
+		var why string
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			ids, err := exemplarTraceIDs(t, promURL, bucket)
+			switch {
+			case err != nil:
+				why = err.Error()
+			case len(ids) == 0:
+				why = "Prometheus stored no exemplar with a trace_id for " + bucket
+			default:
+				for _, id := range ids[max(0, len(ids)-5):] { // the newest few are enough
+					var r struct {
+						Data []struct {
+							TraceID string `json:"traceID"`
+						} `json:"data"`
+					}
+					if err := getJSON(t, jaegerURL+"/api/traces/"+id, &r); err == nil && len(r.Data) == 1 {
+						t.Logf("exemplar trace %s found in Jaeger (%d exemplars seen)", id, len(ids))
+						return
+					} else if err != nil {
+						why = fmt.Sprintf("trace %s: %v", id, err)
+					}
+				}
+			}
+			time.Sleep(2 * time.Second)
+		}
+		t.Fatalf("no exemplar led to a trace in Jaeger: %s", why)
 	})
 
 	t.Run("jaeger has a retried request trace", func(t *testing.T) {
@@ -317,6 +350,34 @@ func getJSON(t *testing.T, u string, v any) error {
 		return fmt.Errorf("%s: %s: %s", u, resp.Status, body)
 	}
 	return json.Unmarshal(body, v)
+}
+
+// exemplarTraceIDs returns the trace ids of the exemplars Prometheus stored
+// for metric over the last hour, newest last.
+func exemplarTraceIDs(t *testing.T, promURL, metric string) ([]string, error) {
+	t.Helper()
+	var r struct {
+		Status string `json:"status"`
+		Data   []struct {
+			Exemplars []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"exemplars"`
+		} `json:"data"`
+	}
+	now := time.Now()
+	q := url.Values{"query": {metric}, "start": {fmt.Sprint(now.Add(-time.Hour).Unix())}, "end": {fmt.Sprint(now.Unix())}}
+	if err := getJSON(t, promURL+"/api/v1/query_exemplars?"+q.Encode(), &r); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, s := range r.Data {
+		for _, e := range s.Exemplars {
+			if id := e.Labels["trace_id"]; id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // promCount runs an instant query and returns how many series (or 1 for a
