@@ -38,6 +38,7 @@ type ShiftResult struct {
 	ShiftAt, Total time.Duration
 	Settle         time.Duration
 	Workers        int
+	Capacity       int // requests the server serves at once
 	Rows           []ShiftRow
 }
 
@@ -47,7 +48,7 @@ type ShiftResult struct {
 // latency (gotry's and failsafe-go's).
 func runShift(cfg *Config) (*ShiftResult, error) {
 	res := &ShiftResult{Before: time.Millisecond, After: 20 * time.Millisecond,
-		ShiftAt: cfg.shiftAt, Total: cfg.shiftTotal, Settle: time.Second, Workers: 16}
+		ShiftAt: cfg.shiftAt, Total: cfg.shiftTotal, Settle: time.Second, Workers: 16, Capacity: 24}
 	if cfg.Quick {
 		res.Settle = 200 * time.Millisecond
 	}
@@ -82,7 +83,7 @@ func runShift(cfg *Config) (*ShiftResult, error) {
 
 // shiftOnce runs the scenario for one candidate on a fresh server and base.
 func shiftOnce(res *ShiftResult, wrap func(http.RoundTripper) http.RoundTripper, sampleDelay bool) (ShiftRow, error) {
-	be := newBackend()
+	be := newBackendSlots(res.Capacity)
 	defer be.Close()
 	base := newLoopbackBase()
 	defer base.CloseIdleConnections()
@@ -199,10 +200,11 @@ func shiftOnce(res *ShiftResult, wrap func(http.RoundTripper) http.RoundTripper,
 
 func (res *ShiftResult) write(w io.Writer) {
 	fmt.Fprintf(w, "\n### Latency shift under adaptive hedging\n\n")
-	fmt.Fprintf(w, "Every answer takes %v, then from %v into the run %v. %d goroutines for %v. "+
+	fmt.Fprintf(w, "Every answer takes %v, then from %v into the run %v; the server serves at most %d requests at once "+
+		"(the others wait their turn). %d goroutines for %v. "+
 		"p99 before the shift, and of requests started %v or more after it; extra load is the server's "+
 		"requests over the client's, per second of the run.\n\n",
-		res.Before, res.ShiftAt, res.After, res.Workers, res.Total, res.Settle)
+		res.Before, res.ShiftAt, res.After, res.Capacity, res.Workers, res.Total, res.Settle)
 	fmt.Fprintf(w, "| candidate | p99 before | p99 after | extra load per second | max extra load | delay converged after | errors |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---|---:|---:|---:|\n")
 	for _, r := range res.Rows {

@@ -22,6 +22,9 @@ type backend struct {
 	// baseDelay: every request waits this long (nanoseconds) before it is
 	// answered, or until the client goes away.
 	baseDelay atomic.Int64
+	// slots, when not nil, bounds how many requests are served at once (a worker pool): the others wait
+	// their turn, so extra load costs latency as on a real server.
+	slots chan struct{}
 	// downUntil: requests arriving before this UnixNano answer 503.
 	downUntil atomic.Int64
 	// buckets, when set, count requests per bucketWidth since bucketStart.
@@ -31,8 +34,15 @@ type backend struct {
 
 const bucketWidth = 100 * time.Millisecond
 
-func newBackend() *backend {
+func newBackend() *backend { return newBackendSlots(0) }
+
+// newBackendSlots is newBackend serving at most slots requests at once (0:
+// no bound).
+func newBackendSlots(slots int) *backend {
 	b := &backend{}
+	if slots > 0 {
+		b.slots = make(chan struct{}, slots)
+	}
 	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
 	return b
 }
@@ -83,6 +93,14 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "down") // a client that went away cannot be told
 		return
+	}
+	if b.slots != nil {
+		select {
+		case b.slots <- struct{}{}:
+			defer func() { <-b.slots }()
+		case <-r.Context().Done():
+			return // the client gave up while queued
+		}
 	}
 	if d := b.baseDelay.Load(); d > 0 && !sleepCtx(r.Context(), time.Duration(d)) {
 		return // the client gave up
