@@ -14,26 +14,14 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/internal/testwait"
 	"github.com/MrVSiK/gotry/resilience/cache"
 )
 
-// waitLimit bounds every real-time wait in these tests; it is a safety net
-// for a broken implementation, never a means of synchronisation.
-const waitLimit = 5 * time.Second
+// waitLimit bounds every real-time wait in these tests; see testwait.
+const waitLimit = testwait.Limit
 
-var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// recv receives from ch or fails the test after waitLimit.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
+var epoch = testwait.Epoch
 
 // eventually polls cond until it holds, failing the test after waitLimit.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -141,7 +129,7 @@ func TestCacheConcurrentMissesShareOneLoad(t *testing.T) {
 			})
 			close(release)
 			for i, ch := range results {
-				r := recv(t, ch, "a caller's result")
+				r := testwait.Recv(t, ch, "a caller's result")
 				if r.err != tt.loadErr {
 					t.Errorf("caller %d got error %v, want %v", i, r.err, tt.loadErr)
 				}
@@ -310,18 +298,18 @@ func TestCacheWaiterLeavingDoesNotCancelSharedLoad(t *testing.T) {
 	defer cancelA()
 	a := getAsync(ctxA, c, "k", load)
 	b := getAsync(context.Background(), c, "k", load)
-	loadCtx := recv(t, loadCtxs, "the load to start")
+	loadCtx := testwait.Recv(t, loadCtxs, "the load to start")
 	eventually(t, "both callers to wait", func() bool { return cache.Waiters(c, "k") == 2 })
 
 	cancelA()
-	if r := recv(t, a, "the cancelled caller"); !errors.Is(r.err, context.Canceled) {
+	if r := testwait.Recv(t, a, "the cancelled caller"); !errors.Is(r.err, context.Canceled) {
 		t.Errorf("cancelled caller got %q, %v; want context.Canceled", r.v, r.err)
 	}
 	if err := loadCtx.Err(); err != nil {
 		t.Errorf("the load's context ended (%v) although a caller still waits", err)
 	}
 	close(release)
-	if r := recv(t, b, "the remaining caller"); r.err != nil || r.v != "shared" {
+	if r := testwait.Recv(t, b, "the remaining caller"); r.err != nil || r.v != "shared" {
 		t.Errorf("remaining caller got %q, %v; want shared, nil", r.v, r.err)
 	}
 	if v, ok := c.Peek("k"); !ok || v != "shared" {
@@ -346,10 +334,10 @@ func TestCacheLastWaiterLeavingCancelsTheLoad(t *testing.T) {
 	r := getAsync(ctx, c, "k", load)
 	eventually(t, "the caller to wait", func() bool { return cache.Waiters(c, "k") == 1 })
 	cancel()
-	if got := recv(t, r, "the cancelled caller"); !errors.Is(got.err, context.Canceled) {
+	if got := testwait.Recv(t, r, "the cancelled caller"); !errors.Is(got.err, context.Canceled) {
 		t.Errorf("caller got %q, %v; want context.Canceled", got.v, got.err)
 	}
-	if err := recv(t, cancelled, "the abandoned load's cancellation"); !errors.Is(err, context.Canceled) {
+	if err := testwait.Recv(t, cancelled, "the abandoned load's cancellation"); !errors.Is(err, context.Canceled) {
 		t.Errorf("abandoned load saw %v, want context.Canceled", err)
 	}
 	v, err := c.Get(context.Background(), "k", load)
@@ -377,7 +365,7 @@ func TestCacheLoadPanicReachesEveryWaiter(t *testing.T) {
 	eventually(t, "every caller to wait", func() bool { return cache.Waiters(c, "k") == callers })
 	close(release)
 	for i, ch := range results {
-		r := recv(t, ch, "a caller's result")
+		r := testwait.Recv(t, ch, "a caller's result")
 		var pe *cache.PanicError
 		if !errors.Is(r.err, cache.ErrPanic) || !errors.As(r.err, &pe) || pe.Value != "loader exploded" {
 			t.Errorf("caller %d got %d, %v; want the load's panic as a *PanicError", i, r.v, r.err)
@@ -418,14 +406,14 @@ func TestCacheDeleteForgetsLoadInFlight(t *testing.T) {
 	eventually(t, "the second load to start", func() bool { return loads.Load() == 2 })
 
 	close(releases[0])
-	if r := recv(t, first, "the first caller"); r.v != "v1" {
+	if r := testwait.Recv(t, first, "the first caller"); r.v != "v1" {
 		t.Errorf("first caller got %q, %v; want v1 from the load it joined", r.v, r.err)
 	}
 	if v, ok := c.Peek("k"); ok {
 		t.Errorf("the forgotten load's result %q was cached", v)
 	}
 	close(releases[1])
-	if r := recv(t, second, "the second caller"); r.v != "v2" {
+	if r := testwait.Recv(t, second, "the second caller"); r.v != "v2" {
 		t.Errorf("second caller got %q, %v; want v2", r.v, r.err)
 	}
 	if v, ok := c.Peek("k"); !ok || v != "v2" {

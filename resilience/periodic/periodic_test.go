@@ -11,36 +11,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/internal/testwait"
 	"github.com/MrVSiK/gotry/resilience/periodic"
 )
 
-// waitLimit bounds every real-time wait in these tests; it is a safety net
-// for a broken implementation, never a means of synchronisation.
-const waitLimit = 5 * time.Second
+// waitLimit bounds every real-time wait in these tests; see testwait.
+const waitLimit = testwait.Limit
 
-var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// recv receives from ch or fails the test after waitLimit.
-func recv[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// none fails the test if ch holds a value right now.
-func none[T any](t *testing.T, ch <-chan T, what string) {
-	t.Helper()
-	select {
-	case v := <-ch:
-		t.Fatalf("unexpected %s: %v", what, v)
-	default:
-	}
-}
+var epoch = testwait.Epoch
 
 func waitArmed(t *testing.T, clk *fakeclock.Clock, n int) {
 	t.Helper()
@@ -104,7 +82,7 @@ func TestPeriodicFirstCallIsImmediate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	if at := recv(t, calls, "the first call"); !at.Equal(epoch) {
+	if at := testwait.Recv(t, calls, "the first call"); !at.Equal(epoch) {
 		t.Errorf("first call at %v, want %v with no time passing", at.Sub(epoch), time.Duration(0))
 	}
 }
@@ -124,9 +102,9 @@ func TestPeriodicWithInitialJitterDelaysFirstCall(t *testing.T) {
 
 	waitArmed(t, clk, 1)
 	clk.Advance(draw - time.Nanosecond)
-	none(t, calls, "call before the initial jitter elapsed")
+	testwait.None(t, calls, "call before the initial jitter elapsed")
 	clk.Advance(time.Nanosecond)
-	if at := recv(t, calls, "the first call"); at.Sub(epoch) != draw {
+	if at := testwait.Recv(t, calls, "the first call"); at.Sub(epoch) != draw {
 		t.Errorf("first call after %v, want %v", at.Sub(epoch), draw)
 	}
 }
@@ -155,13 +133,13 @@ func TestPeriodicSpacingIsIntervalPlusJitter(t *testing.T) {
 			}
 			defer p.Stop()
 
-			prev := recv(t, calls, "the first call")
+			prev := testwait.Recv(t, calls, "the first call")
 			for n := 1; n <= 3; n++ {
 				waitArmed(t, clk, n) // the pause after call n has begun
 				clk.Advance(tt.gap - time.Nanosecond)
-				none(t, calls, "call before the pause ended")
+				testwait.None(t, calls, "call before the pause ended")
 				clk.Advance(time.Nanosecond)
-				at := recv(t, calls, "the next call")
+				at := testwait.Recv(t, calls, "the next call")
 				if got := at.Sub(prev); got != tt.gap {
 					t.Errorf("call %d came %v after call %d, want %v", n+1, got, n, tt.gap)
 				}
@@ -188,17 +166,17 @@ func TestPeriodicTimeoutCancelsTheCall(t *testing.T) {
 	}
 	defer p.Stop()
 
-	recv(t, started, "the first call")
+	testwait.Recv(t, started, "the first call")
 	waitArmed(t, clk, 1) // the call's timeout
 	clk.Advance(timeout - time.Nanosecond)
-	none(t, causes, "cancellation before the timeout")
+	testwait.None(t, causes, "cancellation before the timeout")
 	clk.Advance(time.Nanosecond)
 
-	cause := recv(t, causes, "the call's cancellation")
+	cause := testwait.Recv(t, causes, "the call's cancellation")
 	if !errors.Is(cause, periodic.ErrTimeout) || !errors.Is(cause, context.DeadlineExceeded) {
 		t.Errorf("context.Cause = %v, want one matching ErrTimeout and DeadlineExceeded", cause)
 	}
-	err := recv(t, reported, "the reported timeout")
+	err := testwait.Recv(t, reported, "the reported timeout")
 	for _, target := range []error{periodic.ErrTimeout, context.DeadlineExceeded, context.Canceled} {
 		if !errors.Is(err, target) {
 			t.Errorf("reported error %v does not match %v", err, target)
@@ -207,7 +185,7 @@ func TestPeriodicTimeoutCancelsTheCall(t *testing.T) {
 	// The loop goes on: the pause after the call starts.
 	waitArmed(t, clk, 2)
 	clk.Advance(time.Minute)
-	recv(t, started, "the call after the timed-out one")
+	testwait.Recv(t, started, "the call after the timed-out one")
 }
 
 func TestPeriodicReportsTaskErrorsUnchanged(t *testing.T) {
@@ -220,7 +198,7 @@ func TestPeriodicReportsTaskErrorsUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	if err := recv(t, reported, "the task's error"); err != errFlaky {
+	if err := testwait.Recv(t, reported, "the task's error"); err != errFlaky {
 		t.Errorf("reported %v, want the task's error itself", err)
 	}
 }
@@ -253,8 +231,8 @@ func TestPeriodicRecoversPanicAndCarriesOn(t *testing.T) {
 			}
 			defer p.Stop()
 
-			recv(t, calls, "the panicking call")
-			err := recv(t, reported, "the panic report")
+			testwait.Recv(t, calls, "the panicking call")
+			err := testwait.Recv(t, reported, "the panic report")
 			var pe *periodic.PanicError
 			switch {
 			case !errors.Is(err, periodic.ErrPanic) || !errors.Is(err, tt.match):
@@ -266,7 +244,7 @@ func TestPeriodicRecoversPanicAndCarriesOn(t *testing.T) {
 			}
 			waitArmed(t, clk, 1)
 			clk.Advance(time.Minute)
-			if got := recv(t, calls, "the call after the panic"); got != 2 {
+			if got := testwait.Recv(t, calls, "the call after the panic"); got != 2 {
 				t.Errorf("call number %d after the panic, want 2", got)
 			}
 		})
@@ -288,7 +266,7 @@ func TestPeriodicStopWaitsForTheCallAndLeavesNoGoroutine(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, started, "the call")
+	testwait.Recv(t, started, "the call")
 	p.Stop()
 	if !returned.Load() {
 		t.Error("Stop returned before the call in progress did")
@@ -298,7 +276,7 @@ func TestPeriodicStopWaitsForTheCallAndLeavesNoGoroutine(t *testing.T) {
 	default:
 		t.Error("Done is not closed after Stop")
 	}
-	none(t, reported, "report of the cancellation Stop caused")
+	testwait.None(t, reported, "report of the cancellation Stop caused")
 	p.Stop() // idempotent
 	if err := p.Start(context.Background()); !errors.Is(err, periodic.ErrStarted) {
 		t.Errorf("Start after Stop = %v, want ErrStarted", err)
@@ -320,12 +298,12 @@ func TestPeriodicParentCancelEndsLoopAfterCurrentCall(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recv(t, started, "the call")
+	testwait.Recv(t, started, "the call")
 	cancel()
-	none(t, p.Done(), "loop exit while the call is still running")
+	testwait.None(t, p.Done(), "loop exit while the call is still running")
 	close(release)
-	recv(t, p.Done(), "the loop to exit")
-	none(t, started, "call after the context ended")
+	testwait.Recv(t, p.Done(), "the loop to exit")
+	testwait.None(t, started, "call after the context ended")
 	p.Stop() // returns at once: the loop is gone
 }
 
