@@ -156,14 +156,22 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	wantTraceparents(t, srv, atts)
 }
 
-// The breaker opens on a 503, rejects the next request without an attempt
-// span, and after OpenDuration lets a probe through.
-func TestTraceBreakerRejectionAndProbe(t *testing.T) {
+// breakerRig is a traced transport with a breaker that one failure opens,
+// on a fake clock, before a server that answers 503 and then 200.
+func breakerRig(t *testing.T) (*rig, *server, *fakeclock.Clock, *transport.Transport) {
+	t.Helper()
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
 	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	return r, srv, fc, tr
+}
+
+// The breaker opens on a 503, rejects the next request without an attempt
+// span, and after OpenDuration lets a probe through.
+func TestTraceBreakerRejectionAndProbe(t *testing.T) {
+	r, srv, fc, tr := breakerRig(t)
 
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
@@ -361,11 +369,7 @@ func TestTraceAttemptErrorHasNoTimeToHeaders(t *testing.T) {
 // Each breaker transition is an event on the span of the request that
 // caused it, and its log line carries that span's trace_id and span_id.
 func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
-	r := newRig(t)
-	srv := newServer(t, status(503), status(200))
-	fc := fakeclock.New(time.Unix(1000, 0))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	r, srv, fc, tr := breakerRig(t)
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
