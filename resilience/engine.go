@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 
@@ -28,9 +29,20 @@ type Engine struct {
 	budget   *retryBudget
 	breakers *breakerSet
 	hooks    Hooks
-	hedgers  *hedgers  // adaptive hedging state per key; nil when not configured
-	timers   sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
-	runs     sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
+	hedgers  *hedgers       // adaptive hedging state per key; nil when not configured
+	seconds  *clock.Seconds // the current second, for the budget's deposits (see clock.Seconds)
+	// timed: something wants each call's start time (a call hook, the
+	// breaker, adaptive hedging); otherwise a call reads no clock at all.
+	timed bool
+	// keyed: calls need their Key (for the breaker, adaptive hedging or a
+	// hook); see Keyed.
+	keyed bool
+	// plain: no hook can fire before a call's first result is judged or
+	// when it ends, and there is no breaker or adaptive state, so a call's
+	// first attempt can run with no run state at all (see Execute).
+	plain  bool
+	timers sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
+	runs   sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
 }
 
 // EngineConfig configures an Engine. Every field is optional.
@@ -62,7 +74,8 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks}
+	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks,
+		seconds: clock.SecondsOf(cfg.Clock)}
 	if cfg.Breaker != nil {
 		e.breakers = newBreakerSet(*cfg.Breaker)
 	}
@@ -72,7 +85,23 @@ func NewEngine(cfg EngineConfig) *Engine {
 		}
 		e.hedgers = newHedgers(*cfg.Adaptive)
 	}
+	h := &e.hooks
+	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.breakers != nil || e.hedgers != nil
+	e.keyed = e.breakers != nil || e.hedgers != nil || !e.hooks.empty()
+	e.plain = !e.timed && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
+}
+
+// empty reports whether no hook is set. (By reflection, once per engine, so
+// a new hook needs no edit here.)
+func (h Hooks) empty() bool {
+	v := reflect.ValueOf(h)
+	for i := range v.NumField() {
+		if !v.Field(i).IsNil() {
+			return false
+		}
+	}
+	return true
 }
 
 // EachHedgeDelay calls fn for every key tracked by adaptive hedging with its
@@ -127,6 +156,11 @@ func (e *Engine) UntrackedAdmissions() uint64 {
 	}
 	return e.breakers.Untracked()
 }
+
+// Keyed reports whether the engine uses a Call's Key: for its breakers, its
+// adaptive hedging state or its hooks. When it does not, an adapter may leave
+// the key empty rather than compute it.
+func (e *Engine) Keyed() bool { return e.keyed }
 
 // Hooks returns the engine's hooks.
 func (e *Engine) Hooks() Hooks { return e.hooks }
@@ -209,7 +243,7 @@ type AttemptInfo struct {
 // goroutine that makes the attempt, and hands the value to the hook
 // (AttemptStartEvent.Carrier) and then to Do (AttemptInfo.Carrier).
 type carrier interface {
-	NewCarrier(a *AttemptInfo) any
+	NewCarrier(a AttemptInfo) any
 }
 
 // Operation is what a call does, supplied by the adapter (the transport, or
@@ -224,9 +258,9 @@ type Operation[T any] interface {
 	// attempt.
 	Prepare(maxAttempts int) (int, EndReason, error)
 	// Do makes one attempt.
-	Do(ctx context.Context, a *AttemptInfo) (T, error)
+	Do(ctx context.Context, a AttemptInfo) (T, error)
 	// Classify judges an attempt's result.
-	Classify(v T, err error, a *AttemptInfo) Verdict
+	Classify(v T, err error, a AttemptInfo) Verdict
 	// Retain is called on a retryable result that the call keeps in case it
 	// gives up, at the moment another attempt is about to follow (a retry
 	// after its backoff, or a hedge still in flight). It must free whatever

@@ -44,7 +44,7 @@ func (s *scripted) Prepare(n int) (int, EndReason, error) {
 	return n, 0, nil
 }
 
-func (s *scripted) Do(ctx context.Context, a *AttemptInfo) (int, error) {
+func (s *scripted) Do(ctx context.Context, a AttemptInfo) (int, error) {
 	s.mu.Lock()
 	s.calls++
 	st := s.steps[min(a.Number, len(s.steps))-1]
@@ -64,7 +64,7 @@ func (s *scripted) Do(ctx context.Context, a *AttemptInfo) (int, error) {
 	return st.v, st.err
 }
 
-func (s *scripted) Classify(v int, err error, a *AttemptInfo) Verdict {
+func (s *scripted) Classify(v int, err error, a AttemptInfo) Verdict {
 	if err != nil && (errors.Is(err, ErrAttemptTimeout)) {
 		return Verdict{Retryable: true}
 	}
@@ -520,7 +520,7 @@ type countingOp struct {
 	delay time.Duration
 }
 
-func (c *countingOp) Do(ctx context.Context, a *AttemptInfo) (int, error) {
+func (c *countingOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
 	c.calls.Add(1)
 	time.Sleep(c.delay)
 	return c.scripted.Do(ctx, a)
@@ -528,7 +528,7 @@ func (c *countingOp) Do(ctx context.Context, a *AttemptInfo) (int, error) {
 
 type panicOp struct{ scripted }
 
-func (p *panicOp) Do(ctx context.Context, a *AttemptInfo) (int, error) {
+func (p *panicOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
 	panic("attempt exploded")
 }
 

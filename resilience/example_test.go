@@ -82,7 +82,7 @@ type echo struct {
 func (o *echo) Prepare(n int) (int, resilience.EndReason, error) { return n, 0, nil }
 
 // Do sends one attempt; the first one is lost.
-func (o *echo) Do(ctx context.Context, a *resilience.AttemptInfo) (string, error) {
+func (o *echo) Do(ctx context.Context, a resilience.AttemptInfo) (string, error) {
 	o.sends++
 	if a.Number == 1 {
 		return "", errors.New("lost")
@@ -91,7 +91,7 @@ func (o *echo) Do(ctx context.Context, a *resilience.AttemptInfo) (string, error
 }
 
 // Classify retries errors; a reply is final.
-func (o *echo) Classify(v string, err error, _ *resilience.AttemptInfo) resilience.Verdict {
+func (o *echo) Classify(v string, err error, _ resilience.AttemptInfo) resilience.Verdict {
 	return resilience.Verdict{Retryable: err != nil}
 }
 

@@ -260,7 +260,7 @@ type retryOp[T any] struct {
 
 func (o *retryOp[T]) Prepare(n int) (int, EndReason, error) { return n, 0, nil }
 
-func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (*result[T], error) {
+func (o *retryOp[T]) Do(ctx context.Context, a AttemptInfo) (*result[T], error) {
 	v, err := o.fn(ctx)
 	res := &o.first
 	if a.Number > 1 {
@@ -275,7 +275,7 @@ func (o *retryOp[T]) Do(ctx context.Context, a *AttemptInfo) (*result[T], error)
 	return res, err
 }
 
-func (o *retryOp[T]) Classify(res *result[T], err error, _ *AttemptInfo) Verdict {
+func (o *retryOp[T]) Classify(res *result[T], err error, _ AttemptInfo) Verdict {
 	var v T
 	if res != nil { // nil when a per-attempt timeout cut the result off
 		v = res.v

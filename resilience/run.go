@@ -72,21 +72,80 @@ type run[T any] struct {
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
 func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
-	r, _ := e.runs.Get().(*run[T]) // another T's run is dropped
-	if r == nil {
-		r = new(run[T])
+	if e.plain && c.Policy.PerAttemptTimeout <= 0 && !c.Policy.hedging(e) {
+		return executePlain(ctx, e, &c)
 	}
-	*r = run[T]{e: e, c: c, parent: ctx, ctx: ctx, start: e.clock.Now()}
+	r := getRun[T](e)
+	*r = run[T]{e: e, c: c, parent: ctx, ctx: ctx}
+	if e.timed {
+		r.start = e.clock.Now()
+	}
 	res := r.execute()
 	// Without hedging every attempt ran on this goroutine and nothing of r
 	// outlives the call (results, events and the winner's cancel func are
 	// copies), so the state can be reused. With hedging, late attempts still
 	// hold r: it is left to the garbage collector.
 	if !r.hedging {
-		*r = run[T]{}
-		e.runs.Put(r)
+		putRun(e, r)
 	}
 	return res
+}
+
+// executePlain runs a call on a plain engine (see Engine.plain) whose policy
+// neither hedges nor times attempts out: the common case, made cheap. The
+// first attempt runs with nothing but locals: no run state, no clock read
+// (the budget's deposit takes the current second from e.seconds), and a
+// result that is not retryable returns at once, exactly as the general path
+// would return it. Only a retryable first result takes a run state, which
+// carries on from there as the general path does after a first attempt.
+func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
+	if err := ctx.Err(); err != nil {
+		return Result[T]{Err: err}
+	}
+	limit := max(1, c.Policy.MaxAttempts)
+	n, why, err := c.Op.Prepare(limit)
+	if err != nil {
+		return Result[T]{Err: err}
+	}
+	limitReason := ReasonAttemptsExhausted
+	if n < limit {
+		limit, limitReason = max(1, n), why
+	}
+	e.budget.Deposit(time.Unix(e.seconds.Unix(), 0))
+	info := AttemptInfo{Number: 1, Kind: KindInitial}
+	v, err := c.Op.Do(ctx, info)
+	verd := c.Op.Classify(v, err, info)
+	if !verd.Retryable {
+		switch {
+		case err == nil:
+			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
+		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
+			return Result[T]{Err: ctx.Err()}
+		}
+		return Result[T]{Err: err}
+	}
+	r := getRun[T](e)
+	*r = run[T]{e: e, c: *c, parent: ctx, ctx: ctx, maxAttempts: limit, limitReason: limitReason,
+		launched: 1, inflight: 1}
+	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
+	r.ready = &r.first
+	res := r.loop()
+	putRun(e, r)
+	return res
+}
+
+// getRun takes a finished sequential run from e's pool, or makes one.
+func getRun[T any](e *Engine) *run[T] {
+	if r, ok := e.runs.Get().(*run[T]); ok { // another T's run is dropped
+		return r
+	}
+	return new(run[T])
+}
+
+// putRun clears r, so the pool holds no caller's values, and pools it.
+func putRun[T any](e *Engine, r *run[T]) {
+	*r = run[T]{}
+	e.runs.Put(r)
 }
 
 // execute runs the call; see Execute.
@@ -104,7 +163,11 @@ func (r *run[T]) execute() Result[T] {
 	if !ok {
 		return res
 	}
-	e.budget.Deposit(r.start)
+	if e.timed {
+		e.budget.Deposit(r.start)
+	} else {
+		e.budget.Deposit(time.Unix(e.seconds.Unix(), 0))
+	}
 	if r.c.Policy.adaptive(e) && r.c.Key != "" {
 		r.hk = e.hedgers.get(r.c.Key, r.start)
 	}
@@ -173,13 +236,13 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
 		if cr, ok := r.c.Op.(carrier); ok {
-			a.info.Carrier = cr.NewCarrier(&a.info)
+			a.info.Carrier = cr.NewCarrier(a.info)
 		}
 		ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
 			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
 		a.ctx = ctx
 	}
-	a.v, a.err = r.c.Op.Do(ctx, &a.info)
+	a.v, a.err = r.c.Op.Do(ctx, a.info)
 	if timed {
 		now := e.clock.Now()
 		a.dur = now.Sub(a.start)
@@ -205,7 +268,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		}
 		a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
 	}
-	a.verd = r.c.Op.Classify(a.v, a.err, &a.info)
+	a.verd = r.c.Op.Classify(a.v, a.err, a.info)
 }
 
 // outcome maps a classified attempt to its breaker outcome.
@@ -376,7 +439,10 @@ func (r *run[T]) endWithout(reason EndReason) Result[T] {
 	}
 	last := r.errs.last()
 	if last == nil {
-		last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
+		last = fmt.Errorf("resilience: call gave up without a result (%s)", reason)
+		if r.c.Key != "" {
+			last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
+		}
 	}
 	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason)
 }

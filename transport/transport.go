@@ -18,7 +18,9 @@ type Transport struct {
 	base   http.RoundTripper
 	cfg    config
 	engine *resilience.Engine
-	calls  sync.Pool // *call of finished requests that were not hedged, for reuse
+	policy resilience.Policy // the transport's own settings as an engine Policy, built once
+	keyed  bool              // the engine uses each call's key (see resilience.Engine.Keyed)
+	calls  sync.Pool         // *call of finished requests that were not hedged, for reuse
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -47,7 +49,18 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		Clock:           cfg.clock,
 		Adaptive:        cfg.adaptive,
 	}
-	return &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
+	t := &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
+	t.policy = resilience.Policy{
+		MaxAttempts:       cfg.maxAttempts,
+		MaxHedges:         cfg.maxHedges,
+		HedgeDelay:        cfg.hedgeDelay,
+		Adaptive:          cfg.adaptive != nil,
+		Backoff:           cfg.backoff,
+		PerAttemptTimeout: cfg.perAttemptTimeout,
+		MaxRetryAfter:     cfg.maxRetryAfter,
+	}
+	t.keyed = t.engine.Keyed()
+	return t
 }
 
 // BudgetTokens returns how many retries or hedges the budget would allow
@@ -106,11 +119,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	*c = call{t: t, req: req, bodyFresh: true}
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
-	var pol resilience.Policy
-	pol, c.policyErr = c.policy()
-	res := resilience.Execute[*http.Response](req.Context(), t.engine, resilience.Call[*http.Response]{
-		Key: hostKey(req.URL), Subject: req, Policy: pol, Op: c,
-	})
+	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
+	c.cl = t.cfg.classifier
+	if rp, ok := PolicyFrom(req.Context()); ok {
+		c.policyErr = c.override(&rc.Policy, rp)
+	}
+	if rc.Policy.MaxHedges > 0 && hasHeader(req.Header, "Upgrade") {
+		// A hedged Upgrade could leave a live 101 connection behind as a
+		// loser. (A direct map lookup: the key is canonical.)
+		rc.Policy.MaxHedges = 0
+	}
+	if t.keyed { // the breaker's key, and the host in events: only for an engine that uses it
+		rc.Key = hostKey(req.URL)
+	}
+	res := resilience.Execute(req.Context(), t.engine, rc)
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
 	}
@@ -144,54 +166,36 @@ type call struct {
 	bodyFresh bool
 }
 
-// policy merges the transport's settings with the request's Policy.
-func (c *call) policy() (resilience.Policy, error) {
-	cfg := &c.t.cfg
-	p := resilience.Policy{
-		MaxAttempts:       cfg.maxAttempts,
-		MaxHedges:         cfg.maxHedges,
-		HedgeDelay:        cfg.hedgeDelay,
-		Adaptive:          cfg.adaptive != nil,
-		Backoff:           cfg.backoff,
-		PerAttemptTimeout: cfg.perAttemptTimeout,
-		MaxRetryAfter:     cfg.maxRetryAfter,
+// override applies the request's Policy rp to p, the transport's settings.
+func (c *call) override(p *resilience.Policy, rp Policy) error {
+	if err := rp.validate(); err != nil {
+		return err
 	}
-	c.cl = cfg.classifier
-	if rp, ok := PolicyFrom(c.req.Context()); ok {
-		if err := rp.validate(); err != nil {
-			return p, err
-		}
-		if rp.MaxAttempts > 0 {
-			p.MaxAttempts = rp.MaxAttempts
-		}
-		switch {
-		case rp.MaxHedges > 0:
-			p.MaxHedges = rp.MaxHedges
-		case rp.MaxHedges < 0:
-			p.MaxHedges = 0
-		}
-		if rp.HedgeDelay > 0 {
-			p.HedgeDelay = rp.HedgeDelay
-		}
-		if rp.Backoff != nil {
-			p.Backoff = rp.Backoff
-		}
-		if rp.PerAttemptTimeout > 0 {
-			p.PerAttemptTimeout = rp.PerAttemptTimeout
-		}
-		if rp.Classifier != nil {
-			c.cl = rp.Classifier
-		}
-		if rp.RetryNonIdempotent && !c.idempotent() {
-			c.nonIdempotentOK = true
-		}
+	if rp.MaxAttempts > 0 {
+		p.MaxAttempts = rp.MaxAttempts
 	}
-	// A hedged Upgrade could leave a live 101 connection behind as a loser.
-	// (Direct map lookups: the keys are canonical, and this is the hot path.)
-	if hasHeader(c.req.Header, "Upgrade") {
+	switch {
+	case rp.MaxHedges > 0:
+		p.MaxHedges = rp.MaxHedges
+	case rp.MaxHedges < 0:
 		p.MaxHedges = 0
 	}
-	return p, nil
+	if rp.HedgeDelay > 0 {
+		p.HedgeDelay = rp.HedgeDelay
+	}
+	if rp.Backoff != nil {
+		p.Backoff = rp.Backoff
+	}
+	if rp.PerAttemptTimeout > 0 {
+		p.PerAttemptTimeout = rp.PerAttemptTimeout
+	}
+	if rp.Classifier != nil {
+		c.cl = rp.Classifier
+	}
+	if rp.RetryNonIdempotent && !c.idempotent() {
+		c.nonIdempotentOK = true
+	}
+	return nil
 }
 
 // idempotent reports whether req may be sent more than once.
@@ -225,7 +229,9 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	}
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
-	c.first = c.req.Body
+	if c.req.Body != nil { // (a pointer store costs a write barrier while the GC runs)
+		c.first = c.req.Body
+	}
 	c.firstIsOriginal = true
 	c.bodyFresh = false
 	if n <= 1 {
@@ -260,7 +266,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 }
 
 // Do sends one attempt.
-func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Response, error) {
+func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response, error) {
 	req := c.req
 	body := c.first
 	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
@@ -297,14 +303,14 @@ func (c *call) Do(ctx context.Context, a *resilience.AttemptInfo) (*http.Respons
 }
 
 // attemptHeaderValue is WithAttemptHeader's value for a: "2; retry".
-func attemptHeaderValue(a *resilience.AttemptInfo) string {
+func attemptHeaderValue(a resilience.AttemptInfo) string {
 	return strconv.Itoa(a.Number) + "; " + a.Kind.String()
 }
 
 // NewCarrier gives each attempt a private copy of the request's headers,
 // which OnAttemptStart may modify (to inject trace context) and Do sends.
 // The engine calls it only when that hook is installed.
-func (c *call) NewCarrier(*resilience.AttemptInfo) any {
+func (c *call) NewCarrier(resilience.AttemptInfo) any {
 	header := c.req.Header.Clone()
 	if header == nil {
 		header = http.Header{}
@@ -326,7 +332,7 @@ func (c *call) send(out *http.Request) (*http.Response, error) {
 }
 
 // Classify applies the classifier and reads Retry-After.
-func (c *call) Classify(resp *http.Response, err error, a *resilience.AttemptInfo) resilience.Verdict {
+func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo) resilience.Verdict {
 	at := Attempt{Request: c.req, Response: resp, Err: err, Number: a.Number}
 	d := Default
 	if c.cl != nil {
