@@ -40,9 +40,11 @@ type Engine struct {
 	// plain: no hook can fire before a call's first result is judged or
 	// when it ends, and there is no breaker or adaptive state, so a call's
 	// first attempt can run with no run state at all (see Execute).
-	plain  bool
-	timers sync.Pool // stopped hedge timers (clock.Timer), reused to spare allocations
-	runs   sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
+	plain       bool
+	timers      sync.Pool // the driver's stopped hedge timers (clock.Timer), reused to spare allocations
+	hedgeTimers sync.Pool // inline attempts' stopped hedge timers (*hedgeTimer)
+	timeouts    sync.Pool // stopped per-attempt timeout timers (*timeoutTimer)
+	runs        sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
 }
 
 // EngineConfig configures an Engine. Every field is optional.
@@ -286,6 +288,15 @@ type Call[T any] struct {
 	Policy Policy
 	// Op makes and judges the attempts.
 	Op Operation[T]
+	// Cancelable promises that Op.Do returns promptly once its context is
+	// cancelled (an HTTP round trip over http.Transport does). A hedging
+	// call then runs each attempt on the caller's goroutine until a hedge
+	// actually fires, so hedging costs no goroutine or channel on the
+	// success path; a hedge that wins cancels the caller's attempt and is
+	// returned once that attempt has returned. Without the promise every
+	// attempt of a hedging call runs on a goroutine of its own, so a winner
+	// is returned at once even while a loser ignores its cancellation.
+	Cancelable bool
 }
 
 // Result is what Execute returns.
@@ -303,10 +314,12 @@ type Result[T any] struct {
 	Attempt int
 	// Context is that attempt's context.
 	Context context.Context
-	// Detached reports that the call's attempts ran on goroutines of their
-	// own (hedging), so one may still be running, and using the Operation,
-	// after Execute returned; otherwise every attempt ran on the caller's
-	// goroutine and nothing holds the Operation any more.
+	// Detached reports that something besides the caller may still use
+	// the Operation after Execute returned: an attempt on a goroutine of
+	// its own (a hedge fired, or a hedging call that is not Cancelable), or
+	// a timer's callback that fired as its attempt answered. Otherwise
+	// every attempt ran on the caller's goroutine and nothing holds the
+	// Operation any more.
 	Detached bool
 
 	// What Finish does: cancel the returned attempt's own context, fire

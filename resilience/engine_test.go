@@ -372,12 +372,20 @@ func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	}
 }
 
+// Both hedging modes: attempts on goroutines from the start, and a
+// Cancelable call whose first attempt runs on the caller's goroutine.
 func TestEngineHedgeWinsAndLoserIsCancelled(t *testing.T) {
+	for _, cancelable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancelable=%v", cancelable), func(t *testing.T) { testHedgeWins(t, cancelable) })
+	}
+}
+
+func testHedgeWins(t *testing.T, cancelable bool) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
 	e := newTestEngine(fc, rec, EngineConfig{})
 	op := &scripted{steps: []step{{block: true}, {v: 200}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 50 * time.Millisecond}})
+	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: cancelable, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 50 * time.Millisecond}})
 	if !fc.WaitForArmed(1, 5*time.Second) {
 		t.Fatal("hedge timer never armed")
 	}
@@ -421,12 +429,18 @@ func TestEngineWinnerContextLivesUntilFinish(t *testing.T) {
 }
 
 func TestEngineRetryableWhileOtherInFlightLaunchesImmediately(t *testing.T) {
+	for _, cancelable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancelable=%v", cancelable), func(t *testing.T) { testRetryableWhileInFlight(t, cancelable) })
+	}
+}
+
+func testRetryableWhileInFlight(t *testing.T, cancelable bool) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
 	e := newTestEngine(fc, rec, EngineConfig{})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 200}, {v: 503, retryable: true}, {v: 201}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second, Backoff: Constant(time.Hour)}})
+	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: cancelable, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second, Backoff: Constant(time.Hour)}})
 	fc.WaitForArmed(1, 5*time.Second)
 	fc.Advance(time.Second) // hedge (attempt 2) launches and fails at once; attempt 3 follows with no sleep
 	res := <-done
@@ -507,7 +521,8 @@ func TestEngineNeverExceedsMaxAttempts(t *testing.T) {
 		var calls atomic.Int32
 		op := &countingOp{scripted: &scripted{steps: steps}, calls: &calls, delay: time.Duration(rapid.IntRange(0, 200).Draw(t, "us")) * time.Microsecond}
 		e := NewEngine(EngineConfig{})
-		Execute[int](context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: maxAttempts, MaxHedges: hedges, HedgeDelay: 50 * time.Microsecond}})
+		cancelable := rapid.Bool().Draw(t, "cancelable")
+		Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: cancelable, Policy: Policy{MaxAttempts: maxAttempts, MaxHedges: hedges, HedgeDelay: 50 * time.Microsecond}})
 		if c := int(calls.Load()); c > maxAttempts {
 			t.Fatalf("%d attempts, MaxAttempts %d", c, maxAttempts)
 		}

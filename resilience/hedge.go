@@ -2,52 +2,317 @@ package resilience
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
 
-// Hedging: with MaxHedges and HedgeDelay set, attempts run on goroutines of
-// their own; the hedge timer launches another when none has answered in
-// time, and the call, once decided, cancels and releases the rest.
+// Hedging, in two phases, for a Cancelable call (any other hedging call
+// runs every attempt on a goroutine of its own, with the caller driving).
+//
+// Until a hedge fires, a hedging call costs what a sequential one does: the
+// caller's goroutine runs each attempt itself ("inline"), with a pooled
+// AfterFunc timer armed for the hedge delay. An attempt that answers first
+// stops the timer, and the call goes on as a sequential call would: no
+// goroutine, no channel, nothing but the timer's Stop.
+//
+// When the timer fires while the caller is still in its attempt, the
+// timer's goroutine takes the call over (hedgeFired): it launches the hedge
+// and runs the call's loop from then on, as the driver, with every further
+// attempt on a goroutine of its own and the hedge timer a channel timer the
+// loop waits on. The caller's attempt becomes one of the attempts in flight:
+// when it returns, the caller hands its result to the driver like any other
+// attempt (finish), and waits for the call's result (awaitFinal). A hedge
+// that wins cancels the caller's attempt, so the caller returns as soon as
+// the base honours its context, as http.Transport does.
+//
+// Exactly one goroutine drives a call at any time: the caller until a hedge
+// fires, then the driver. The handover happens under mu, and the caller
+// touches no call state between the handover and the driver's result.
 
-// background runs an attempt on its own goroutine (hedging mode) and hands
-// the result to the driving goroutine, or releases it if the call is over.
+// hedgeTimer is a pooled AfterFunc timer for an inline attempt's hedge
+// delay. Its callback reaches the call through target, so one timer serves
+// call after call without a new closure.
+type hedgeTimer struct {
+	t      clock.Timer
+	target atomic.Pointer[hedgeFirer]
+}
+
+// hedgeFirer is a call whose inline attempt a hedgeTimer watches.
+type hedgeFirer interface{ hedgeFired(ht *hedgeTimer) }
+
+func (ht *hedgeTimer) fire() {
+	if p := ht.target.Load(); p != nil {
+		(*p).hedgeFired(ht)
+	}
+}
+
+// timeoutTimer is a pooled AfterFunc timer for a per-attempt timeout: it
+// cancels the attempt target points at.
+type timeoutTimer struct {
+	t      clock.Timer
+	target atomic.Pointer[context.CancelCauseFunc]
+}
+
+func (tt *timeoutTimer) fire() {
+	if p := tt.target.Load(); p != nil {
+		(*p)(ErrAttemptTimeout)
+	}
+}
+
+// armTimeout arms a pooled timer that cancels *cancel with
+// ErrAttemptTimeout after d.
+func (e *Engine) armTimeout(d time.Duration, cancel *context.CancelCauseFunc) *timeoutTimer {
+	tt, _ := e.timeouts.Get().(*timeoutTimer)
+	if tt == nil {
+		tt = new(timeoutTimer)
+		tt.target.Store(cancel)
+		tt.t = e.clock.AfterFunc(d, tt.fire)
+		return tt
+	}
+	tt.target.Store(cancel)
+	tt.t.Reset(d)
+	return tt
+}
+
+// stop disarms tt and reports whether it had not fired; only then is it
+// pooled again. A timer that fired may still be running its callback, which
+// calls the attempt's cancel func: that attempt must not be reused.
+func (e *Engine) stopTimeout(tt *timeoutTimer) bool {
+	if !tt.t.Stop() {
+		return false
+	}
+	tt.target.Store(nil)
+	e.timeouts.Put(tt)
+	return true
+}
+
+// errCallerPanicked stands, for the driver, for a panic of the caller's own
+// attempt: the caller re-panics with the real value on its own goroutine.
+var errCallerPanicked = errors.New("resilience: the caller's attempt panicked")
+
+// runInline runs attempt a on the caller's goroutine (hedging mode, before
+// any hedge fired), with the hedge timer armed if a hedge could follow it.
+// It reports whether the call was handed over to a driver meanwhile; the
+// caller then waits for the driver's result.
+func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
+	ht := r.armInline(a)
+	if ht == nil { // the last attempt the call may make: no hedge can follow
+		r.exec(ctx, a)
+		r.ready = a
+		return false
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			r.inlinePanicked(a)
+		}
+	}()
+	r.exec(ctx, a)
+	returned = true
+	if ht.t.Stop() { // answered within the delay: no hedge, nobody else involved
+		r.mu.Lock()
+		r.inline, r.ht = nil, nil
+		r.mu.Unlock()
+		ht.target.Store(nil)
+		r.e.hedgeTimers.Put(ht)
+		r.ready = a
+		return false
+	}
+	// The timer fired: its callback has taken the call over, or finds it
+	// back in the caller's hands and leaves (the timer is no longer r.ht).
+	// Either way it may still touch r, so r is not pooled.
+	r.mu.Lock()
+	r.inline = nil
+	r.waitAdmission()
+	if r.ht == ht {
+		r.ht = nil
+	}
+	r.lingering = true
+	handed := r.concurrent
+	r.mu.Unlock()
+	if !handed {
+		r.ready = a
+		return false
+	}
+	r.finish(ctx, a)
+	return true
+}
+
+// armInline arms a hedge timer for the inline attempt a, unless a is the
+// last attempt the call may make.
+func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
+	if r.launched >= r.maxAttempts {
+		return nil
+	}
+	if r.self == nil {
+		r.self = r
+	}
+	ht, _ := r.e.hedgeTimers.Get().(*hedgeTimer)
+	if ht == nil {
+		ht = new(hedgeTimer)
+	}
+	ht.target.Store(&r.self)
+	r.mu.Lock()
+	r.inline, r.ht = a, ht
+	r.mu.Unlock()
+	if ht.t == nil {
+		ht.t = r.e.clock.AfterFunc(r.hedgeDelay, ht.fire)
+	} else {
+		ht.t.Reset(r.hedgeDelay)
+	}
+	return ht
+}
+
+// inlinePanicked runs while the caller's inline attempt panics: a driver,
+// if the call has one, is told (it ends the call), and the panic goes on.
+func (r *run[T]) inlinePanicked(a *attempt[T]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inline = nil
+	r.waitAdmission()
+	if r.ht != nil {
+		r.ht.t.Stop()
+		r.ht = nil
+	}
+	r.lingering = true
+	if r.concurrent && !r.decided {
+		a.panicked = &attemptPanic{value: errCallerPanicked}
+		r.done = append(r.done, a)
+		r.signal()
+	}
+}
+
+// hedgeFired runs on the hedge timer's goroutine when the delay passed. If
+// the caller is still in its attempt and a hedge may launch, this goroutine
+// takes the call over and drives it to its end.
+func (r *run[T]) hedgeFired(ht *hedgeTimer) {
+	r.mu.Lock()
+	if r.ht != ht || r.inline == nil || r.decided {
+		r.mu.Unlock() // stale: the attempt answered first
+		return
+	}
+	// The hedge's admission fires hooks, so it runs with no lock held;
+	// meanwhile a caller whose attempt returns waits for it (admitting).
+	r.ht = nil
+	r.admitting = true
+	if r.cond.L == nil {
+		r.cond.L = &r.mu
+	}
+	r.mu.Unlock()
+	t, tok, ok := r.admitHedge()
+	r.mu.Lock()
+	r.admitting = false
+	r.cond.Broadcast()
+	if !ok || r.inline == nil {
+		// Refused (the call goes on unhedged, as after a refusal in the
+		// loop), or the caller's attempt answered meanwhile: no handover.
+		r.mu.Unlock()
+		if ok {
+			r.unadmit(t, tok)
+		}
+		return
+	}
+	r.goConcurrent()
+	r.finished = make(chan struct{})
+	r.active = append(r.active, r.inline)
+	r.mu.Unlock()
+	r.drive(t)
+}
+
+// waitAdmission waits, under mu, until no hedge is being admitted.
+func (r *run[T]) waitAdmission() {
+	for r.admitting {
+		r.cond.Wait()
+	}
+}
+
+// goConcurrent switches the call to attempts on goroutines of their own,
+// reporting to a driver through done and wake. (Under mu, or before any
+// other goroutine knows r.)
+func (r *run[T]) goConcurrent() {
+	r.concurrent = true
+	r.wake = make(chan struct{}, 1)
+	r.active = r.activeBuf[:0]
+	r.done = r.doneBuf[:0]
+}
+
+// drive runs the call from a hedge timer's goroutine: it launches the hedge
+// admitted with ticket t, then loops until the call ends, and hands the
+// result (or a panic) to the caller.
+func (r *run[T]) drive(t ticket) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.finalPanic = &attemptPanic{value: p}
+			r.decide()
+		}
+		close(r.finished)
+	}()
+	r.launchHedge(t)
+	r.final = r.loop(false)
+}
+
+// awaitFinal waits for the driver's result (the caller, after a handover).
+// The wait is bounded: the driver ends the call when the caller's context
+// ends.
+func (r *run[T]) awaitFinal() Result[T] {
+	<-r.finished
+	if p := r.finalPanic; p != nil && p.value != errCallerPanicked {
+		panic(p.value)
+	}
+	return r.final
+}
+
+// background runs an attempt on its own goroutine (after a handover) and
+// hands the result to the driver, or releases it if the call is over.
 func (r *run[T]) background(ctx context.Context, a *attempt[T]) {
 	func() {
 		// A panic in Do, Classify or a hook on this goroutine is handed to
-		// the goroutine that called Execute, which re-panics with it, so it
-		// propagates to the caller as it would without hedging.
+		// the driver, which re-panics with it on the caller's goroutine.
 		defer func() {
 			if p := recover(); p != nil {
 				a.panicked = &attemptPanic{value: p}
 			}
 		}()
 		r.exec(ctx, a)
-		if a.verd.Retryable && a.err == nil && ctx.Err() == nil {
-			// Another attempt is in flight or may follow: free the
-			// connection now, here, so the driving goroutine never waits
-			// on this body. Bounded by ctx, which is cancelled if the call
-			// is decided meanwhile.
-			a.v, a.kept = r.c.Op.Retain(ctx, a.v), true
-		}
 	}()
+	r.finish(ctx, a)
+}
+
+// finish hands a finished attempt to the driver (after a handover), or
+// releases it if the call is already decided.
+func (r *run[T]) finish(ctx context.Context, a *attempt[T]) {
+	if a.panicked == nil && a.verd.Retryable && a.err == nil && ctx.Err() == nil {
+		// Another attempt is in flight or may follow: free the connection
+		// now, here, so the driver never waits on this body. Bounded by
+		// ctx, which is cancelled if the call is decided meanwhile.
+		a.v, a.kept = r.c.Op.Retain(ctx, a.v), true
+	}
 	r.mu.Lock()
 	if !r.decided {
 		r.done = append(r.done, a)
 		r.mu.Unlock()
-		select {
-		case r.wake <- struct{}{}:
-		default: // a signal is already pending
-		}
+		r.signal()
 		return
 	}
 	r.mu.Unlock()
 	r.releaseLate(a)
 }
 
-// armHedge (re)arms the hedge timer when another hedge could launch.
+// signal wakes the driver; a signal already pending is enough.
+func (r *run[T]) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// armHedge (re)arms the driver's hedge timer when another hedge could
+// launch (after a handover).
 func (r *run[T]) armHedge() {
-	if !r.hedging || r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
+	if !r.concurrent || r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		r.stopHedge()
 		return
 	}
@@ -64,9 +329,9 @@ func (r *run[T]) armHedge() {
 	r.timer.Reset(r.hedgeDelay)
 }
 
-// stopHedge disarms the hedge timer and returns it to the pool. With Go
-// 1.23+ timer semantics (and the fake clock's), a stopped timer delivers no
-// stale value, so a pooled timer is as good as a new one.
+// stopHedge disarms the driver's hedge timer and returns it to the pool.
+// With Go 1.23+ timer semantics (and the fake clock's), a stopped timer
+// delivers no stale value, so a pooled timer is as good as a new one.
 func (r *run[T]) stopHedge() {
 	if r.timer != nil {
 		r.timer.Stop()
@@ -75,24 +340,49 @@ func (r *run[T]) stopHedge() {
 	}
 }
 
-// hedge launches a hedge if the limits allow it.
+// hedge launches a hedge if the limits allow it (the driver, when its
+// timer fires).
 func (r *run[T]) hedge() {
+	if t, _, ok := r.admitHedge(); ok {
+		r.launchHedge(t)
+	}
+}
+
+// admitHedge reports whether a hedge may launch now, with its breaker
+// ticket and budget token: within the limits, adaptive hedging's cap, the
+// budget and the breaker. A refusal does not re-arm the timer: the next
+// launch does.
+func (r *run[T]) admitHedge() (ticket, budgetToken, bool) {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
-		return
+		return ticket{}, budgetToken{}, false
 	}
 	if r.hk != nil && !r.hk.take() {
-		// The key's hard cap on extra load: no hedge now. The timer is
-		// not re-armed; the next launch re-arms it.
-		r.hk.capped.Add(1)
-		return
+		r.hk.capped.Add(1) // the key's hard cap on extra load: no hedge now
+		return ticket{}, budgetToken{}, false
 	}
-	t, _, _, ok := r.admitNext(KindHedge)
+	t, tok, _, ok := r.admitNext(KindHedge)
 	if !ok {
 		if r.hk != nil {
 			r.hk.untake()
 		}
-		return // no re-arm: the next launch re-arms the timer
+		return ticket{}, budgetToken{}, false
 	}
+	return t, tok, true
+}
+
+// unadmit gives back what admitHedge took for a hedge that does not launch.
+func (r *run[T]) unadmit(t ticket, tok budgetToken) {
+	tok.Refund()
+	if r.hk != nil {
+		r.hk.untake()
+	}
+	if t.b != nil {
+		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.clock.Now()))
+	}
+}
+
+// launchHedge reports and launches an admitted hedge.
+func (r *run[T]) launchHedge(t ticket) {
 	if h := r.e.hooks.OnHedge; h != nil {
 		h(HedgeEvent{Event: r.event(), Attempt: r.launched + 1, InFlight: r.inflight + 1,
 			Delay: r.hedgeDelay, Adaptive: r.hk != nil})
@@ -105,7 +395,7 @@ func (r *run[T]) hedge() {
 // themselves.
 func (r *run[T]) decide() {
 	r.stopHedge()
-	if !r.hedging {
+	if !r.concurrent {
 		return
 	}
 	r.mu.Lock()
@@ -130,6 +420,12 @@ func (r *run[T]) decide() {
 // releaseLate releases an attempt that finished after the call was decided
 // and settles it as cancelled.
 func (r *run[T]) releaseLate(a *attempt[T]) {
+	if a.panicked != nil { // nothing of its result is known; the panic is the caller's
+		if a.cancel != nil {
+			a.cancel(ErrAttemptLost)
+		}
+		return
+	}
 	bo := outcomeIgnore
 	if a.err == nil {
 		bo = a.outcome()

@@ -14,7 +14,7 @@ type attempt[T any] struct {
 	info   AttemptInfo
 	ctx    context.Context         // the attempt's context, as OnAttemptStart returned it
 	cancel context.CancelCauseFunc // nil when the attempt shares the call's context
-	timer  clock.Timer             // the per-attempt timeout, if any
+	timer  *timeoutTimer           // the per-attempt timeout, if any
 	ticket ticket
 	start  time.Time
 	dur    time.Duration
@@ -22,6 +22,9 @@ type attempt[T any] struct {
 	err    error
 	verd   Verdict
 	kept   bool // Retain has run on v
+	// lingering: the per-attempt timeout fired, and its callback (which
+	// calls cancel) may still be running: the attempt must not be reused.
+	lingering bool
 
 	panicked *attemptPanic // set when the attempt panicked on its own goroutine
 }
@@ -41,7 +44,7 @@ type run[T any] struct {
 	maxAttempts int
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
-	hedging     bool          // hedging is on: attempts run on goroutines
+	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
 
@@ -51,14 +54,27 @@ type run[T any] struct {
 	retained                            *attempt[T] // most recent retryable result with a value
 	errs                                errorLog
 
-	ready *attempt[T]   // the finished attempt, in sequential mode
-	wake  chan struct{} // hedging mode: signalled (capacity 1) when done grows
-	timer clock.Timer   // the hedge timer
+	ready *attempt[T]   // the finished attempt, while the caller drives
+	wake  chan struct{} // after a handover: signalled (capacity 1) when done grows
+	timer clock.Timer   // after a handover: the driver's hedge timer
+
+	// Hedging before a handover (see hedge.go). mu guards inline, ht,
+	// concurrent and admitting; lingering and handedOff are the caller's own.
+	inline     *attempt[T] // the attempt the caller is running with a hedge timer armed
+	ht         *hedgeTimer // that timer
+	concurrent bool        // handed over: a driver goroutine runs the loop, attempts run on goroutines
+	admitting  bool        // a fired hedge timer is admitting a hedge; cond signals the end
+	cond       sync.Cond   // on mu, set up when first needed
+	lingering  bool        // a timer's callback may still touch r after the call: r is not pooled
+	handedOff  bool        // the caller's part is done: it waits for the driver's result
+	self       hedgeFirer  // r, for the pooled hedge timers to call back
+	finished   chan struct{}
+	final      Result[T]     // the driver's result, once finished is closed
+	finalPanic *attemptPanic // or the panic that ended the driver
 
 	first attempt[T] // the first attempt, allocated with the run
 
-	// In hedging mode, attempt goroutines and the driving goroutine share
-	// these. Both lists hold only attempts in flight or finished and not yet
+	// After a handover, attempt goroutines and the driver share these. Both lists hold only attempts in flight or finished and not yet
 	// taken, so the memory of a call is bounded by its attempts in flight,
 	// never by MaxAttempts.
 	mu        sync.Mutex     // guards decided, active and done
@@ -81,11 +97,13 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 		r.start = e.clock.Now()
 	}
 	res := r.execute()
-	// Without hedging every attempt ran on this goroutine and nothing of r
-	// outlives the call (results, events and the winner's cancel func are
-	// copies), so the state can be reused. With hedging, late attempts still
-	// hold r: it is left to the garbage collector.
-	if !r.hedging {
+	// Unless a hedge fired, every attempt ran on this goroutine and nothing
+	// of r outlives the call (results, events and the winner's cancel func
+	// are copies), so the state can be reused. After a handover late
+	// attempts may still hold r, and after a timer fired its callback may:
+	// r is then left to the garbage collector.
+	res.Detached = r.concurrent || r.lingering || r.first.lingering
+	if !res.Detached {
 		putRun(e, r)
 	}
 	return res
@@ -129,8 +147,10 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		launched: 1, inflight: 1}
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
-	res := r.loop()
-	putRun(e, r)
+	res := r.loop(true)
+	if !r.first.lingering {
+		putRun(e, r)
+	}
 	return res
 }
 
@@ -177,13 +197,13 @@ func (r *run[T]) execute() Result[T] {
 		r.hk.deposit()
 		r.hedgeDelay = r.hk.current(r.start)
 	}
-	if r.hedging {
-		r.wake = make(chan struct{}, 1)
-		r.active = r.activeBuf[:0]
-		r.done = r.doneBuf[:0]
+	if r.hedging && !r.c.Cancelable {
+		// Attempts that may ignore their cancellation run on goroutines
+		// of their own from the start, with the caller as the driver.
+		r.goConcurrent()
 	}
 	r.launch(KindInitial, ticket)
-	return r.loop()
+	return r.loop(true)
 }
 
 // event is the part every call event shares.
@@ -210,24 +230,26 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	}
 	a.ctx = ctx
 	r.inflight++
-	if !r.hedging {
+	switch {
+	case !r.hedging:
 		r.exec(ctx, a)
 		r.ready = a
-		return
+	case !r.concurrent: // (only a Cancelable call is not concurrent from the start)
+		r.handedOff = r.runInline(ctx, a)
+	default:
+		r.mu.Lock()
+		r.active = append(r.active, a)
+		r.mu.Unlock()
+		go r.background(ctx, a)
+		r.armHedge()
 	}
-	r.mu.Lock()
-	r.active = append(r.active, a)
-	r.mu.Unlock()
-	go r.background(ctx, a)
-	r.armHedge()
 }
 
 // exec runs one attempt and classifies its result.
 func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	e := r.e
 	if d := r.c.Policy.PerAttemptTimeout; d > 0 {
-		cancel := a.cancel
-		a.timer = e.clock.AfterFunc(d, func() { cancel(ErrAttemptTimeout) })
+		a.timer = e.armTimeout(d, &a.cancel)
 	}
 	// Timing costs two clock reads; only hooks and adaptive hedging want it.
 	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
@@ -254,7 +276,10 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 			r.hk.record(now, a.dur)
 		}
 	}
-	if a.timer != nil && !a.timer.Stop() && r.parent.Err() == nil {
+	if a.timer != nil && !e.stopTimeout(a.timer) {
+		a.lingering = true
+	}
+	if a.lingering && r.parent.Err() == nil {
 		// The timeout fired (its cancel may still be on its way): the
 		// attempt, and any body it returned, is cut off.
 		if a.err == nil {
@@ -325,11 +350,16 @@ func (r *run[T]) release(a *attempt[T]) {
 	}
 }
 
-// loop drives the call until it ends.
-func (r *run[T]) loop() Result[T] {
+// loop drives the call until it ends. The caller runs it (caller set), and
+// after a handover the driver (see hedge.go); the caller's loop then only
+// waits for the driver's result.
+func (r *run[T]) loop(caller bool) Result[T] {
 	for {
+		if caller && r.handedOff {
+			return r.awaitFinal()
+		}
 		var a *attempt[T]
-		if !r.hedging {
+		if !r.concurrent {
 			a, r.ready = r.ready, nil
 		} else if a = r.take(); a == nil {
 			var fire <-chan time.Time
@@ -354,7 +384,7 @@ func (r *run[T]) loop() Result[T] {
 				a.cancel(ErrAttemptLost)
 			}
 			if a.timer != nil {
-				a.timer.Stop()
+				a.timer.t.Stop()
 			}
 			r.release(r.retained)
 			r.retained = nil
@@ -458,7 +488,6 @@ func (r *run[T]) wrap(err error, reason EndReason) error {
 // end fires OnCallEnd and returns res: every way out of a call passes here.
 func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
 	r.decide()
-	res.Detached = r.hedging
 	if h := r.e.hooks.OnCallEnd; h != nil {
 		now := r.e.clock.Now()
 		h(CallEndEvent{Event: r.event(), Start: r.start,

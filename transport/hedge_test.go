@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,7 +68,10 @@ func TestHedgeLaunchesAfterDelayAndFirstFinalResultWins(t *testing.T) {
 }
 
 // TestHedgeLoserIsCancelledThenClosed: a loser is cancelled first and its
-// body closed unread; nothing waits on a response nobody will use.
+// body closed unread; nothing waits on a response nobody will use. The loser
+// here is the first attempt, which runs on the caller's goroutine: it
+// returns when cancelled, as a RoundTripper does, but with a response it
+// had already received.
 func TestHedgeLoserIsCancelledThenClosed(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -82,14 +86,13 @@ func TestHedgeLoserIsCancelledThenClosed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
-			release := make(chan struct{})
 			loserCtx := make(chan context.Context, 1)
 			loserBody := make(chan *watchedBody, 1)
 			var n atomic.Int32
 			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 				if n.Add(1) == 1 {
 					loserCtx <- r.Context()
-					<-release // a loser that ignores cancellation and answers anyway
+					<-r.Context().Done() // cancelled, it answers anyway: its response arrived first
 					resp := fakeResponse(r, tc.status, strings.Repeat("l", tc.size))
 					wb := watch(resp.Body)
 					resp.Body = wb
@@ -115,7 +118,6 @@ func TestHedgeLoserIsCancelledThenClosed(t *testing.T) {
 			if ctx.Err() == nil {
 				t.Errorf("loser's context not cancelled when RoundTrip returned")
 			}
-			close(release)
 			wb := recv(t, loserBody, "the loser's response")
 			select {
 			case <-wb.closed:
@@ -339,5 +341,42 @@ func TestHedgeWinnerBodyIsFullyReadableAfterLosersAreCancelled(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("winner's body: %d bytes, want %d identical bytes", len(got), len(want))
+	}
+}
+
+// TestArmedHedgingRunsOnTheCallersGoroutine: with hedging armed (and a
+// per-attempt timeout and the breaker), a request answered within the hedge
+// delay runs on the caller's goroutine: the base sees the test's own frame
+// on its stack, so no goroutine was started for it.
+func TestArmedHedgingRunsOnTheCallersGoroutine(t *testing.T) {
+	var onCaller []bool
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		pc := make([]uintptr, 64)
+		frames := runtime.CallersFrames(pc[:runtime.Callers(1, pc)])
+		found := false
+		for {
+			f, more := frames.Next()
+			found = found || strings.HasSuffix(f.Function, "TestArmedHedgingRunsOnTheCallersGoroutine")
+			if !more {
+				break
+			}
+		}
+		onCaller = append(onCaller, found)
+		if len(onCaller) == 1 {
+			return fakeResponse(r, 503, "busy"), nil
+		}
+		return fakeResponse(r, 200, "ok"), nil
+	})
+	tr := transport.New(base, transport.WithHedging(time.Hour, 1), transport.WithPerAttemptTimeout(time.Hour),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{}), transport.WithBackoff(resilience.Constant(0)))
+	resp, err := tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, resp); body != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	if len(onCaller) != 2 || !onCaller[0] || !onCaller[1] {
+		t.Errorf("attempts on the caller's goroutine: %v, want [true true]", onCaller)
 	}
 }

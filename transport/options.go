@@ -121,6 +121,11 @@ func WithBudget(ratio float64, minPerSec int) Option {
 // WithHedging launches another attempt when delay passes without a result, up
 // to maxHedges extra attempts in flight (default off). Hedging is on when
 // both are positive; zero turns it off. It panics on negative values.
+//
+// Until a hedge fires, attempts run on the caller's goroutine; a hedge that
+// wins cancels the caller's attempt and is returned once the base has
+// returned from it, so the base must honour the request's context (as
+// http.Transport does).
 func WithHedging(delay time.Duration, maxHedges int) Option {
 	if delay < 0 {
 		invalid("WithHedging", "delay must not be negative, got %v", delay)

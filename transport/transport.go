@@ -119,7 +119,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	*c = call{t: t, req: req, bodyFresh: true}
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
-	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
+	// Cancelable: a RoundTripper honours its request's context (see the
+	// package doc on hedging).
+	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c, Cancelable: true}
 	c.cl = t.cfg.classifier
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)

@@ -1,0 +1,285 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+)
+
+// onStackOf reports whether a function whose name contains fn is on the
+// calling goroutine's stack: a test's own frame is there only when the code
+// runs on the test's goroutine.
+func onStackOf(fn string) bool {
+	pc := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+	for {
+		f, more := frames.Next()
+		if strings.Contains(f.Function, fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// stackOp records, per attempt, whether it ran on the test's goroutine.
+type stackOp struct {
+	scripted
+	marker string
+	inline []bool
+}
+
+func (o *stackOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
+	o.mu.Lock()
+	o.inline = append(o.inline, onStackOf(o.marker))
+	o.mu.Unlock()
+	return o.scripted.Do(ctx, a)
+}
+
+// TestCancelableHedgingRunsOnTheCallersGoroutine: armed hedging that never
+// fires costs no goroutine: every attempt, retries included, runs on the
+// caller's goroutine, and the run is not detached.
+func TestCancelableHedgingRunsOnTheCallersGoroutine(t *testing.T) {
+	op := &stackOp{marker: "TestCancelableHedgingRunsOnTheCallersGoroutine",
+		scripted: scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}}}
+	e := NewEngine(EngineConfig{})
+	res := Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour, PerAttemptTimeout: time.Hour}})
+	res.Finish(nil)
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 {
+		t.Fatalf("res %+v", res)
+	}
+	if len(op.inline) != 2 || !op.inline[0] || !op.inline[1] {
+		t.Errorf("attempts on the caller's goroutine: %v, want [true true]", op.inline)
+	}
+	if res.Detached {
+		t.Error("Detached with no hedge fired: nothing else holds the call")
+	}
+	// Without the promise, the same call runs its attempts on goroutines.
+	op2 := &stackOp{marker: "TestCancelableHedgingRunsOnTheCallersGoroutine", scripted: scripted{steps: []step{{v: 200}}}}
+	res = Execute[int](context.Background(), e, Call[int]{Op: op2, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
+	res.Finish(nil)
+	if len(op2.inline) != 1 || op2.inline[0] || !res.Detached {
+		t.Errorf("not Cancelable: inline %v detached %v, want [false] true", op2.inline, res.Detached)
+	}
+}
+
+// TestCancelableHedgeTakesOverWhileTheCallerWaits: the hedge fires while
+// the caller's attempt runs; the hedge runs elsewhere, wins, and cancels the
+// caller's attempt, whose return ends Execute with the hedge's result.
+func TestCancelableHedgeTakesOverWhileTheCallerWaits(t *testing.T) {
+	fc := fakeclock.New(t0)
+	rec := &recorder{}
+	e := newTestEngine(fc, rec, EngineConfig{})
+	op := &stackOp{marker: "resilience.runAsync", scripted: scripted{steps: []step{{block: true}, {v: 200}}}}
+	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
+	if !fc.WaitForArmed(1, 5*time.Second) {
+		t.Fatal("hedge timer never armed")
+	}
+	fc.Advance(time.Second)
+	res := <-done
+	res.Finish(nil)
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.Detached {
+		t.Fatalf("res %+v", res)
+	}
+	op.mu.Lock()
+	inline, first := op.inline, op.ctxs[0]
+	op.mu.Unlock()
+	if len(inline) != 2 || !inline[0] || inline[1] {
+		t.Errorf("on the caller's goroutine: %v, want [true false]", inline)
+	}
+	if !errors.Is(context.Cause(first), ErrAttemptLost) {
+		t.Errorf("the caller's attempt ended with %v, want ErrAttemptLost", context.Cause(first))
+	}
+	if rec.end.Hedges != 1 || rec.end.Attempts != 2 {
+		t.Errorf("OnCallEnd %+v", rec.end)
+	}
+}
+
+// TestCancelableCallersAttemptWinsAfterTheHedge: the caller's attempt
+// answers after the hedge launched; it wins and the hedge is cancelled.
+func TestCancelableCallersAttemptWinsAfterTheHedge(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{})
+	gate := make(chan struct{})
+	op := &scripted{steps: []step{{gate: gate, v: 201}, {block: true}}}
+	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
+	fc.WaitForArmed(1, 5*time.Second)
+	fc.Advance(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for op.callCount() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the hedge never launched")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	res := <-done
+	res.Finish(nil)
+	if res.Value != 201 || res.Attempt != 1 {
+		t.Fatalf("res %+v", res)
+	}
+	op.mu.Lock()
+	hedge := op.ctxs[1]
+	op.mu.Unlock()
+	select {
+	case <-hedge.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the losing hedge was not cancelled")
+	}
+}
+
+func (s *scripted) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// panicAfterOp's first attempt panics once its context is cancelled or its
+// gate opens; later attempts block until cancelled.
+type panicAfterOp struct {
+	scripted
+	gate chan struct{}
+}
+
+func (p *panicAfterOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+	if a.Number == 1 {
+		<-p.gate
+		panic("first attempt exploded")
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestCancelableCallersPanicAfterHandover: the caller's own attempt panics
+// after the driver took over; the panic surfaces from Execute with its
+// value, and the driver winds down (goleak checks it leaves nothing).
+func TestCancelableCallersPanicAfterHandover(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{})
+	op := &panicAfterOp{gate: make(chan struct{})}
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
+	}()
+	fc.WaitForArmed(1, 5*time.Second)
+	fc.Advance(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for op.callCount() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the hedge never launched")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(op.gate)
+	select {
+	case v := <-got:
+		if v != "first attempt exploded" {
+			t.Fatalf("recovered %v", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Execute never returned")
+	}
+}
+
+// hedgePanicOp's hedge panics; the first attempt blocks until cancelled.
+type hedgePanicOp struct{ scripted }
+
+func (p *hedgePanicOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
+	if a.Number > 1 {
+		panic("hedge exploded")
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestCancelableHedgePanicReachesTheCaller: a panic on the hedge's goroutine
+// cancels the caller's attempt and surfaces from Execute.
+func TestCancelableHedgePanicReachesTheCaller(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{})
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		Execute[int](context.Background(), e, Call[int]{Op: &hedgePanicOp{scripted{steps: []step{{block: true}}}}, Cancelable: true,
+			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
+	}()
+	fc.WaitForArmed(1, 5*time.Second)
+	fc.Advance(time.Second)
+	select {
+	case v := <-got:
+		if v != "hedge exploded" {
+			t.Fatalf("recovered %v", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Execute never returned")
+	}
+}
+
+// TestCancelableHedgeRefusedLeavesTheCallToTheCaller: when the timer fires
+// but the budget refuses the hedge, nothing is handed over: the caller's
+// attempt goes on alone and its result is returned.
+func TestCancelableHedgeRefusedLeavesTheCallToTheCaller(t *testing.T) {
+	fc := fakeclock.New(t0)
+	rec := &recorder{}
+	// A budget with nothing in it: ratio 0.0001 (one deposit pays no token), no floor.
+	e := newTestEngine(fc, rec, EngineConfig{BudgetRatio: 0.0001})
+	gate := make(chan struct{})
+	op := &scripted{steps: []step{{gate: gate, v: 200}}}
+	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
+	fc.WaitForArmed(1, 5*time.Second)
+	fc.Advance(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(rec.Events(), "budget refused 2 hedge") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no budget refusal: %q", rec.Events())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	res := <-done
+	res.Finish(nil)
+	if res.Value != 200 || res.Attempt != 1 || op.callCount() != 1 {
+		t.Fatalf("res %+v after %d attempts", res, op.callCount())
+	}
+}
+
+// TestCancelableStaleTimerNeverHedgesALaterAttempt: a hedge timer that
+// fires as its attempt answers must not launch a hedge for whatever the
+// call does next. Many calls race the timer against the answer; none may
+// make more attempts than its script allows.
+func TestCancelableStaleTimerNeverHedgesALaterAttempt(t *testing.T) {
+	e := NewEngine(EngineConfig{})
+	var extra atomic.Int32
+	for range 300 {
+		op := &countingOp{scripted: &scripted{steps: []step{{v: 200}}}, calls: new(atomic.Int32), delay: 20 * time.Microsecond}
+		res := Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+			Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: 20 * time.Microsecond}})
+		res.Finish(nil)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if n := op.calls.Load(); n > 2 {
+			extra.Add(1)
+		}
+	}
+	if n := extra.Load(); n > 0 {
+		t.Fatalf("%d calls made more attempts than MaxAttempts", n)
+	}
+}
