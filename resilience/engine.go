@@ -11,8 +11,9 @@ import (
 
 // The engine is split by concern: this file holds its API (Engine, Call,
 // Operation, Result); run.go the run loop and an attempt's lifecycle;
-// admission.go the breaker and the budget; hedge.go hedging; sleep.go the
-// retry decision and the sleep between attempts.
+// end.go how a call ends; admission.go the breaker and the budget; hedge.go
+// hedging; timers.go the pooled timers; sleep.go the retry decision and the
+// sleep between attempts.
 //
 // An attempt's lifecycle has one verb per step: launch, exec, take, settle,
 // then retain (kept in case the call gives up) or release. A call's: admit,

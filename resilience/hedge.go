@@ -3,8 +3,6 @@ package resilience
 import (
 	"context"
 	"errors"
-	"sync/atomic"
-	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
@@ -31,63 +29,6 @@ import (
 // Exactly one goroutine drives a call at any time: the caller until a hedge
 // fires, then the driver. The handover happens under mu, and the caller
 // touches no call state between the handover and the driver's result.
-
-// hedgeTimer is a pooled AfterFunc timer for an inline attempt's hedge
-// delay. Its callback reaches the call through target, so one timer serves
-// call after call without a new closure.
-type hedgeTimer struct {
-	t      clock.Timer
-	target atomic.Pointer[hedgeFirer]
-}
-
-// hedgeFirer is a call whose inline attempt a hedgeTimer watches.
-type hedgeFirer interface{ hedgeFired(ht *hedgeTimer) }
-
-func (ht *hedgeTimer) fire() {
-	if p := ht.target.Load(); p != nil {
-		(*p).hedgeFired(ht)
-	}
-}
-
-// timeoutTimer is a pooled AfterFunc timer for a per-attempt timeout: it
-// cancels the attempt target points at.
-type timeoutTimer struct {
-	t      clock.Timer
-	target atomic.Pointer[context.CancelCauseFunc]
-}
-
-func (tt *timeoutTimer) fire() {
-	if p := tt.target.Load(); p != nil {
-		(*p)(ErrAttemptTimeout)
-	}
-}
-
-// armTimeout arms a pooled timer that cancels *cancel with
-// ErrAttemptTimeout after d.
-func (e *Engine) armTimeout(d time.Duration, cancel *context.CancelCauseFunc) *timeoutTimer {
-	tt, _ := e.timeouts.Get().(*timeoutTimer)
-	if tt == nil {
-		tt = new(timeoutTimer)
-		tt.target.Store(cancel)
-		tt.t = e.clock.AfterFunc(d, tt.fire)
-		return tt
-	}
-	tt.target.Store(cancel)
-	tt.t.Reset(d)
-	return tt
-}
-
-// stop disarms tt and reports whether it had not fired; only then is it
-// pooled again. A timer that fired may still be running its callback, which
-// calls the attempt's cancel func: that attempt must not be reused.
-func (e *Engine) stopTimeout(tt *timeoutTimer) bool {
-	if !tt.t.Stop() {
-		return false
-	}
-	tt.target.Store(nil)
-	e.timeouts.Put(tt)
-	return true
-}
 
 // errCallerPanicked stands, for the driver, for a panic of the caller's own
 // attempt: the caller re-panics with the real value on its own goroutine.
@@ -299,6 +240,29 @@ func (r *run[T]) finish(ctx context.Context, a *attempt[T]) {
 	}
 	r.mu.Unlock()
 	r.releaseLate(a)
+}
+
+// take takes the oldest finished attempt off both lists (hedging mode), or
+// returns nil when none is waiting.
+func (r *run[T]) take() *attempt[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.done) == 0 {
+		return nil
+	}
+	a := r.done[0]
+	n := copy(r.done, r.done[1:])
+	r.done[n] = nil
+	r.done = r.done[:n]
+	for i, x := range r.active {
+		if x == a {
+			n := copy(r.active[i:], r.active[i+1:])
+			r.active[i+n] = nil
+			r.active = r.active[:i+n]
+			break
+		}
+	}
+	return a
 }
 
 // signal wakes the driver; a signal already pending is enough.

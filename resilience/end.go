@@ -1,0 +1,81 @@
+package resilience
+
+import "fmt"
+
+// How a call ends: with a winner (endWith), with what it kept or its last
+// error (endWithout), and always through end, which fires OnCallEnd.
+
+// endWith ends the call with a's non-retryable result.
+func (r *run[T]) endWith(a *attempt[T]) Result[T] {
+	if r.parent.Err() != nil && a.err != nil {
+		r.settle(a, AttemptCancelled, outcomeIgnore)
+		return r.endWithout(ReasonCanceled)
+	}
+	o, reason := AttemptSuccess, ReasonSuccess
+	if a.err != nil {
+		o, reason = AttemptFailure, ReasonNotRetryable
+	}
+	r.settle(a, o, a.outcome())
+	r.release(r.retained)
+	r.retained = nil
+	if a.err != nil {
+		r.errs.add(a.err)
+		if a.cancel != nil {
+			a.cancel(nil)
+		}
+		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
+	}
+	return r.end(r.resultOf(a), reason)
+}
+
+// resultOf returns a's result, to be finished by the caller.
+func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
+	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, cancel: a.cancel}
+	if h := r.e.hooks.OnResultDone; h != nil {
+		res.onDone, res.key, res.subject = h, r.c.Key, r.c.Subject
+	}
+	return res
+}
+
+// endWithout ends the call without a winner: with the retained result, if
+// any, else the last error.
+func (r *run[T]) endWithout(reason EndReason) Result[T] {
+	r.decide()
+	if err := r.parent.Err(); err != nil {
+		r.release(r.retained)
+		r.retained = nil
+		return r.end(Result[T]{Err: err}, ReasonCanceled)
+	}
+	if a := r.retained; a != nil {
+		r.retained = nil
+		return r.end(r.resultOf(a), reason)
+	}
+	last := r.errs.last()
+	if last == nil {
+		last = fmt.Errorf("resilience: call gave up without a result (%s)", reason)
+		if r.c.Key != "" {
+			last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
+		}
+	}
+	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason)
+}
+
+// wrap wraps a final error in *Error when more than one attempt launched.
+func (r *run[T]) wrap(err error, reason EndReason) error {
+	if r.launched <= 1 {
+		return err
+	}
+	return &Error{Attempts: r.launched, Err: err, Errs: r.errs.kept(), Omitted: r.errs.omitted, Reason: reason}
+}
+
+// end fires OnCallEnd and returns res: every way out of a call passes here.
+func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
+	r.decide()
+	if h := r.e.hooks.OnCallEnd; h != nil {
+		now := r.e.clock.Now()
+		h(CallEndEvent{Event: r.event(), Start: r.start,
+			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
+			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe, Returned: res.Attempt})
+	}
+	return res
+}
