@@ -38,13 +38,16 @@ const (
 // little traffic can still retry.
 //
 // Exactly, with seconds being whole seconds of the times passed in: a retry
-// launches only if, counting it, at most minPerSec retries were paid from the
-// floor in its own second and at most ⌊ratio × requests in its window⌋ were
-// paid from deposits in its window. So the retries launched in any window
-// that ends with a launch number at most ⌊ratio × requests⌋ + 10 × minPerSec.
-// An interval that is not aligned to whole seconds sees more, because it
-// touches one second more and because its first retries may spend deposits
-// made before it began: the retries launched in any interval I no longer than
+// is paid from the floor if, counting it, at most minPerSec retries were paid
+// from the floor in its own second; failing that, from deposits if, counting
+// it, at most ⌊ratio × requests in its window⌋ were paid from deposits in its
+// window; failing both, it does not launch. So the retries launched in any
+// window that ends with a launch paid from deposits number at most
+// ⌊ratio × requests⌋ + 10 × minPerSec. Other windows may see more, because
+// retries paid from deposits early in the window may have spent deposits made
+// before it began, and a launch paid from the floor does not look at
+// deposits; an interval that is not aligned to whole seconds also touches one
+// second more. The retries launched in any interval I no longer than
 // budgetWindow number at most
 //
 //	minPerSec × S + ⌊ratio × R⌋
