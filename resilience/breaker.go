@@ -1,9 +1,9 @@
 package resilience
 
-// This file is a little over 400 lines because it is one concern: the
-// breaker's state machine and the bounded, sharded set that holds one per
-// key (eviction included); splitting the two would put the lock rules they
-// share in two places.
+// This file is over 400 lines because it is one concern: the breaker's
+// state machine and the bounded, sharded set that holds one per key
+// (eviction included); splitting the two would put the lock rules they share
+// in two places.
 
 import (
 	"fmt"
@@ -49,7 +49,8 @@ const (
 // defaults above.
 type BreakerConfig struct {
 	// FailureThreshold is the number of consecutive failures that opens a
-	// closed breaker. Default 5.
+	// closed breaker. Default 5. A threshold above 2^30 (about a billion)
+	// acts as 2^30: the count shares one atomic word with the state.
 	FailureThreshold int
 	// OpenDuration is how long an open breaker rejects requests before it
 	// admits probes. Default 30s.
@@ -127,7 +128,7 @@ func (t transition) Changed() bool { return t.From != t.To }
 // ticket (no breaker) accepts Done as a no-op.
 type ticket struct {
 	b     *breaker
-	gen   uint64
+	gen   uint32 // the breaker's generation when it admitted
 	probe bool
 }
 
@@ -136,40 +137,126 @@ func (t ticket) Probe() bool { return t.probe }
 
 // breakerSet is a bounded set of circuit breakers, one per key. State is
 // evaluated lazily when it is read: there are no timers and no background
-// goroutines. Lookups are sharded, so requests to different keys do not
-// contend on one lock. Safe for concurrent use.
+// goroutines. Safe for concurrent use.
+//
+// The common path takes no lock and writes no word that another core is
+// writing: finding a tracked key's breaker is a sync.Map lookup, admitting
+// through a closed breaker reads one atomic word, and a success there writes
+// that word only when it has failures to forget. Locks are taken to add a
+// key (and evict to make room), to change a breaker's state, to admit or
+// settle a half-open probe, and to record the failure that opens a breaker.
 type breakerSet struct {
 	cfg       BreakerConfig
+	threshold uint32 // cfg.FailureThreshold, at most maxFailures+1
 	seed      maphash.Seed
 	shards    []breakerShard
 	shardCap  int
+	_         [64]byte      // read on every call above, written rarely below
 	untracked atomic.Uint64 // admissions served untracked; see MaxBreakers
 }
 
+// breakerShard holds the breakers of the keys that hash to it. It is 128
+// bytes, so that the shards of one slice (an allocation whose size class is
+// a multiple of 64) never share a cache line: a shard written to add a key
+// does not slow lookups in its neighbours.
 type breakerShard struct {
+	// m maps a key to its *breaker. Lookups take no lock; m is written only
+	// with mu held, so a writer sees it stable.
+	m  sync.Map
 	mu sync.RWMutex
-	m  map[string]*breaker // guarded by mu
+	n  int // keys in m; guarded by mu
 	// fullUntil, when set, is the earliest end of an OpenDuration among the
 	// shard's breakers, found when the shard was full and all of them were
 	// open. Until then none can be evicted (a breaker leaves the open state
 	// only when its OpenDuration ends), so a new key is served untracked
 	// without another scan. Guarded by mu.
 	fullUntil time.Time
-	_         [16]byte // keep shards on separate cache lines
+	_         [24]byte
 }
 
 // breaker is the state machine for one key.
+//
+// Its state lives in word, so that a closed breaker admits and records a
+// success with atomics alone. Every change of state, and every write of the
+// fields under mu, is made with mu held; the only write to word made without
+// mu is a success in the closed state clearing the failure count, by
+// compare-and-swap against the generation it was admitted in. So with mu
+// held the state and generation hold still, and only the failure count of a
+// closed breaker can drop to zero underfoot: writers under mu use
+// compare-and-swap too.
 type breaker struct {
-	key      string       // immutable
-	lastUsed atomic.Int64 // unix nanos of the last admission; for eviction
+	key      string        // immutable
+	word     atomic.Uint64 // a breakerWord: state, failures, generation
+	lastUsed atomic.Int64  // unix nanos of an admission at most lastUsedGrain old; for eviction
 
 	mu       sync.Mutex // guards the fields below
-	state    BreakerState
-	failures int       // consecutive failures while closed
-	openedAt time.Time // when the breaker last opened
-	since    time.Time // when it entered its state (for a lazily half-open one, openedAt+OpenDuration)
-	probes   int       // probes in flight, whatever state they were admitted in
-	gen      uint64    // bumped on every state change; stale tickets are ignored
+	openedAt time.Time  // when the breaker last opened
+	since    time.Time  // when it entered its state (for a lazily half-open one, openedAt+OpenDuration)
+	probes   int        // probes in flight, whatever state they were admitted in
+}
+
+// lastUsedGrain is how stale a breaker's lastUsed may be. Admissions within
+// it of the stored time leave it alone, so that a busy host's admissions do
+// not all write one word; eviction's least-recently-used order is exact to
+// this grain.
+const lastUsedGrain = int64(time.Millisecond)
+
+// A breakerWord packs a breaker's state in its low stateBits bits, its
+// consecutive failures while closed in the next failureBits, and its
+// generation, bumped on every state change so that results of attempts
+// admitted before it are dropped, in the high 32. The generation wraps after
+// 2^32 changes; a ticket would have to be held across a whole multiple of
+// that to be mistaken for a current one.
+type breakerWord uint64
+
+const (
+	stateBits   = 2
+	failureBits = 30
+	maxFailures = 1<<failureBits - 1
+	genShift    = stateBits + failureBits
+)
+
+func (w breakerWord) state() BreakerState { return BreakerState(w & (1<<stateBits - 1)) }
+func (w breakerWord) failures() uint32    { return uint32(w>>stateBits) & maxFailures }
+func (w breakerWord) gen() uint32         { return uint32(w >> genShift) }
+
+// withFailures returns w counting n consecutive failures (n ≤ maxFailures).
+func (w breakerWord) withFailures(n uint32) breakerWord {
+	return w&^(maxFailures<<stateBits) | breakerWord(n)<<stateBits
+}
+
+// moved returns the word of the next generation, in state s with no failures.
+func (w breakerWord) moved(s BreakerState) breakerWord {
+	return breakerWord(w.gen()+1)<<genShift | breakerWord(s)
+}
+
+func (br *breaker) load() breakerWord { return breakerWord(br.word.Load()) }
+
+func (br *breaker) cas(old, new breakerWord) bool {
+	return br.word.CompareAndSwap(uint64(old), uint64(new))
+}
+
+// moveLocked changes the state from the one in old to s, entered at since,
+// starting a new generation. It reports false, changing nothing, if the word
+// is no longer old. Requires br.mu held.
+func (br *breaker) moveLocked(old breakerWord, s BreakerState, since time.Time) bool {
+	if !br.cas(old, old.moved(s)) {
+		return false
+	}
+	br.since = since
+	if s == BreakerOpen {
+		br.openedAt = since
+	}
+	return true // probes in flight keep their slots until they complete
+}
+
+// touch records an admission at now for eviction, unless the stored time is
+// within lastUsedGrain of it.
+func (br *breaker) touch(now time.Time) {
+	ns := now.UnixNano()
+	if d := ns - br.lastUsed.Load(); d >= lastUsedGrain || d <= -lastUsedGrain {
+		br.lastUsed.Store(ns)
+	}
 }
 
 // newBreakerSet returns an empty set configured by cfg (zero fields take their
@@ -181,10 +268,8 @@ func newBreakerSet(cfg BreakerConfig) *breakerSet {
 		n = 1
 	}
 	b := &breakerSet{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
+	b.threshold = uint32(min(cfg.FailureThreshold, maxFailures+1))
 	b.shardCap = max(1, cfg.MaxBreakers/n)
-	for i := range b.shards {
-		b.shards[i].m = make(map[string]*breaker)
-	}
 	return b
 }
 
@@ -198,13 +283,24 @@ func (b *breakerSet) shard(key string) *breakerShard {
 	return &b.shards[maphash.String(b.seed, key)%uint64(len(b.shards))]
 }
 
+// lookup returns key's breaker, or nil if it is not tracked. It takes no lock.
+func (s *breakerShard) lookup(key string) *breaker {
+	if v, ok := s.m.Load(key); ok {
+		return v.(*breaker)
+	}
+	return nil
+}
+
 // get returns key's breaker, creating (and evicting to make room) if needed.
 // It returns nil when the key's shard is full of open breakers: the key is
 // then served untracked (see BreakerConfig.MaxBreakers).
 func (b *breakerSet) get(key string, now time.Time) *breaker {
 	s := b.shard(key)
+	if br := s.lookup(key); br != nil {
+		return br
+	}
 	s.mu.RLock()
-	br := s.m[key]
+	br := s.lookup(key) // added since the lookup above?
 	full := br == nil && now.Before(s.fullUntil)
 	s.mu.RUnlock()
 	if br != nil {
@@ -215,15 +311,16 @@ func (b *breakerSet) get(key string, now time.Time) *breaker {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if existing := s.m[key]; existing != nil {
+	if existing := s.lookup(key); existing != nil {
 		return existing
 	}
-	if len(s.m) >= b.shardCap && !s.evictLocked(b.shardCap, now, b.cfg.OpenDuration) {
+	if s.n >= b.shardCap && !s.evictLocked(b.shardCap, now, b.cfg.OpenDuration) {
 		return nil
 	}
 	br = &breaker{key: key, since: now}
 	br.lastUsed.Store(now.UnixNano())
-	s.m[key] = br
+	s.m.Store(key, br)
+	s.n++
 	return br
 }
 
@@ -238,26 +335,28 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Dur
 		rank  int // 0 idle closed, 1 failing closed, 2 half-open (or open past openFor)
 		stamp int64
 	}
-	cands := make([]cand, 0, len(s.m))
+	cands := make([]cand, 0, s.n)
 	var until time.Time
-	for k, br := range s.m {
+	s.m.Range(func(_, v any) bool {
+		br := v.(*breaker)
 		br.mu.Lock()
-		state, failures, ends := br.state, br.failures, br.openedAt.Add(openFor)
+		w, ends := br.load(), br.openedAt.Add(openFor)
 		br.mu.Unlock()
 		rank := 2
 		switch {
-		case state == BreakerOpen && now.Before(ends):
+		case w.state() == BreakerOpen && now.Before(ends):
 			if until.IsZero() || ends.Before(until) {
 				until = ends
 			}
-			continue // still rejecting: never evicted
-		case state == BreakerClosed && failures == 0:
+			return true // still rejecting: never evicted
+		case w.state() == BreakerClosed && w.failures() == 0:
 			rank = 0
-		case state == BreakerClosed:
+		case w.state() == BreakerClosed:
 			rank = 1
 		}
-		cands = append(cands, cand{k, rank, br.lastUsed.Load()})
-	}
+		cands = append(cands, cand{br.key, rank, br.lastUsed.Load()})
+		return true
+	})
 	if len(cands) == 0 {
 		s.fullUntil = until
 		return false
@@ -270,7 +369,8 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Dur
 	})
 	n := max(1, capacity/8)
 	for i := 0; i < n && i < len(cands); i++ {
-		delete(s.m, cands[i].key)
+		s.m.Delete(cands[i].key)
+		s.n--
 	}
 	return true
 }
@@ -286,7 +386,7 @@ func (b *breakerSet) Len() int {
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.RLock()
-		n += len(s.m)
+		n += s.n
 		s.mu.RUnlock()
 	}
 	return n
@@ -294,19 +394,20 @@ func (b *breakerSet) Len() int {
 
 // State returns key's state at now; an untracked key is closed.
 func (b *breakerSet) State(key string, now time.Time) BreakerState {
-	s := b.shard(key)
-	s.mu.RLock()
-	br := s.m[key]
-	s.mu.RUnlock()
+	br := b.shard(key).lookup(key)
 	if br == nil {
+		return BreakerClosed
+	}
+	if w := br.load(); w.state() == BreakerClosed {
 		return BreakerClosed
 	}
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
+	st := br.load().state()
+	if st == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
 		return BreakerHalfOpen // what the next admission will see
 	}
-	return br.state
+	return st
 }
 
 // Each calls fn with every tracked key, its state at now and when it
@@ -322,15 +423,17 @@ func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState,
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.RLock()
-		for k, br := range s.m {
+		s.m.Range(func(_, v any) bool {
+			br := v.(*breaker)
 			br.mu.Lock()
-			st, since := br.state, br.since
+			st, since := br.load().state(), br.since
 			if st == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
 				st, since = BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration)
 			}
 			br.mu.Unlock()
-			snap = append(snap, kv{k, st, since})
-		}
+			snap = append(snap, kv{br.key, st, since})
+			return true
+		})
 		s.mu.RUnlock()
 	}
 	for _, e := range snap {
@@ -360,22 +463,36 @@ func (b *breakerSet) allow(key string, now time.Time, admission bool) (ticket, t
 		b.untracked.Add(1)
 		return ticket{}, transition{Key: key}, nil // served untracked: as if closed, nothing recorded
 	}
-	br.lastUsed.Store(now.UnixNano())
+	br.touch(now)
+	if w := br.load(); w.state() == BreakerClosed {
+		return ticket{b: br, gen: w.gen()}, transition{Key: key}, nil
+	}
+	return b.allowLocked(br, now, admission)
+}
+
+// allowLocked is allow for a breaker that was not closed when it looked:
+// open ones may turn half-open, half-open ones admit probes.
+func (b *breakerSet) allowLocked(br *breaker, now time.Time, admission bool) (ticket, transition, error) {
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	tr := transition{Key: key, From: br.state, To: br.state}
-	if br.state == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
-		br.setLocked(BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration))
-		tr.To = BreakerHalfOpen
+	w := br.load()
+	tr := transition{Key: br.key, From: w.state(), To: w.state()}
+	for w.state() == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
+		// Only a holder of mu writes an open breaker's word, so this move
+		// succeeds the first time.
+		if br.moveLocked(w, BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration)) {
+			tr.To = BreakerHalfOpen
+		}
+		w = br.load()
 	}
 	switch {
-	case br.state == BreakerClosed:
-		return ticket{b: br, gen: br.gen}, tr, nil
-	case br.state == BreakerHalfOpen && admission && br.probes < b.cfg.HalfOpenProbes:
+	case w.state() == BreakerClosed: // closed by a probe while this call waited for mu
+		return ticket{b: br, gen: w.gen()}, tr, nil
+	case w.state() == BreakerHalfOpen && admission && br.probes < b.cfg.HalfOpenProbes:
 		br.probes++
-		return ticket{b: br, gen: br.gen, probe: true}, tr, nil
+		return ticket{b: br, gen: w.gen(), probe: true}, tr, nil
 	}
-	return ticket{}, tr, &CircuitOpenError{Key: key, State: br.state}
+	return ticket{}, tr, &CircuitOpenError{Key: br.key, State: w.state()}
 }
 
 // Done reports the outcome of an admitted attempt. Results from a previous
@@ -386,47 +503,74 @@ func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 	if br == nil {
 		return transition{}
 	}
+	if t.probe {
+		return b.doneLocked(t, o, now)
+	}
+	// A ticket that is not a probe was issued by a closed breaker: while the
+	// generation is still the ticket's, the breaker is closed.
+	for {
+		w := br.load()
+		if w.gen() != t.gen {
+			return transition{Key: br.key, From: w.state(), To: w.state()} // stale
+		}
+		switch o {
+		case outcomeSuccess:
+			if w.failures() == 0 || br.cas(w, w.withFailures(0)) {
+				return transition{Key: br.key}
+			}
+		case outcomeFailure:
+			if w.failures()+1 >= b.threshold {
+				return b.doneLocked(t, o, now) // this failure opens the breaker
+			}
+			if br.cas(w, w.withFailures(w.failures()+1)) {
+				return transition{Key: br.key}
+			}
+		default:
+			return transition{Key: br.key}
+		}
+	}
+}
+
+// doneLocked is done for a probe, and for the failure that may open a
+// closed breaker, with br.mu held.
+func (b *breakerSet) doneLocked(t ticket, o outcome, now time.Time) transition {
+	br := t.b
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	tr := transition{Key: br.key, From: br.state, To: br.state}
 	if t.probe {
 		// A probe holds its slot until it completes, whatever happened to
 		// the breaker meanwhile, so probes in flight never pile up.
 		br.probes--
 	}
-	if t.gen != br.gen {
-		return tr
-	}
-	switch br.state {
-	case BreakerClosed:
-		switch o {
-		case outcomeSuccess:
-			br.failures = 0
-		case outcomeFailure:
-			br.failures++
-			if br.failures >= b.cfg.FailureThreshold {
-				br.openedAt = now
-				br.setLocked(BreakerOpen, now)
+	for {
+		w := br.load()
+		tr := transition{Key: br.key, From: w.state(), To: w.state()}
+		if w.gen() != t.gen || o == outcomeIgnore {
+			return tr
+		}
+		to := BreakerOpen
+		switch {
+		case w.state() == BreakerOpen: // no ticket is issued while open
+			return tr
+		case w.state() == BreakerClosed && o == outcomeSuccess:
+			if w.failures() == 0 || br.cas(w, w.withFailures(0)) {
+				return tr
 			}
+			continue
+		case w.state() == BreakerClosed && w.failures()+1 < b.threshold:
+			// A success cleared the count since done looked.
+			if br.cas(w, w.withFailures(w.failures()+1)) {
+				return tr
+			}
+			continue
+		case w.state() == BreakerHalfOpen && o == outcomeSuccess:
+			to = BreakerClosed
 		}
-	case BreakerHalfOpen:
-		switch o {
-		case outcomeSuccess:
-			br.setLocked(BreakerClosed, now)
-		case outcomeFailure:
-			br.openedAt = now
-			br.setLocked(BreakerOpen, now)
+		// A failure at the threshold, or a probe's verdict: the one caller
+		// whose compare-and-swap moves the word reports the transition.
+		if br.moveLocked(w, to, now) {
+			tr.To = to
+			return tr
 		}
 	}
-	tr.To = br.state
-	return tr
-}
-
-// setLocked moves to state s, entered at since, and starts a new
-// generation. Requires br.mu held.
-func (br *breaker) setLocked(s BreakerState, since time.Time) {
-	br.state = s
-	br.since = since
-	br.failures = 0
-	br.gen++ // probes in flight keep their slots until they complete
 }

@@ -257,7 +257,7 @@ func TestBreakerProperties(t *testing.T) {
 			probes := 0
 			br := b.get("k", now)
 			br.mu.Lock()
-			if br.state == BreakerHalfOpen {
+			if br.load().state() == BreakerHalfOpen {
 				probes = br.probes
 			}
 			br.mu.Unlock()

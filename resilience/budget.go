@@ -21,6 +21,11 @@ const (
 	// fall in consecutive buckets, so no two seconds of one window ever share
 	// a bucket.
 	epochMod = (1 << (64 - countBits)) / budgetBuckets * budgetBuckets
+
+	// requestStripes is how many counters each second's requests are
+	// spread over, so that concurrent deposits seldom write the same word.
+	stripeBits     = 3
+	requestStripes = 1 << stripeBits
 )
 
 // retryBudget caps how many retries (and hedges) a client may add on top of its
@@ -33,13 +38,16 @@ const (
 // little traffic can still retry.
 //
 // Exactly, with seconds being whole seconds of the times passed in: a retry
-// launches only if, counting it, at most minPerSec retries were paid from the
-// floor in its own second and at most ⌊ratio × requests in its window⌋ were
-// paid from deposits in its window. So the retries launched in any window
-// that ends with a launch number at most ⌊ratio × requests⌋ + 10 × minPerSec.
-// An interval that is not aligned to whole seconds sees more, because it
-// touches one second more and because its first retries may spend deposits
-// made before it began: the retries launched in any interval I no longer than
+// is paid from the floor if, counting it, at most minPerSec retries were paid
+// from the floor in its own second; failing that, from deposits if, counting
+// it, at most ⌊ratio × requests in its window⌋ were paid from deposits in its
+// window; failing both, it does not launch. So the retries launched in any
+// window that ends with a launch paid from deposits number at most
+// ⌊ratio × requests⌋ + 10 × minPerSec. Other windows may see more, because
+// retries paid from deposits early in the window may have spent deposits made
+// before it began, and a launch paid from the floor does not look at
+// deposits; an interval that is not aligned to whole seconds also touches one
+// second more. The retries launched in any interval I no longer than
 // budgetWindow number at most
 //
 //	minPerSec × S + ⌊ratio × R⌋
@@ -51,18 +59,33 @@ const (
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
-// concurrent requests never queue on a mutex. A nil *retryBudget allows
-// everything. Safe for concurrent use.
+// concurrent requests never queue on a mutex. Every request deposits, so its
+// counter is spread further: each second's requests are counted in
+// requestStripes words on cache lines of their own, a deposit adds to one
+// (see Deposit), and a retry (far rarer) sums them all. A budget takes
+// about 1.5 KiB. A nil *retryBudget allows everything. Safe for concurrent
+// use.
 type retryBudget struct {
-	ratio     float64
-	minPerSec int64
+	ratio     float64 // immutable, read by every deposit
+	minPerSec int64   // immutable
+	_         [64]byte
 
 	// Each word packs a bucket's epoch (see epochOf, high bits) with a count
 	// (low countBits bits). A word whose epoch is stale
-	// reads as zero and is reset by the next writer.
-	requests [budgetBuckets]atomic.Uint64 // original requests per second
-	spent    [budgetBuckets]atomic.Uint64 // retries paid from deposits per second
-	floor    [budgetBuckets]atomic.Uint64 // retries paid from the per-second floor
+	// reads as zero and is reset by the next writer. The padding around
+	// these keeps the writes of retries off the lines deposits use.
+	spent    [budgetBuckets]atomic.Uint64  // retries paid from deposits per second
+	floor    [budgetBuckets]atomic.Uint64  // retries paid from the per-second floor
+	_        [64]byte                      //
+	requests [requestStripes]requestStripe // original requests per second, the sum of the stripes
+}
+
+// requestStripe is one share of the per-second request counts: its buckets
+// are words like the other buckets'. The padding keeps two stripes' words
+// off one cache line whatever the alignment.
+type requestStripe struct {
+	buckets [budgetBuckets]atomic.Uint64
+	_       [64]byte
 }
 
 // newRetryBudget returns a budget. ratio must be a finite number ≥ 0 and
@@ -95,21 +118,24 @@ func epochOf(now time.Time) uint64 {
 
 // add increments the bucket for epoch by delta (which may be -1 to undo).
 func add(w *atomic.Uint64, epoch uint64, delta int64) {
-	for {
-		old := w.Load()
-		var n uint64
-		switch {
-		case old>>countBits == epoch:
-			n = uint64(int64(old&countMask) + delta)
-		case delta > 0:
-			n = uint64(delta)
-		default:
-			return // the bucket rolled over; nothing left to undo
-		}
-		if w.CompareAndSwap(old, epoch<<countBits|n&countMask) {
-			return
-		}
+	for !addOnce(w, epoch, delta) {
 	}
+}
+
+// addOnce is one attempt of add: it reports false, changing nothing, when
+// another writer changed the word between its load and its store.
+func addOnce(w *atomic.Uint64, epoch uint64, delta int64) bool {
+	old := w.Load()
+	var n uint64
+	switch {
+	case old>>countBits == epoch:
+		n = uint64(int64(old&countMask) + delta)
+	case delta > 0:
+		n = uint64(delta)
+	default:
+		return true // the bucket rolled over; nothing left to undo
+	}
+	return w.CompareAndSwap(old, epoch<<countBits|n&countMask)
 }
 
 // read returns the bucket's count if it belongs to epoch.
@@ -131,13 +157,36 @@ func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
 	return n
 }
 
-// Deposit records one original request at now.
+// requestsIn returns the requests deposited in the window ending at epoch:
+// the sum over every stripe.
+func (b *retryBudget) requestsIn(epoch uint64) int64 {
+	var n int64
+	for i := uint64(0); i < budgetBuckets; i++ {
+		e := (epoch + epochMod - i) % epochMod
+		for s := range b.requests {
+			n += read(&b.requests[s].buckets[e%budgetBuckets], e)
+		}
+	}
+	return n
+}
+
+// Deposit records one original request at now, in one of the second's
+// stripes. The stripe is a hash of now's nanoseconds: requests on different
+// cores seldom read the clock in the same nanosecond, so they seldom pick the
+// same stripe, and the hash costs less than a random number (math/rand/v2's
+// Uint32 took longer than the whole deposit). When they do meet, the one whose
+// compare-and-swap fails moves to the next stripe rather than retry the word
+// it lost. Deposits all made at one instant (a fake clock) share a stripe
+// until they collide; every stripe counts the same.
 func (b *retryBudget) Deposit(now time.Time) {
 	if b == nil || b.ratio == 0 {
 		return
 	}
 	e := epochOf(now)
-	add(&b.requests[e%budgetBuckets], e, 1)
+	i := uint64(now.Nanosecond()) * 0x9e3779b97f4a7c15 >> (64 - stripeBits) // Fibonacci hashing
+	for !addOnce(&b.requests[i].buckets[e%budgetBuckets], e, 1) {
+		i = (i + 1) % requestStripes
+	}
 }
 
 // Withdraw spends one token for a retry or hedge about to launch at now and
@@ -185,7 +234,7 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	}
 	w := &b.spent[e%budgetBuckets]
 	add(w, e, 1)
-	allowed := math.Floor(b.ratio * float64(sum(&b.requests, e)))
+	allowed := math.Floor(b.ratio * float64(b.requestsIn(e)))
 	if float64(sum(&b.spent, e)) <= allowed {
 		return budgetToken{w: w, epoch: e}, true
 	}
@@ -200,7 +249,7 @@ func (b *retryBudget) Tokens(now time.Time) float64 {
 		return math.Inf(1)
 	}
 	e := epochOf(now)
-	dep := b.ratio*float64(sum(&b.requests, e)) - float64(sum(&b.spent, e))
+	dep := b.ratio*float64(b.requestsIn(e)) - float64(sum(&b.spent, e))
 	fl := float64(b.minPerSec - read(&b.floor[e%budgetBuckets], e))
 	return max(dep, 0) + max(fl, 0)
 }

@@ -1,0 +1,100 @@
+package resilience
+
+import (
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// TestBudgetConcurrentDepositsAllCount: deposits from many goroutines at
+// once, spread over the stripes (distinct nanoseconds) or all at one instant
+// (one stripe until they collide), are each counted exactly once: at ratio
+// 1, n deposits pay for exactly n retries.
+func TestBudgetConcurrentDepositsAllCount(t *testing.T) {
+	const goroutines, each = 8, 500
+	tests := []struct {
+		name string
+		at   func(g, i int) time.Time
+	}{
+		{"distinct instants", func(g, i int) time.Time { return t0.Add(time.Duration(g*each+i) * 7) }},
+		{"one instant", func(int, int) time.Time { return t0 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(1, 0)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range each {
+						b.Deposit(tc.at(g, i))
+					}
+				}()
+			}
+			wg.Wait()
+			now := t0.Add(500 * time.Millisecond)
+			if got := b.Tokens(now); got != goroutines*each {
+				t.Fatalf("Tokens = %v after %d deposits", got, goroutines*each)
+			}
+			granted := 0
+			for b.Withdraw(now) {
+				granted++
+			}
+			if granted != goroutines*each {
+				t.Fatalf("%d deposits paid for %d retries", goroutines*each, granted)
+			}
+		})
+	}
+}
+
+// TestBudgetDepositsSpreadOverStripes: deposits made at different
+// nanoseconds do not all land in one stripe (else the stripes would buy
+// nothing), and the stripes together hold every deposit.
+func TestBudgetDepositsSpreadOverStripes(t *testing.T) {
+	b := newRetryBudget(1, 0)
+	const n = 64
+	for i := range n {
+		b.Deposit(t0.Add(time.Duration(i)))
+	}
+	e := epochOf(t0)
+	used, total := 0, int64(0)
+	for s := range b.requests {
+		c := read(&b.requests[s].buckets[e%budgetBuckets], e)
+		if c > 0 {
+			used++
+		}
+		total += c
+	}
+	if total != n {
+		t.Fatalf("stripes hold %d deposits, want %d", total, n)
+	}
+	if used < requestStripes/2 {
+		t.Fatalf("%d deposits at distinct nanoseconds used %d of %d stripes", n, used, requestStripes)
+	}
+}
+
+// TestBudgetLayoutKeepsHotWordsApart pins what the padding in retryBudget
+// is for: the words that deposits write (each stripe's buckets) are at least
+// a cache line (64 bytes) away from any other stripe's words and from the
+// fields retries write, and the fields every deposit reads (ratio) are a
+// cache line away from those retries write; and the whole stays small.
+func TestBudgetLayoutKeepsHotWordsApart(t *testing.T) {
+	var b retryBudget
+	const line = 64
+	stripe := unsafe.Sizeof(requestStripe{})
+	words := unsafe.Sizeof(b.requests[0].buckets)
+	if gap := stripe - words; gap < line {
+		t.Errorf("stripes' words %d bytes apart, want at least %d", gap, line)
+	}
+	if gap := unsafe.Offsetof(b.requests) - (unsafe.Offsetof(b.floor) + unsafe.Sizeof(b.floor)); gap < line {
+		t.Errorf("the first stripe is %d bytes after floor, want at least %d", gap, line)
+	}
+	if gap := unsafe.Offsetof(b.spent) - (unsafe.Offsetof(b.minPerSec) + unsafe.Sizeof(b.minPerSec)); gap < line {
+		t.Errorf("spent is %d bytes after the read-only fields, want at least %d", gap, line)
+	}
+	if n := unsafe.Sizeof(b); n > 1536 {
+		t.Errorf("a budget takes %d bytes; its doc says about 1.5 KiB", n)
+	}
+}
