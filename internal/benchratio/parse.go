@@ -124,6 +124,23 @@ func (in *input) lookup(key, name string) *benchCase {
 // hasMem reports whether the case was run with -benchmem.
 func (c *benchCase) hasMem() bool { return len(c.allocs) > 0 }
 
+// pairedRatio is the median over rounds of c's ns/op divided by ref's in
+// the same round: the k-th result of c is paired with the k-th of ref.
+// When every round runs every case once (make bench loops over
+// go test -count=1), the two of a pair were measured seconds apart, so
+// drift slower than that cancels out of their ratio; medians taken
+// separately would not. It is 0 when either has no results.
+func pairedRatio(c, ref *benchCase) float64 {
+	n := min(len(c.ns), len(ref.ns))
+	rs := make([]float64, 0, n)
+	for k := range n {
+		if ref.ns[k] > 0 {
+			rs = append(rs, c.ns[k]/ref.ns[k])
+		}
+	}
+	return median(rs)
+}
+
 // median of xs (the mean of the middle two when their number is even); 0
 // for none.
 func median(xs []float64) float64 {

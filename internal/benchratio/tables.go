@@ -16,11 +16,11 @@ func writeTables(w io.Writer, in *input) {
 		if bare == nil {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s (medians of %d; against bare of the same run)\n", g.key, len(bare.ns))
+		fmt.Fprintf(w, "\n%s (%d rounds; ns/op and allocs medians, × bare the median of per-round ratios)\n", g.key, len(bare.ns))
 		fmt.Fprintf(w, "  %-28s %12s %8s %10s %12s\n", "case", "ns/op", "× bare", "allocs/op", "extra allocs")
 		for _, c := range g.cases {
 			fmt.Fprintf(w, "  %-28s %12.1f %8s %10s %12s\n", c.name, median(c.ns),
-				fmtRatio(median(c.ns), median(bare.ns)), fmtAllocs(c), fmtExtra(c, bare))
+				fmtRatio(pairedRatio(c, bare)), fmtAllocs(c), fmtExtra(c, bare))
 		}
 	}
 	for _, g := range in.groups {
@@ -28,11 +28,11 @@ func writeTables(w io.Writer, in *input) {
 		if len(pairs) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s: telemetry against otelhttp alone (medians)\n", g.key)
+		fmt.Fprintf(w, "\n%s: telemetry against otelhttp alone (median of per-round ratios)\n", g.key)
 		fmt.Fprintf(w, "  %-28s %-20s %10s %12s\n", "case", "reference", "× ref", "extra allocs")
 		for _, p := range pairs {
 			fmt.Fprintf(w, "  %-28s %-20s %10s %12s\n", p.c.name, p.ref.name,
-				fmtRatio(median(p.c.ns), median(p.ref.ns)), fmtExtra(p.c, p.ref))
+				fmtRatio(pairedRatio(p.c, p.ref)), fmtExtra(p.c, p.ref))
 		}
 	}
 	header := false
@@ -78,11 +78,11 @@ func telemetryPairs(g *group) []pair {
 	return ps
 }
 
-func fmtRatio(ns, ref float64) string {
-	if ref <= 0 {
+func fmtRatio(r float64) string {
+	if r <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f×", ns/ref)
+	return fmt.Sprintf("%.2f×", r)
 }
 
 func fmtAllocs(c *benchCase) string {

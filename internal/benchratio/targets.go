@@ -61,10 +61,13 @@ func targets(in *input) []verdict {
 func ratioTarget(in *input, key, name string, max float64, where string) verdict {
 	v := verdict{what: fmt.Sprintf("%s: %s ≤ %.2f× bare", where, name, max)}
 	c, bare := in.lookup(key, name), in.lookup(key, "bare")
-	if c == nil || bare == nil || median(bare.ns) <= 0 {
+	if c == nil || bare == nil {
 		return v
 	}
-	r := median(c.ns) / median(bare.ns)
+	r := pairedRatio(c, bare)
+	if r <= 0 {
+		return v
+	}
 	v.measured, v.met = fmt.Sprintf("%.2f× (%.0f vs %.0f ns/op)", r, median(c.ns), median(bare.ns)), r <= max
 	return v
 }
@@ -87,10 +90,13 @@ func parallelTarget(in *input, name string) verdict {
 	v := verdict{what: fmt.Sprintf("in-memory, parallel: %s ≤ %.2f × its sequential × bare", name, parallelTolerance)}
 	sc, sb := in.lookup(inMemory, name), in.lookup(inMemory, "bare")
 	pc, pb := in.lookup(inMemoryParallel, name), in.lookup(inMemoryParallel, "bare")
-	if sc == nil || sb == nil || pc == nil || pb == nil || median(sb.ns) <= 0 || median(pb.ns) <= 0 {
+	if sc == nil || sb == nil || pc == nil || pb == nil {
 		return v
 	}
-	seq, par := median(sc.ns)/median(sb.ns), median(pc.ns)/median(pb.ns)
+	seq, par := pairedRatio(sc, sb), pairedRatio(pc, pb)
+	if seq <= 0 || par <= 0 {
+		return v
+	}
 	v.measured = fmt.Sprintf("%.2f× parallel vs %.2f× sequential (%.2f)", par, seq, par/seq)
 	v.met = par <= parallelTolerance*seq
 	return v
@@ -101,9 +107,8 @@ func parallelTarget(in *input, name string) verdict {
 func telemetryTargets(key string, p pair) []verdict {
 	where := fmt.Sprintf("%s: %s", key, p.c.name)
 	t := verdict{what: fmt.Sprintf("%s ≤ %s in ns/op", where, p.ref.name)}
-	if rn := median(p.ref.ns); rn > 0 && len(p.c.ns) > 0 {
-		r := median(p.c.ns) / rn
-		t.measured, t.met = fmt.Sprintf("%.2f× (%.0f vs %.0f ns/op)", r, median(p.c.ns), rn), r <= 1
+	if r := pairedRatio(p.c, p.ref); r > 0 {
+		t.measured, t.met = fmt.Sprintf("%.2f× (%.0f vs %.0f ns/op)", r, median(p.c.ns), median(p.ref.ns)), r <= 1
 	}
 	a := verdict{what: fmt.Sprintf("%s ≤ %s in allocs/op", where, p.ref.name)}
 	if p.c.hasMem() && p.ref.hasMem() {
@@ -115,7 +120,7 @@ func telemetryTargets(key string, p pair) []verdict {
 
 // writeTargets prints every target, met or MISSED, with this run's numbers.
 func writeTargets(w io.Writer, in *input) {
-	fmt.Fprintf(w, "\ntargets (issue #13; medians; a missed target is reported, not failed)\n")
+	fmt.Fprintf(w, "\ntargets (issue #13; ratios are medians of per-round ratios; a missed target is reported, not failed)\n")
 	for _, v := range targets(in) {
 		status, measured := "MISSED", v.measured
 		switch {
