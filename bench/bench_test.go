@@ -6,7 +6,8 @@ import (
 )
 
 // BenchmarkInMemory is the in-memory success path of every overhead
-// candidate as a Go benchmark, for profiling one of them:
+// candidate, through an *http.Client as in the tables, as a Go benchmark for
+// profiling one of them:
 //
 //	go test -run '^$' -bench 'InMemory/gotry_defaults$' -cpuprofile cpu.out -memprofile mem.out
 func BenchmarkInMemory(b *testing.B) {
@@ -14,7 +15,7 @@ func BenchmarkInMemory(b *testing.B) {
 	defer kit.shutdown()
 	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
 	for _, c := range overheadCandidates(memBase{}, kit) {
-		f := roundTripOp(c.rt, req)
+		f := clientOp(&http.Client{Transport: c.rt}, req)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

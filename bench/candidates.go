@@ -102,7 +102,9 @@ func gotryRetry(base http.RoundTripper, rc retryConfig, opts ...transport.Option
 
 // retryableHTTP is hashicorp/go-retryablehttp's RoundTripper with rc.
 // Its design puts an *http.Client between it and the base; that layer is part
-// of what it costs. Logging is off.
+// of what it costs. The benchmarks drive it, like every candidate, through
+// an outer *http.Client, which is exactly what its own StandardClient
+// returns, so it pays the client twice as its users do. Logging is off.
 func retryableHTTP(base http.RoundTripper, rc retryConfig) http.RoundTripper {
 	c := retryablehttp.NewClient()
 	c.HTTPClient = &http.Client{Transport: base}
@@ -139,8 +141,11 @@ func failsafeRetry(base http.RoundTripper, rc retryConfig, hedge time.Duration) 
 }
 
 // heimdallRT adapts heimdall's client, which is a Doer and not a
-// RoundTripper, so every candidate is driven the same way. Its Doer calls the
-// base's RoundTrip directly, so no extra *http.Client layer is added.
+// RoundTripper, so every candidate is driven the same way: through an outer
+// *http.Client. Its own Doer calls the base's RoundTrip directly, so the
+// request still passes one *http.Client, as in heimdall's normal use
+// (heimdall's Do over an *http.Client over the base); only the client's
+// place, outside heimdall instead of inside, differs.
 type heimdallRT struct{ c *httpclient.Client }
 
 func (h heimdallRT) RoundTrip(r *http.Request) (*http.Response, error) { return h.c.Do(r) }

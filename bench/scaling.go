@@ -24,7 +24,8 @@ type ScalingResult struct {
 	Rows  []ScalingRow
 }
 
-// runScaling measures in-memory throughput from 1 to 256 goroutines.
+// runScaling measures in-memory throughput from 1 to 256 goroutines, through
+// an *http.Client as in the overhead tables.
 func runScaling(cfg *Config) (*ScalingResult, error) {
 	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
 	cands := []candidate{
@@ -36,7 +37,7 @@ func runScaling(cfg *Config) (*ScalingResult, error) {
 	ops := make([]op, len(cands))
 	for i, c := range cands {
 		res.Names = append(res.Names, c.name)
-		ops[i] = roundTripOp(c.rt, req)
+		ops[i] = clientOp(&http.Client{Transport: c.rt}, req)
 	}
 	tput := make([][][]float64, len(cfg.scalingLevels)) // [level][cand][round]
 	for li := range tput {

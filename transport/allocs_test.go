@@ -14,38 +14,80 @@ import (
 	"github.com/MrVSiK/gotry/transport"
 )
 
+// Allocations per successful request beyond the bare base, as issue #13
+// states them ("target") and as the test enforces them today. Where the two
+// differ the code does not reach the target yet; lower the enforced figure
+// when it does, and whenever the code gets cheaper.
+const (
+	// transport.New(base): the target, and met.
+	defaultsExtraAllocs = 0
+
+	// A breaker and a per-attempt timeout, no hedging: no target of its
+	// own; it separates hedging's cost from the rest of "armed".
+	breakerTimeoutExtraAllocs = 6
+
+	// Breaker + hedging armed (1s, never fires) + per-attempt timeout 5s.
+	armedExtraAllocsTarget = 4
+	// Target 4: lowered when the engine change lands. Today (through an
+	// http.Client and directly alike) it is 10.
+	armedExtraAllocs = 10
+)
+
 // TestAllocationsPerRequest pins how many allocations one successful
 // request costs beyond the bare base, so a regression on the hot path fails
-// here rather than in a benchmark nobody reads. The figures are today's;
-// lower them when the code gets cheaper.
+// here rather than in a benchmark nobody reads. Each configuration is
+// measured the way the issue measures it, through an *http.Client, and by
+// calling RoundTrip directly; both are compared with bare measured the same
+// way.
 func TestAllocationsPerRequest(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
-	per := func(rt http.RoundTripper) float64 {
-		return testing.AllocsPerRun(200, func() {
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-		})
-	}
-	bare := per(memBase{})
-	tests := []struct {
-		name  string
-		rt    http.RoundTripper
-		extra float64 // at most this many allocations beyond bare
+	paths := []struct {
+		name string
+		per  func(rt http.RoundTripper) float64
 	}{
-		{"defaults", transport.New(memBase{}), 0},
-		{"breaker+budget+per-attempt timeout", transport.New(memBase{},
-			transport.WithCircuitBreaker(resilience.BreakerConfig{}), transport.WithPerAttemptTimeout(time.Second)), 6},
-		{"hedging armed, never fires", transport.New(memBase{}, transport.WithHedging(time.Second, 1)), 8},
+		{"through http.Client", func(rt http.RoundTripper) float64 {
+			c := &http.Client{Transport: rt}
+			return testing.AllocsPerRun(200, func() {
+				if err := do(c, req); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}},
+		{"RoundTrip directly", func(rt http.RoundTripper) float64 {
+			return testing.AllocsPerRun(200, func() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			})
+		}},
 	}
-	for _, tc := range tests {
-		if got := per(tc.rt) - bare; got > tc.extra {
-			t.Errorf("%s: %.0f allocations beyond bare, want at most %.0f", tc.name, got, tc.extra)
-		}
+	tests := []struct {
+		name          string
+		rt            http.RoundTripper
+		extra, target float64 // enforced and wanted allocations beyond bare
+	}{
+		{"defaults", transport.New(memBase{}), defaultsExtraAllocs, defaultsExtraAllocs},
+		{"breaker+timeout", transport.New(memBase{},
+			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+			transport.WithPerAttemptTimeout(5*time.Second)), breakerTimeoutExtraAllocs, breakerTimeoutExtraAllocs},
+		{"armed: breaker+hedging(1s)+timeout", armed(memBase{}), armedExtraAllocs, armedExtraAllocsTarget},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			bare := p.per(memBase{})
+			t.Logf("bare: %.0f allocations", bare)
+			for _, tc := range tests {
+				got := p.per(tc.rt) - bare
+				t.Logf("%s: %.0f beyond bare (enforced ≤ %.0f, target ≤ %.0f)", tc.name, got, tc.extra, tc.target)
+				if got > tc.extra {
+					t.Errorf("%s: %.0f allocations beyond bare, want at most %.0f", tc.name, got, tc.extra)
+				}
+			}
+		})
 	}
 }

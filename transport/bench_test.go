@@ -13,6 +13,12 @@ import (
 	"github.com/MrVSiK/gotry/transport"
 )
 
+// The benchmarks here measure what issue #13 measures: application code
+// calling (&http.Client{Transport: rt}).Do(req), side by side with the bare
+// base in the same run. `make bench` pipes them through internal/benchratio,
+// which prints each group's cases against its "bare" case and checks the
+// issue's targets; the case names below are the ones it looks for.
+
 // memBase answers every request from memory: it measures the wrapper alone.
 type memBase struct{}
 
@@ -20,27 +26,93 @@ func (memBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
 }
 
-// benchCases are the configurations compared against the bare base. Each
-// group's "bare" entry is the baseline the ratios in the README are taken
-// against (make bench prints them).
-func benchCases(base http.RoundTripper) []struct {
+// armed is gotry with every protection armed on the success path, as the
+// issue defines it: a breaker, hedging that never fires (the base answers
+// long before 1s) and a per-attempt timeout.
+func armed(base http.RoundTripper) http.RoundTripper {
+	return transport.New(base,
+		transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+		transport.WithHedging(time.Second, 1),
+		transport.WithPerAttemptTimeout(5*time.Second))
+}
+
+// benchCase is one configuration compared against the bare base.
+type benchCase struct {
 	name string
 	rt   http.RoundTripper
-} {
-	return []struct {
-		name string
-		rt   http.RoundTripper
-	}{
+}
+
+// benchCases are the configurations of every in-memory and loopback group,
+// bare first. "breaker+timeout" is armed without hedging: the difference
+// between it and "armed" is what hedging alone costs.
+func benchCases(base http.RoundTripper) []benchCase {
+	return []benchCase{
 		{"bare", base},
 		{"defaults", transport.New(base)},
-		{"hedging-armed", transport.New(base, transport.WithHedging(time.Second, 1))},
-		{"breaker+budget+timeout", transport.New(base,
+		{"breaker+timeout", transport.New(base,
 			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
-			transport.WithPerAttemptTimeout(time.Second))},
+			transport.WithPerAttemptTimeout(5*time.Second))},
+		{"armed", armed(base)},
 	}
 }
 
+// do sends req through c, as application code does, and reads the
+// response to its end.
+func do(c *http.Client, req *http.Request) error {
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err
+}
+
+// BenchmarkInMemory is the issue's sequential measure: one goroutine, the
+// in-memory base, through an *http.Client.
 func BenchmarkInMemory(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
+	for _, c := range benchCases(memBase{}) {
+		b.Run(c.name, func(b *testing.B) {
+			client := &http.Client{Transport: c.rt}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := do(client, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkInMemoryParallel is BenchmarkInMemory from GOMAXPROCS goroutines
+// sharing one client, so contention on shared state shows as a ratio that
+// grows beyond the sequential one.
+func BenchmarkInMemoryParallel(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
+	for _, c := range benchCases(memBase{}) {
+		b.Run(c.name, func(b *testing.B) {
+			client := &http.Client{Transport: c.rt}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := do(client, req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkInMemoryDirect calls RoundTrip directly, without the
+// http.Client. It is not what the issue's targets are measured on; it is
+// kept because it shows the wrapper's own nanoseconds without the client's
+// (about as large as a bare in-memory round trip), which is the number a
+// profile of the engine moves, and what a caller that embeds gotry under
+// another RoundTripper pays.
+func BenchmarkInMemoryDirect(b *testing.B) {
 	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
 	for _, c := range benchCases(memBase{}) {
 		b.Run(c.name, func(b *testing.B) {
@@ -56,25 +128,8 @@ func BenchmarkInMemory(b *testing.B) {
 	}
 }
 
-func BenchmarkInMemoryParallel(b *testing.B) {
-	req, _ := http.NewRequest(http.MethodGet, "http://bench.local/item", nil)
-	for _, c := range benchCases(memBase{}) {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					resp, err := c.rt.RoundTrip(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					resp.Body.Close()
-				}
-			})
-		})
-	}
-}
-
+// BenchmarkLoopback sends each request through an *http.Client to an
+// httptest server over one shared http.Transport.
 func BenchmarkLoopback(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
@@ -82,25 +137,24 @@ func BenchmarkLoopback(b *testing.B) {
 	defer srv.Close()
 	base := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer base.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 	for _, c := range benchCases(base) {
 		b.Run(c.name, func(b *testing.B) {
 			client := &http.Client{Transport: c.rt}
 			b.ReportAllocs()
 			for b.Loop() {
-				resp, err := client.Get(srv.URL)
-				if err != nil {
+				if err := do(client, req); err != nil {
 					b.Fatal(err)
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 			}
 		})
 	}
 }
 
 // BenchmarkInterleaved alternates a bare request and a gotry (defaults)
-// request in every iteration, timing each, so drift on a shared machine hits
-// both alike; it reports both times and their ratio.
+// request through an *http.Client in every iteration, timing each, so drift
+// on a shared machine hits both alike; it reports both times and their
+// ratio.
 func BenchmarkInterleaved(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
@@ -117,17 +171,15 @@ func BenchmarkInterleaved(b *testing.B) {
 		{"loopback", loop, srv.URL},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			bare, gotry := c.base, transport.New(c.base)
+			bare := &http.Client{Transport: c.base}
+			gotry := &http.Client{Transport: transport.New(c.base)}
 			req, _ := http.NewRequest(http.MethodGet, c.url, nil)
 			var tBare, tGotry time.Duration
-			one := func(rt http.RoundTripper) time.Duration {
+			one := func(client *http.Client) time.Duration {
 				start := time.Now()
-				resp, err := rt.RoundTrip(req)
-				if err != nil {
+				if err := do(client, req); err != nil {
 					b.Fatal(err)
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 				return time.Since(start)
 			}
 			for i := 0; b.Loop(); i++ {
