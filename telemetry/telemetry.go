@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -117,6 +118,19 @@ type call struct {
 	// retryable attempt with a response; their spans stay open because the
 	// transport may return their response, whose body ends the span.
 	winner, retained *attempt
+
+	// What one request would otherwise allocate piece by piece lives here,
+	// in the call's one allocation. ctx is the context OnCallStart
+	// returns. kv and opts are scratch for the request span's start and
+	// end, which happen one after the other on the caller's goroutine
+	// (the SDK copies what it keeps). first is attempt 1, which every call
+	// makes at most once; firstTaken hands it out once all the same.
+	ctx        scope
+	kv         [7]attribute.KeyValue
+	opts       [3]trace.SpanStartOption
+	endOpt     [1]trace.SpanEndOption
+	first      attempt
+	firstTaken atomic.Bool
 }
 
 // attempt is the telemetry of one attempt, carried in the attempt's context.
@@ -134,6 +148,40 @@ type attempt struct {
 	// inFlight is set when the attempt was counted in
 	// gotry.attempts.in_flight at its start, so its end (once) takes it out.
 	inFlight atomic.Bool
+
+	// ctx is the context OnAttemptStart returns; kv and opts are scratch
+	// for the span's start and its result, both on the attempt's goroutine
+	// (the SDK copies what it keeps); carrier writes the span's context
+	// into the attempt's headers.
+	ctx     scope
+	kv      [8]attribute.KeyValue
+	opts    [2]trace.SpanStartOption
+	carrier headerCarrier
+}
+
+// scope is the context a call or an attempt hands on: its parent plus one
+// value, as context.WithValue makes, but held inside the value it carries,
+// so carrying it costs no allocation of its own (two per request before).
+// Its fields are written before it is handed out and only read after.
+type scope struct {
+	context.Context
+	key, val any
+}
+
+// carry sets s to parent carrying val under key and returns s.
+func (s *scope) carry(parent context.Context, key, val any) context.Context {
+	s.Context, s.key, s.val = parent, key, val
+	return s
+}
+
+// Value returns the carried value for its key and asks the parent for any
+// other. Keys are comparable (context.WithValue requires it), so the
+// comparison cannot panic.
+func (s *scope) Value(key any) any {
+	if key == s.key {
+		return s.val
+	}
+	return s.Context.Value(key)
 }
 
 // callKey and attemptKey carry a Telemetry's call and attempt in contexts.
@@ -202,6 +250,17 @@ func (hs *hookSet) callFor(e resilience.Event) *call {
 		return c
 	}
 	return hs.newCall(e)
+}
+
+// newAttempt returns the telemetry of attempt n of c: c's own first
+// attempt for n == 1 (once), else a new one.
+func (c *call) newAttempt(n int, k resilience.AttemptKind, probe bool) *attempt {
+	a := &c.first
+	if n != 1 || !c.firstTaken.CompareAndSwap(false, true) {
+		a = new(attempt)
+	}
+	a.c, a.num, a.kind, a.probe = c, n, k, probe
+	return a
 }
 
 // attemptFor returns the attempt in e's context, or a detached one.

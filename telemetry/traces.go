@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -50,9 +49,9 @@ func (c *call) spanIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 // startCall opens the request span, a child of whatever span ctx holds.
 func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time) context.Context {
 	t := c.hs.t
-	var buf [4]attribute.KeyValue
-	ctx, c.span = t.tracer.Start(ctx, c.spanName, t.internal,
-		trace.WithTimestamp(start), trace.WithAttributes(c.spanIdentity(buf[:0])...))
+	c.opts = [3]trace.SpanStartOption{t.internal, trace.WithTimestamp(start),
+		trace.WithAttributes(c.spanIdentity(c.kv[:0])...)}
+	ctx, c.span = t.tracer.Start(ctx, c.spanName, c.opts[:]...)
 	if req != nil && c.span.IsRecording() {
 		c.url = fullURL(req.URL, t.cfg.dropQuery)
 	}
@@ -60,7 +59,8 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 }
 
 // startSpan opens a's span as a child of the request span in ctx and
-// writes its context into header (HTTP only).
+// writes its context into header (HTTP only). Its attributes are given at
+// the start, where a sampler sees them.
 func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Context {
 	c := a.c
 	t := c.hs.t
@@ -68,20 +68,19 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 	if c.method != "" {
 		kind = t.client
 	}
-	var buf [9]attribute.KeyValue
-	kv := c.spanIdentity(buf[:0])
+	kv := c.spanIdentity(a.kv[:0])
 	if c.url != "" {
 		kv = append(kv, KeyURLFull.String(c.url))
 	}
-	kv = a.attrs(kv)
+	a.opts = [2]trace.SpanStartOption{kind, trace.WithAttributes(a.attrs(kv)...)}
+	opts := a.opts[:]
 	if t.stamp {
-		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...),
-			trace.WithTimestamp(t.cfg.clock.Now()))
-	} else {
-		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...))
+		opts = append(opts, trace.WithTimestamp(t.cfg.clock.Now())) // allocates; tests only
 	}
+	ctx, a.span = t.tracer.Start(ctx, c.attemptName, opts...)
 	if header != nil {
-		t.prop.Inject(ctx, propagation.HeaderCarrier(header))
+		a.carrier.h = header
+		t.prop.Inject(ctx, &a.carrier)
 	}
 	return ctx
 }
@@ -119,8 +118,7 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 	if !s.IsRecording() {
 		return
 	}
-	var buf [6]attribute.KeyValue
-	kv := append(buf[:0], KeyAttemptOutcome.String(o.String()))
+	kv := append(a.kv[:0], KeyAttemptOutcome.String(o.String()))
 	if code > 0 {
 		kv = append(kv, KeyStatusCode.Int(code))
 	}
@@ -216,8 +214,7 @@ func (c *call) endCall(e callEnd) {
 	if !s.IsRecording() {
 		return
 	}
-	var buf [8]attribute.KeyValue
-	kv := append(buf[:0],
+	kv := append(c.kv[:0],
 		KeyAttempts.Int(e.attempts),
 		KeyRetries.Int(e.retries),
 		KeyHedges.Int(e.hedges),
@@ -236,7 +233,8 @@ func (c *call) endCall(e callEnd) {
 		}
 	}
 	s.SetAttributes(kv...)
-	s.End(trace.WithTimestamp(e.start.Add(e.dur)))
+	c.endOpt[0] = trace.WithTimestamp(e.start.Add(e.dur))
+	s.End(c.endOpt[:]...)
 }
 
 // bodyDone ends the returned attempt's span when its response body is
