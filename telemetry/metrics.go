@@ -233,7 +233,8 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 		k.et = k.het
 	}
 	std := c.http() && !c.hs.t.cfg.otelhttp
-	m := c.hs.t.sets.get(k, func() (ms measureSets) {
+	m := c.hs.t.sets.get(k, func() (ms *measureSets) {
+		ms = new(measureSets)
 		var buf [8]attribute.KeyValue
 		if std {
 			kv := c.metricIdentity(buf[:0])
@@ -266,7 +267,8 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 // recordInFlight adds n (1 at an attempt's start, -1 at its end) to
 // gotry.attempts.in_flight.
 func (c *call) recordInFlight(ctx context.Context, n int64) {
-	m := c.hs.t.sets.get(c.setKey(shapeInFlight), func() (ms measureSets) {
+	m := c.hs.t.sets.get(c.setKey(shapeInFlight), func() (ms *measureSets) {
+		ms = new(measureSets)
 		var buf [2]attribute.KeyValue
 		ms[0] = newMeasureOpts(c.metricHost(buf[:0]))
 		return ms
@@ -316,7 +318,8 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	in := &c.hs.t.inst
 	k := c.setKey(shapeEnd)
 	k.a, k.code, k.et = e.reason.String(), e.code, resultErrorType(e.code, e.err)
-	m := c.hs.t.sets.get(k, func() (ms measureSets) {
+	m := c.hs.t.sets.get(k, func() (ms *measureSets) {
+		ms = new(measureSets)
 		// NewSet sorts its argument in place: build each from scratch.
 		var buf [7]attribute.KeyValue
 		reason := KeyReason.String(k.a)
@@ -339,21 +342,44 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	}
 }
 
-// setCacheLimit bounds the set cache. Past it, options are built per
-// measurement, as they were before the cache; nothing is evicted.
-const setCacheLimit = 4096
+// cacheLimit bounds each of the Telemetry's option caches. Past it,
+// options are built per use, as they were before the caches; nothing is
+// evicted.
+const cacheLimit = 4096
+
+// cache keeps options built from attributes, per key, so the hot path
+// reuses them instead of building them per request. Its keys are made of
+// attribute values; cacheLimit caps it, so hostile cardinality (unknown
+// methods, unbounded hosts on spans or WithHostLimit(0) on metrics) cannot
+// grow it without end. Safe for concurrent use; a hit is one sync.Map load.
+type cache[K comparable, V any] struct {
+	m sync.Map     // K -> V
+	n atomic.Int64 // entries stored
+}
+
+// get returns k's value, made by build on a miss and kept unless the cache
+// is full.
+func (c *cache[K, V]) get(k K, build func() V) V {
+	if v, ok := c.m.Load(k); ok {
+		return v.(V)
+	}
+	v := build()
+	if c.n.Load() >= cacheLimit {
+		return v
+	}
+	got, loaded := c.m.LoadOrStore(k, v)
+	if !loaded {
+		c.n.Add(1)
+	}
+	return got.(V)
+}
 
 // setCache keeps the measurement options of the per-request and
 // per-attempt metrics. Building them (sorting and copying the attributes
 // into a Set, boxing the option, the variadic slice) cost 18 allocations
-// per request; a hit costs none. The keys are the metric attributes
-// (already bounded by the host guard), so the cache is bounded too;
-// setCacheLimit caps it regardless, so hostile cardinality (unknown methods,
-// WithHostLimit(0)) cannot grow it without end. Safe for concurrent use.
-type setCache struct {
-	m sync.Map     // setKey -> *measureSets
-	n atomic.Int64 // entries stored
-}
+// per request; a hit costs none. The keys are the metric attributes,
+// already bounded by the host guard.
+type setCache = cache[setKey, *measureSets]
 
 // measureSets are the options of up to three measurements made together
 // (which three, the key's shape says).
@@ -398,21 +424,4 @@ const (
 // identity filled in.
 func (c *call) setKey(s uint8) setKey {
 	return setKey{shape: s, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op}
-}
-
-// get returns k's options, building them with build on a miss; they are
-// kept unless the cache is full.
-func (sc *setCache) get(k setKey, build func() measureSets) *measureSets {
-	if v, ok := sc.m.Load(k); ok {
-		return v.(*measureSets)
-	}
-	ms := build()
-	if sc.n.Load() >= setCacheLimit {
-		return &ms
-	}
-	v, loaded := sc.m.LoadOrStore(k, &ms)
-	if !loaded {
-		sc.n.Add(1)
-	}
-	return v.(*measureSets)
 }

@@ -31,19 +31,20 @@ const Version = "v0.1.0"
 // for concurrent use, and its instruments are created once. Its zero value
 // is not usable.
 type Telemetry struct {
-	cfg    config
-	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
-	inst   instruments
-	logs   []logSink
-	hosts  hostGuard
-	sets   setCache
+	cfg      config
+	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator
+	inst     instruments
+	logs     []logSink
+	hosts    hostGuard
+	sets     setCache                                // metric options per measured attributes
+	spanOpts cache[spanKey, []trace.SpanStartOption] // request span options per identity
 	// Span kind options, made once: each costs an allocation.
 	internal, client trace.SpanStartOption
-	// stamp: attempt spans take their times from cfg.clock, which is not
-	// the wall clock (a test's fake). With the wall clock the SDK's own
-	// reading is the same time, and skipping the option saves two
-	// allocations per attempt.
+	// stamp: spans take their times from cfg.clock, which is not the
+	// wall clock (a test's fake), or from the transport's. With the wall
+	// clock the SDK's own reading is the same time, and skipping the
+	// option saves two allocations per span.
 	stamp bool
 }
 
@@ -121,14 +122,11 @@ type call struct {
 
 	// What one request would otherwise allocate piece by piece lives here,
 	// in the call's one allocation. ctx is the context OnCallStart
-	// returns. kv and opts are scratch for the request span's start and
-	// end, which happen one after the other on the caller's goroutine
-	// (the SDK copies what it keeps). first is attempt 1, which every call
-	// makes at most once; firstTaken hands it out once all the same.
+	// returns. kv is scratch for the request span's result attributes
+	// (the SDK copies them). first is attempt 1, which every call makes at
+	// most once; firstTaken hands it out once all the same.
 	ctx        scope
 	kv         [7]attribute.KeyValue
-	opts       [3]trace.SpanStartOption
-	endOpt     [1]trace.SpanEndOption
 	first      attempt
 	firstTaken atomic.Bool
 }

@@ -47,15 +47,34 @@ func (c *call) spanIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 }
 
 // startCall opens the request span, a child of whatever span ctx holds.
+// Its options (kind and attributes) are the Telemetry's, per identity.
+// With the wall clock the span takes the SDK's own readings for its start
+// and end, which follow the engine's (start, and start plus the call's
+// duration) by the few instructions between them and the hook; an
+// injected clock's times are given explicitly, at two allocations.
 func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time) context.Context {
 	t := c.hs.t
-	c.opts = [3]trace.SpanStartOption{t.internal, trace.WithTimestamp(start),
-		trace.WithAttributes(c.spanIdentity(c.kv[:0])...)}
-	ctx, c.span = t.tracer.Start(ctx, c.spanName, c.opts[:]...)
+	opts := t.spanOpts.get(spanKey{method: c.method, methodOrig: c.methodOrig, host: c.host, port: c.port, op: c.op},
+		func() []trace.SpanStartOption {
+			var buf [4]attribute.KeyValue
+			return []trace.SpanStartOption{t.internal, trace.WithAttributes(c.spanIdentity(buf[:0])...)}
+		})
+	if t.stamp {
+		opts = append(opts[:len(opts):len(opts)], trace.WithTimestamp(start))
+	}
+	ctx, c.span = t.tracer.Start(ctx, c.spanName, opts...)
 	if req != nil && c.span.IsRecording() {
 		c.url = fullURL(req.URL, t.cfg.dropQuery)
 	}
 	return ctx
+}
+
+// spanKey is what determines the request span's start options: the call's
+// identity (spanIdentity).
+type spanKey struct {
+	method, methodOrig, host string
+	port                     int
+	op                       string
 }
 
 // startSpan opens a's span as a child of the request span in ctx and
@@ -233,8 +252,11 @@ func (c *call) endCall(e callEnd) {
 		}
 	}
 	s.SetAttributes(kv...)
-	c.endOpt[0] = trace.WithTimestamp(e.start.Add(e.dur))
-	s.End(c.endOpt[:]...)
+	if c.hs.t.stamp {
+		s.End(trace.WithTimestamp(e.start.Add(e.dur)))
+		return
+	}
+	s.End()
 }
 
 // bodyDone ends the returned attempt's span when its response body is
