@@ -31,16 +31,17 @@ const Version = "v0.1.0"
 // for concurrent use, and its instruments are created once. Its zero value
 // is not usable.
 type Telemetry struct {
-	cfg      config
-	tracer   trace.Tracer
-	prop     propagation.TextMapPropagator
-	inst     instruments
-	logs     []logSink
-	hosts    hostGuard
-	sets     setCache                                // metric options per measured attributes
-	spanOpts cache[spanKey, []trace.SpanStartOption] // request span options per identity
-	// Span kind options, made once: each costs an allocation.
-	internal, client trace.SpanStartOption
+	cfg    config
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	inst   instruments
+	logs   []logSink
+	hosts  hostGuard
+	sets   setCache // metric options per measured attributes
+	// Span kind options, made once: each costs an allocation, and a
+	// variadic slice of them another.
+	internalOpts []trace.SpanStartOption // [WithSpanKind(internal)]
+	client       trace.SpanStartOption
 	// stamp: spans take their times from cfg.clock, which is not the
 	// wall clock (a test's fake), or from the transport's. With the wall
 	// clock the SDK's own reading is the same time, and skipping the
@@ -60,13 +61,13 @@ func New(opts ...Option) *Telemetry {
 		}
 	}
 	t := &Telemetry{
-		cfg:      cfg,
-		tracer:   cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)),
-		prop:     cfg.propagators,
-		hosts:    hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
-		internal: trace.WithSpanKind(trace.SpanKindInternal),
-		client:   trace.WithSpanKind(trace.SpanKindClient),
-		stamp:    cfg.clock != clock.Real(),
+		cfg:          cfg,
+		tracer:       cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)),
+		prop:         cfg.propagators,
+		hosts:        hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
+		internalOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
+		client:       trace.WithSpanKind(trace.SpanKindClient),
+		stamp:        cfg.clock != clock.Real(),
 	}
 	t.inst = newInstruments(cfg.mp)
 	if cfg.zap != nil {
@@ -122,11 +123,11 @@ type call struct {
 
 	// What one request would otherwise allocate piece by piece lives here,
 	// in the call's one allocation. ctx is the context OnCallStart
-	// returns. kv is scratch for the request span's result attributes
-	// (the SDK copies them). first is attempt 1, which every call makes at
+	// returns. kv is scratch for the request span's attributes, all set
+	// at its end (the SDK copies them): identity, counts, result. first is attempt 1, which every call makes at
 	// most once; firstTaken hands it out once all the same.
 	ctx        scope
-	kv         [7]attribute.KeyValue
+	kv         [11]attribute.KeyValue
 	first      attempt
 	firstTaken atomic.Bool
 }

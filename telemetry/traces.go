@@ -47,20 +47,20 @@ func (c *call) spanIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 }
 
 // startCall opens the request span, a child of whatever span ctx holds.
-// Its options (kind and attributes) are the Telemetry's, per identity.
+// Its attributes are all set at its end (endCall), in one SetAttributes
+// of exactly their number: given at the start they cost the SDK two more
+// copies. Unlike the attempt spans, which are the HTTP client spans and
+// carry the conventions' sampling attributes from their start, this span
+// is gotry's own and INTERNAL; a sampler sees its name ("gotry GET").
 // With the wall clock the span takes the SDK's own readings for its start
 // and end, which follow the engine's (start, and start plus the call's
 // duration) by the few instructions between them and the hook; an
-// injected clock's times are given explicitly, at two allocations.
+// injected clock's times are given explicitly, at two allocations each.
 func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time) context.Context {
 	t := c.hs.t
-	opts := t.spanOpts.get(spanKey{method: c.method, methodOrig: c.methodOrig, host: c.host, port: c.port, op: c.op},
-		func() []trace.SpanStartOption {
-			var buf [4]attribute.KeyValue
-			return []trace.SpanStartOption{t.internal, trace.WithAttributes(c.spanIdentity(buf[:0])...)}
-		})
+	opts := t.internalOpts
 	if t.stamp {
-		opts = append(opts[:len(opts):len(opts)], trace.WithTimestamp(start))
+		opts = append(opts[:1:1], trace.WithTimestamp(start))
 	}
 	ctx, c.span = t.tracer.Start(ctx, c.spanName, opts...)
 	if req != nil && c.span.IsRecording() {
@@ -69,21 +69,13 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 	return ctx
 }
 
-// spanKey is what determines the request span's start options: the call's
-// identity (spanIdentity).
-type spanKey struct {
-	method, methodOrig, host string
-	port                     int
-	op                       string
-}
-
 // startSpan opens a's span as a child of the request span in ctx and
 // writes its context into header (HTTP only). Its attributes are given at
 // the start, where a sampler sees them.
 func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Context {
 	c := a.c
 	t := c.hs.t
-	kind := t.internal
+	kind := t.internalOpts[0]
 	if c.method != "" {
 		kind = t.client
 	}
@@ -233,7 +225,7 @@ func (c *call) endCall(e callEnd) {
 	if !s.IsRecording() {
 		return
 	}
-	kv := append(c.kv[:0],
+	kv := append(c.spanIdentity(c.kv[:0]),
 		KeyAttempts.Int(e.attempts),
 		KeyRetries.Int(e.retries),
 		KeyHedges.Int(e.hedges),
@@ -289,7 +281,7 @@ func (c *call) backoffSpan(ctx context.Context, start time.Time, delay, slept ti
 	if !c.span.IsRecording() {
 		return
 	}
-	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internal,
+	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internalOpts[0],
 		trace.WithTimestamp(start), trace.WithAttributes(
 			KeyBackoffDelay.Float64(delay.Seconds()),
 			KeyBackoffRetryAfter.Bool(retryAfter),
