@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -38,6 +37,8 @@ type Telemetry struct {
 	logs   []logSink
 	hosts  hostGuard
 	sets   setCache // metric options per measured attributes
+	// scratches holds *scratch buffers; see scratch.
+	scratches sync.Pool
 	// Span kind options, made once: each costs an allocation, and a
 	// variadic slice of them another.
 	internalOpts []trace.SpanStartOption // [WithSpanKind(internal)]
@@ -123,11 +124,9 @@ type call struct {
 
 	// What one request would otherwise allocate piece by piece lives here,
 	// in the call's one allocation. ctx is the context OnCallStart
-	// returns. kv is scratch for the request span's attributes, all set
-	// at its end (the SDK copies them): identity, counts, result. first is attempt 1, which every call makes at
-	// most once; firstTaken hands it out once all the same.
+	// returns. first is attempt 1, which every call makes at most once;
+	// firstTaken hands it out once all the same.
 	ctx        scope
-	kv         [11]attribute.KeyValue
 	first      attempt
 	firstTaken atomic.Bool
 }
@@ -148,13 +147,10 @@ type attempt struct {
 	// gotry.attempts.in_flight at its start, so its end (once) takes it out.
 	inFlight atomic.Bool
 
-	// ctx is the context OnAttemptStart returns; kv and opts are scratch
-	// for the span's start and its result, both on the attempt's goroutine
-	// (the SDK copies what it keeps); carrier writes the span's context
-	// into the attempt's headers.
+	// ctx is the context OnAttemptStart returns; carrier writes the
+	// span's context into the attempt's headers. Both live in the
+	// attempt's one allocation.
 	ctx     scope
-	kv      [8]attribute.KeyValue
-	opts    [2]trace.SpanStartOption
 	carrier headerCarrier
 }
 

@@ -79,21 +79,50 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 	if c.method != "" {
 		kind = t.client
 	}
-	kv := c.spanIdentity(a.kv[:0])
+	sc := t.scratch()
+	kv := c.spanIdentity(sc.kv[:0])
 	if c.url != "" {
 		kv = append(kv, KeyURLFull.String(c.url))
 	}
-	a.opts = [2]trace.SpanStartOption{kind, trace.WithAttributes(a.attrs(kv)...)}
-	opts := a.opts[:]
+	sc.opts[0], sc.opts[1] = kind, trace.WithAttributes(a.attrs(kv)...)
+	opts := sc.opts[:2]
 	if t.stamp {
-		opts = append(opts, trace.WithTimestamp(t.cfg.clock.Now())) // allocates; tests only
+		opts = append(opts, trace.WithTimestamp(t.cfg.clock.Now()))
 	}
 	ctx, a.span = t.tracer.Start(ctx, c.attemptName, opts...)
+	t.release(sc, len(kv))
 	if header != nil {
 		a.carrier.h = header
 		t.prop.Inject(ctx, &a.carrier)
 	}
 	return ctx
+}
+
+// scratch is a buffer for the attributes and options of one call into
+// the SDK, lent by Telemetry.scratch. Passed through the Tracer and Span
+// interfaces, a buffer on the stack escapes to the heap at every use; kept
+// in each call and attempt it made a request's allocation 1.2 KB larger.
+// The SDK copies what it keeps, so a buffer is free again once the call
+// returns.
+type scratch struct {
+	kv   [11]attribute.KeyValue // the most a span is given at once: the request span's end
+	opts [3]trace.SpanStartOption
+}
+
+// scratch lends a buffer; release returns it.
+func (t *Telemetry) scratch() *scratch {
+	if sc, ok := t.scratches.Get().(*scratch); ok {
+		return sc
+	}
+	return new(scratch)
+}
+
+// release returns sc, its first n attributes cleared so that the pool
+// holds no strings of a finished request.
+func (t *Telemetry) release(sc *scratch, n int) {
+	clear(sc.kv[:n])
+	sc.opts = [3]trace.SpanStartOption{}
+	t.scratches.Put(sc)
 }
 
 // attrs appends the attempt's own attributes: resend count (only for a
@@ -129,7 +158,9 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 	if !s.IsRecording() {
 		return
 	}
-	kv := append(a.kv[:0], KeyAttemptOutcome.String(o.String()))
+	sc := a.c.hs.t.scratch()
+	defer a.c.hs.t.release(sc, len(sc.kv))
+	kv := append(sc.kv[:0], KeyAttemptOutcome.String(o.String()))
 	if code > 0 {
 		kv = append(kv, KeyStatusCode.Int(code))
 	}
@@ -225,7 +256,9 @@ func (c *call) endCall(e callEnd) {
 	if !s.IsRecording() {
 		return
 	}
-	kv := append(c.spanIdentity(c.kv[:0]),
+	sc := c.hs.t.scratch()
+	defer c.hs.t.release(sc, len(sc.kv))
+	kv := append(c.spanIdentity(sc.kv[:0]),
 		KeyAttempts.Int(e.attempts),
 		KeyRetries.Int(e.retries),
 		KeyHedges.Int(e.hedges),
