@@ -264,16 +264,23 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	}
 }
 
-// recordInFlight adds n (1 at an attempt's start, -1 at its end) to
-// gotry.attempts.in_flight.
-func (c *call) recordInFlight(ctx context.Context, n int64) {
+// attemptStarted adds 1 to gotry.attempts.in_flight and returns the
+// options it used, for attemptEnded.
+func (c *call) attemptStarted(ctx context.Context) *measureSets {
 	m := c.hs.t.sets.get(c.setKey(shapeInFlight), func() (ms *measureSets) {
 		ms = new(measureSets)
 		var buf [2]attribute.KeyValue
 		ms[0] = newMeasureOpts(c.metricHost(buf[:0]))
 		return ms
 	})
-	c.hs.t.inst.inFlight.Add(ctx, n, m[0].add...)
+	c.hs.t.inst.inFlight.Add(ctx, 1, m[0].add...)
+	return m
+}
+
+// attemptEnded takes 1 from gotry.attempts.in_flight with the options
+// attemptStarted returned.
+func (c *call) attemptEnded(ctx context.Context, m *measureSets) {
+	c.hs.t.inst.inFlight.Add(ctx, -1, m[0].add...)
 }
 
 // recordRetry records gotry.retries and the scheduled delay in

@@ -143,9 +143,10 @@ type attempt struct {
 	// orders the two).
 	outer trace.Span
 	ended atomic.Bool // span has ended
-	// inFlight is set when the attempt was counted in
-	// gotry.attempts.in_flight at its start, so its end (once) takes it out.
-	inFlight atomic.Bool
+	// inFlight holds the options the attempt was counted in
+	// gotry.attempts.in_flight with at its start, so that its end (once)
+	// takes it out with them, without looking them up again.
+	inFlight atomic.Pointer[measureSets]
 
 	// ctx is the context OnAttemptStart returns; carrier writes the
 	// span's context into the attempt's headers. Both live in the

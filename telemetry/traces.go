@@ -159,7 +159,6 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 		return
 	}
 	sc := a.c.hs.t.scratch()
-	defer a.c.hs.t.release(sc, len(sc.kv))
 	kv := append(sc.kv[:0], KeyAttemptOutcome.String(o.String()))
 	if code > 0 {
 		kv = append(kv, KeyStatusCode.Int(code))
@@ -181,6 +180,7 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 		}
 	}
 	s.SetAttributes(kv...)
+	a.c.hs.t.release(sc, len(kv))
 }
 
 // endSpan ends a's span once, stamped by the telemetry's clock.
@@ -257,7 +257,6 @@ func (c *call) endCall(e callEnd) {
 		return
 	}
 	sc := c.hs.t.scratch()
-	defer c.hs.t.release(sc, len(sc.kv))
 	kv := append(c.spanIdentity(sc.kv[:0]),
 		KeyAttempts.Int(e.attempts),
 		KeyRetries.Int(e.retries),
@@ -277,6 +276,7 @@ func (c *call) endCall(e callEnd) {
 		}
 	}
 	s.SetAttributes(kv...)
+	c.hs.t.release(sc, len(kv))
 	if c.hs.t.stamp {
 		s.End(trace.WithTimestamp(e.start.Add(e.dur)))
 		return
