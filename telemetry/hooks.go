@@ -61,7 +61,7 @@ func (t *Telemetry) hooks(name string, otelhttpAttempts bool) resilience.Hooks {
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
 			ctx = c.startCall(ctx, transport.RequestOf(e.Event), e.Start)
-			return context.WithValue(ctx, callKey{t}, c)
+			return c.ctx.carry(ctx, callKey{t}, c)
 		},
 		OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 			return hs.attemptStart(ctx, e)
@@ -108,20 +108,19 @@ func (t *Telemetry) hooks(name string, otelhttpAttempts bool) resilience.Hooks {
 // attemptStart makes the attempt's telemetry: its span (unless otelhttp
 // makes it), with its context injected into header when there is one.
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
-	a := &attempt{c: hs.callFor(e.Event), num: e.Attempt, kind: e.Kind, probe: e.Probe}
-	a.inFlight.Store(true)
-	a.c.recordInFlight(ctx, 1)
+	a := hs.callFor(e.Event).newAttempt(e.Attempt, e.Kind, e.Probe)
+	a.inFlight.Store(a.c.attemptStarted(ctx))
 	if !a.c.http() || !hs.otelhttp {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
-	return context.WithValue(ctx, attemptKey{hs.t}, a)
+	return a.ctx.carry(ctx, attemptKey{hs.t}, a)
 }
 
 // end handles an attempt's result. An HTTP call returns responses whose
 // body ends the span.
 func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
-	if a.inFlight.CompareAndSwap(true, false) {
-		a.c.recordInFlight(ctx, -1)
+	if m := a.inFlight.Swap(nil); m != nil {
+		a.c.attemptEnded(ctx, m)
 	}
 	a.record(ctx, code, err, dur, o)
 	a.spanResult(code, err, dur, o, resp)

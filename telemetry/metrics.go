@@ -219,12 +219,13 @@ func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue
 
 // record records gotry.attempt.duration and gotry.attempts and, for an HTTP
 // attempt whose span gotry makes, http.client.request.duration. Their
-// attribute sets come from the Telemetry's set cache.
+// options come from the Telemetry's cache, built on a key's first
+// measurement.
 func (a *attempt) record(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
 	c := a.c
 	in := &c.hs.t.inst
-	k := setKey{shape: shapeAttempt, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
-		a: a.kind.String(), b: o.String(), code: code}
+	k := c.setKey(shapeAttempt)
+	k.a, k.b, k.code = a.kind.String(), o.String(), code
 	// The conventions' metric has error.type on every failed request,
 	// a cancelled one too; gotry's own leave it off a cancelled attempt.
 	k.het = resultErrorType(code, err)
@@ -232,44 +233,54 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 		k.et = k.het
 	}
 	std := c.http() && !c.hs.t.cfg.otelhttp
-	sets, ok := c.hs.t.sets.get(k)
-	if !ok {
+	m := c.hs.t.sets.get(k, func() (ms *measureSets) {
+		ms = new(measureSets)
 		var buf [8]attribute.KeyValue
-		kv := c.metricIdentity(buf[:0])
 		if std {
-			skv := kv
+			kv := c.metricIdentity(buf[:0])
 			if code > 0 {
-				skv = append(skv, KeyStatusCode.Int(code))
+				kv = append(kv, KeyStatusCode.Int(code))
 			}
 			if k.het != "" {
-				skv = append(skv, KeyErrorType.String(k.het))
+				kv = append(kv, KeyErrorType.String(k.het))
 			}
-			sets[2] = attribute.NewSet(skv...)
-			kv = c.metricIdentity(buf[:0]) // NewSet sorted buf in place
+			ms[2] = newMeasureOpts(kv)
 		}
-		kv = append(kv, KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
-		sets[0] = attribute.NewSet(kv...) // sorts kv in place; appending stays correct
+		kv := append(c.metricIdentity(buf[:0]), KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
+		ms[0] = newMeasureOpts(kv) // sorts kv in place; appending stays correct
 		if code > 0 {
 			kv = append(kv, KeyStatusCode.Int(code))
 		}
 		if k.et != "" {
 			kv = append(kv, KeyErrorType.String(k.et))
 		}
-		sets[1] = attribute.NewSet(kv...)
-		c.hs.t.sets.put(k, sets)
-	}
-	in.attempts.Add(ctx, 1, metric.WithAttributeSet(sets[0]))
-	in.attemptDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[1]))
+		ms[1] = newMeasureOpts(kv)
+		return ms
+	})
+	in.attempts.Add(ctx, 1, m[0].add...)
+	in.attemptDuration.Record(ctx, dur.Seconds(), m[1].rec...)
 	if std {
-		in.httpDuration.Record(ctx, dur.Seconds(), metric.WithAttributeSet(sets[2]))
+		in.httpDuration.Record(ctx, dur.Seconds(), m[2].rec...)
 	}
 }
 
-// recordInFlight adds n (1 at an attempt's start, -1 at its end) to
-// gotry.attempts.in_flight.
-func (c *call) recordInFlight(ctx context.Context, n int64) {
-	var buf [2]attribute.KeyValue
-	c.hs.t.inst.inFlight.Add(ctx, n, metric.WithAttributes(c.metricHost(buf[:0])...))
+// attemptStarted adds 1 to gotry.attempts.in_flight and returns the
+// options it used, for attemptEnded.
+func (c *call) attemptStarted(ctx context.Context) *measureSets {
+	m := c.hs.t.sets.get(c.setKey(shapeInFlight), func() (ms *measureSets) {
+		ms = new(measureSets)
+		var buf [2]attribute.KeyValue
+		ms[0] = newMeasureOpts(c.metricHost(buf[:0]))
+		return ms
+	})
+	c.hs.t.inst.inFlight.Add(ctx, 1, m[0].add...)
+	return m
+}
+
+// attemptEnded takes 1 from gotry.attempts.in_flight with the options
+// attemptStarted returned.
+func (c *call) attemptEnded(ctx context.Context, m *measureSets) {
+	c.hs.t.inst.inFlight.Add(ctx, -1, m[0].add...)
 }
 
 // recordRetry records gotry.retries and the scheduled delay in
@@ -308,19 +319,19 @@ func (c *call) recordTransition(ctx context.Context, key string, from, to resili
 	c.hs.t.inst.breakerTransitions.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
-// recordEnd records gotry.request.duration and, for a give-up,
-// gotry.retries.suppressed.
+// recordEnd records gotry.request.duration and gotry.request.retries
+// and, for a give-up, gotry.retries.suppressed.
 func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	in := &c.hs.t.inst
-	k := setKey{shape: shapeEnd, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op,
-		a: e.reason.String(), code: e.code, et: resultErrorType(e.code, e.err)}
-	sets, ok := c.hs.t.sets.get(k)
-	if !ok {
+	k := c.setKey(shapeEnd)
+	k.a, k.code, k.et = e.reason.String(), e.code, resultErrorType(e.code, e.err)
+	m := c.hs.t.sets.get(k, func() (ms *measureSets) {
+		ms = new(measureSets)
 		// NewSet sorts its argument in place: build each from scratch.
 		var buf [7]attribute.KeyValue
 		reason := KeyReason.String(k.a)
-		sets[1] = attribute.NewSet(append(c.metricIdentity(buf[:0]), reason)...)
-		sets[2] = attribute.NewSet(c.metricIdentity(buf[:0])...)
+		ms[1] = newMeasureOpts(append(c.metricIdentity(buf[:0]), reason))
+		ms[2] = newMeasureOpts(c.metricIdentity(buf[:0]))
 		kv := append(c.metricIdentity(buf[:0]), reason)
 		if e.code > 0 {
 			kv = append(kv, KeyStatusCode.Int(e.code))
@@ -328,28 +339,72 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 		if k.et != "" {
 			kv = append(kv, KeyErrorType.String(k.et))
 		}
-		sets[0] = attribute.NewSet(kv...)
-		c.hs.t.sets.put(k, sets)
-	}
-	in.requestDuration.Record(ctx, e.dur.Seconds(), metric.WithAttributeSet(sets[0]))
-	in.requestRetries.Record(ctx, int64(e.retries), metric.WithAttributeSet(sets[2]))
+		ms[0] = newMeasureOpts(kv)
+		return ms
+	})
+	in.requestDuration.Record(ctx, e.dur.Seconds(), m[0].rec...)
+	in.requestRetries.Record(ctx, int64(e.retries), m[2].rec...)
 	if e.reason.GaveUp() {
-		in.suppressed.Add(ctx, 1, metric.WithAttributeSet(sets[1]))
+		in.suppressed.Add(ctx, 1, m[1].add...)
 	}
 }
 
-// setCacheLimit bounds the set cache. Past it, sets are built per
-// measurement as before; nothing is evicted.
-const setCacheLimit = 4096
+// cacheLimit bounds each of the Telemetry's option caches. Past it,
+// options are built per use, as they were before the caches; nothing is
+// evicted.
+const cacheLimit = 4096
 
-// setCache keeps the attribute sets of the per-attempt and per-request
-// measurements: building a set sorts and copies its attributes, which was a
-// quarter of the hooks' cost. The keys are the metric attributes (already
-// bounded by the host guard), so the cache is bounded too; setCacheLimit
-// caps it regardless. Safe for concurrent use.
-type setCache struct {
-	m sync.Map     // setKey -> [3]attribute.Set
+// cache keeps options built from attributes, per key, so the hot path
+// reuses them instead of building them per request. Its keys are made of
+// attribute values; cacheLimit caps it, so hostile cardinality (unknown
+// methods, unbounded hosts on spans or WithHostLimit(0) on metrics) cannot
+// grow it without end. Safe for concurrent use; a hit is one sync.Map load.
+type cache[K comparable, V any] struct {
+	m sync.Map     // K -> V
 	n atomic.Int64 // entries stored
+}
+
+// get returns k's value, made by build on a miss and kept unless the cache
+// is full.
+func (c *cache[K, V]) get(k K, build func() V) V {
+	if v, ok := c.m.Load(k); ok {
+		return v.(V)
+	}
+	v := build()
+	if c.n.Load() >= cacheLimit {
+		return v
+	}
+	got, loaded := c.m.LoadOrStore(k, v)
+	if !loaded {
+		c.n.Add(1)
+	}
+	return got.(V)
+}
+
+// setCache keeps the measurement options of the per-request and
+// per-attempt metrics. Building them (sorting and copying the attributes
+// into a Set, boxing the option, the variadic slice) cost 18 allocations
+// per request; a hit costs none. The keys are the metric attributes,
+// already bounded by the host guard.
+type setCache = cache[setKey, *measureSets]
+
+// measureSets are the options of up to three measurements made together
+// (which three, the key's shape says).
+type measureSets [3]measureOpts
+
+// measureOpts carries one attribute set as the options of a counter's Add
+// and of a histogram's Record: one boxed option shared by both slices, so
+// a measurement passes them on without building anything.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// newMeasureOpts makes the options of a measurement carrying kv. NewSet
+// sorts kv in place.
+func newMeasureOpts(kv []attribute.KeyValue) measureOpts {
+	o := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return measureOpts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
 }
 
 // setKey is what determines a measurement's attributes.
@@ -367,23 +422,13 @@ type setKey struct {
 }
 
 const (
-	shapeAttempt uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
-	shapeEnd                  // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
+	shapeAttempt  uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
+	shapeEnd                   // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
+	shapeInFlight              // [gotry.attempts.in_flight]
 )
 
-func (sc *setCache) get(k setKey) ([3]attribute.Set, bool) {
-	v, ok := sc.m.Load(k)
-	if !ok {
-		return [3]attribute.Set{}, false
-	}
-	return v.([3]attribute.Set), true
-}
-
-func (sc *setCache) put(k setKey, sets [3]attribute.Set) {
-	if sc.n.Load() >= setCacheLimit {
-		return
-	}
-	if _, loaded := sc.m.LoadOrStore(k, sets); !loaded {
-		sc.n.Add(1)
-	}
+// setKey returns the key of c's measurements of shape s, with the call's
+// identity filled in.
+func (c *call) setKey(s uint8) setKey {
+	return setKey{shape: s, name: c.hs.name, method: c.method, host: c.mhost, port: c.mport, op: c.op}
 }

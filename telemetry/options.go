@@ -160,10 +160,12 @@ func WithoutURLQuery() Option {
 }
 
 // WithClock sets the clock that stamps attempt spans' start and end times
-// and drives the log rate limiter (default the wall clock; nil is ignored).
-// Give it the transport's clock, whose times the request and backoff spans
-// carry. As transport.WithClock, it is gotry's one way to inject
-// time, for tests inside this module (clock is an internal package).
+// and drives the log rate limiters (default the wall clock; nil is
+// ignored). Give it the transport's clock: with a clock set, request spans
+// carry the transport's times too; with the default, the SDK reads the
+// wall clock for them, as the transport does. Backoff spans always carry
+// the transport's times. As transport.WithClock, it is gotry's one way to
+// inject time, for tests inside this module (clock is an internal package).
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {

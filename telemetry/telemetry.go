@@ -36,13 +36,17 @@ type Telemetry struct {
 	inst   instruments
 	logs   []logSink
 	hosts  hostGuard
-	sets   setCache
-	// Span kind options, made once: each costs an allocation.
-	internal, client trace.SpanStartOption
-	// stamp: attempt spans take their times from cfg.clock, which is not
-	// the wall clock (a test's fake). With the wall clock the SDK's own
-	// reading is the same time, and skipping the option saves two
-	// allocations per attempt.
+	sets   setCache // metric options per measured attributes
+	// scratches holds *scratch buffers; see scratch.
+	scratches sync.Pool
+	// Span kind options, made once: each costs an allocation, and a
+	// variadic slice of them another.
+	internalOpts []trace.SpanStartOption // [WithSpanKind(internal)]
+	client       trace.SpanStartOption
+	// stamp: spans take their times from cfg.clock, which is not the
+	// wall clock (a test's fake), or from the transport's. With the wall
+	// clock the SDK's own reading is the same time, and skipping the
+	// option saves two allocations per span.
 	stamp bool
 }
 
@@ -58,13 +62,13 @@ func New(opts ...Option) *Telemetry {
 		}
 	}
 	t := &Telemetry{
-		cfg:      cfg,
-		tracer:   cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)),
-		prop:     cfg.propagators,
-		hosts:    hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
-		internal: trace.WithSpanKind(trace.SpanKindInternal),
-		client:   trace.WithSpanKind(trace.SpanKindClient),
-		stamp:    cfg.clock != clock.Real(),
+		cfg:          cfg,
+		tracer:       cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL)),
+		prop:         cfg.propagators,
+		hosts:        hostGuard{label: cfg.hostLabel, limit: cfg.hostLimit},
+		internalOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
+		client:       trace.WithSpanKind(trace.SpanKindClient),
+		stamp:        cfg.clock != clock.Real(),
 	}
 	t.inst = newInstruments(cfg.mp)
 	if cfg.zap != nil {
@@ -117,6 +121,14 @@ type call struct {
 	// retryable attempt with a response; their spans stay open because the
 	// transport may return their response, whose body ends the span.
 	winner, retained *attempt
+
+	// What one request would otherwise allocate piece by piece lives here,
+	// in the call's one allocation. ctx is the context OnCallStart
+	// returns. first is attempt 1, which every call makes at most once;
+	// firstTaken hands it out once all the same.
+	ctx        scope
+	first      attempt
+	firstTaken atomic.Bool
 }
 
 // attempt is the telemetry of one attempt, carried in the attempt's context.
@@ -131,9 +143,41 @@ type attempt struct {
 	// orders the two).
 	outer trace.Span
 	ended atomic.Bool // span has ended
-	// inFlight is set when the attempt was counted in
-	// gotry.attempts.in_flight at its start, so its end (once) takes it out.
-	inFlight atomic.Bool
+	// inFlight holds the options the attempt was counted in
+	// gotry.attempts.in_flight with at its start, so that its end (once)
+	// takes it out with them, without looking them up again.
+	inFlight atomic.Pointer[measureSets]
+
+	// ctx is the context OnAttemptStart returns; carrier writes the
+	// span's context into the attempt's headers. Both live in the
+	// attempt's one allocation.
+	ctx     scope
+	carrier headerCarrier
+}
+
+// scope is the context a call or an attempt hands on: its parent plus one
+// value, as context.WithValue makes, but held inside the value it carries,
+// so carrying it costs no allocation of its own (two per request before).
+// Its fields are written before it is handed out and only read after.
+type scope struct {
+	context.Context
+	key, val any
+}
+
+// carry sets s to parent carrying val under key and returns s.
+func (s *scope) carry(parent context.Context, key, val any) context.Context {
+	s.Context, s.key, s.val = parent, key, val
+	return s
+}
+
+// Value returns the carried value for its key and asks the parent for any
+// other. Keys are comparable (context.WithValue requires it), so the
+// comparison cannot panic.
+func (s *scope) Value(key any) any {
+	if key == s.key {
+		return s.val
+	}
+	return s.Context.Value(key)
 }
 
 // callKey and attemptKey carry a Telemetry's call and attempt in contexts.
@@ -202,6 +246,17 @@ func (hs *hookSet) callFor(e resilience.Event) *call {
 		return c
 	}
 	return hs.newCall(e)
+}
+
+// newAttempt returns the telemetry of attempt n of c: c's own first
+// attempt for n == 1 (once), else a new one.
+func (c *call) newAttempt(n int, k resilience.AttemptKind, probe bool) *attempt {
+	a := &c.first
+	if n != 1 || !c.firstTaken.CompareAndSwap(false, true) {
+		a = new(attempt)
+	}
+	a.c, a.num, a.kind, a.probe = c, n, k, probe
+	return a
 }
 
 // attemptFor returns the attempt in e's context, or a detached one.

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -48,11 +47,22 @@ func (c *call) spanIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 }
 
 // startCall opens the request span, a child of whatever span ctx holds.
+// Its attributes are all set at its end (endCall), in one SetAttributes
+// of exactly their number: given at the start they cost the SDK two more
+// copies. Unlike the attempt spans, which are the HTTP client spans and
+// carry the conventions' sampling attributes from their start, this span
+// is gotry's own and INTERNAL; a sampler sees its name ("gotry GET").
+// With the wall clock the span takes the SDK's own readings for its start
+// and end, which follow the engine's (start, and start plus the call's
+// duration) by the few instructions between them and the hook; an
+// injected clock's times are given explicitly, at two allocations each.
 func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time) context.Context {
 	t := c.hs.t
-	var buf [4]attribute.KeyValue
-	ctx, c.span = t.tracer.Start(ctx, c.spanName, t.internal,
-		trace.WithTimestamp(start), trace.WithAttributes(c.spanIdentity(buf[:0])...))
+	opts := t.internalOpts
+	if t.stamp {
+		opts = append(opts[:1:1], trace.WithTimestamp(start))
+	}
+	ctx, c.span = t.tracer.Start(ctx, c.spanName, opts...)
 	if req != nil && c.span.IsRecording() {
 		c.url = fullURL(req.URL, t.cfg.dropQuery)
 	}
@@ -60,30 +70,59 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 }
 
 // startSpan opens a's span as a child of the request span in ctx and
-// writes its context into header (HTTP only).
+// writes its context into header (HTTP only). Its attributes are given at
+// the start, where a sampler sees them.
 func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Context {
 	c := a.c
 	t := c.hs.t
-	kind := t.internal
+	kind := t.internalOpts[0]
 	if c.method != "" {
 		kind = t.client
 	}
-	var buf [9]attribute.KeyValue
-	kv := c.spanIdentity(buf[:0])
+	sc := t.scratch()
+	kv := c.spanIdentity(sc.kv[:0])
 	if c.url != "" {
 		kv = append(kv, KeyURLFull.String(c.url))
 	}
-	kv = a.attrs(kv)
+	sc.opts[0], sc.opts[1] = kind, trace.WithAttributes(a.attrs(kv)...)
+	opts := sc.opts[:2]
 	if t.stamp {
-		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...),
-			trace.WithTimestamp(t.cfg.clock.Now()))
-	} else {
-		ctx, a.span = t.tracer.Start(ctx, c.attemptName, kind, trace.WithAttributes(kv...))
+		opts = append(opts, trace.WithTimestamp(t.cfg.clock.Now()))
 	}
+	ctx, a.span = t.tracer.Start(ctx, c.attemptName, opts...)
+	t.release(sc, len(kv))
 	if header != nil {
-		t.prop.Inject(ctx, propagation.HeaderCarrier(header))
+		a.carrier.h = header
+		t.prop.Inject(ctx, &a.carrier)
 	}
 	return ctx
+}
+
+// scratch is a buffer for the attributes and options of one call into
+// the SDK, lent by Telemetry.scratch. Passed through the Tracer and Span
+// interfaces, a buffer on the stack escapes to the heap at every use; kept
+// in each call and attempt it made a request's allocation 1.2 KB larger.
+// The SDK copies what it keeps, so a buffer is free again once the call
+// returns.
+type scratch struct {
+	kv   [11]attribute.KeyValue // the most a span is given at once: the request span's end
+	opts [3]trace.SpanStartOption
+}
+
+// scratch lends a buffer; release returns it.
+func (t *Telemetry) scratch() *scratch {
+	if sc, ok := t.scratches.Get().(*scratch); ok {
+		return sc
+	}
+	return new(scratch)
+}
+
+// release returns sc, its first n attributes cleared so that the pool
+// holds no strings of a finished request.
+func (t *Telemetry) release(sc *scratch, n int) {
+	clear(sc.kv[:n])
+	sc.opts = [3]trace.SpanStartOption{}
+	t.scratches.Put(sc)
 }
 
 // attrs appends the attempt's own attributes: resend count (only for a
@@ -119,8 +158,8 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 	if !s.IsRecording() {
 		return
 	}
-	var buf [6]attribute.KeyValue
-	kv := append(buf[:0], KeyAttemptOutcome.String(o.String()))
+	sc := a.c.hs.t.scratch()
+	kv := append(sc.kv[:0], KeyAttemptOutcome.String(o.String()))
 	if code > 0 {
 		kv = append(kv, KeyStatusCode.Int(code))
 	}
@@ -141,6 +180,7 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 		}
 	}
 	s.SetAttributes(kv...)
+	a.c.hs.t.release(sc, len(kv))
 }
 
 // endSpan ends a's span once, stamped by the telemetry's clock.
@@ -216,8 +256,8 @@ func (c *call) endCall(e callEnd) {
 	if !s.IsRecording() {
 		return
 	}
-	var buf [8]attribute.KeyValue
-	kv := append(buf[:0],
+	sc := c.hs.t.scratch()
+	kv := append(c.spanIdentity(sc.kv[:0]),
 		KeyAttempts.Int(e.attempts),
 		KeyRetries.Int(e.retries),
 		KeyHedges.Int(e.hedges),
@@ -236,7 +276,12 @@ func (c *call) endCall(e callEnd) {
 		}
 	}
 	s.SetAttributes(kv...)
-	s.End(trace.WithTimestamp(e.start.Add(e.dur)))
+	c.hs.t.release(sc, len(kv))
+	if c.hs.t.stamp {
+		s.End(trace.WithTimestamp(e.start.Add(e.dur)))
+		return
+	}
+	s.End()
 }
 
 // bodyDone ends the returned attempt's span when its response body is
@@ -269,7 +314,7 @@ func (c *call) backoffSpan(ctx context.Context, start time.Time, delay, slept ti
 	if !c.span.IsRecording() {
 		return
 	}
-	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internal,
+	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internalOpts[0],
 		trace.WithTimestamp(start), trace.WithAttributes(
 			KeyBackoffDelay.Float64(delay.Seconds()),
 			KeyBackoffRetryAfter.Bool(retryAfter),
