@@ -1,6 +1,9 @@
 package resilience
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Admission: the breaker and the budget decide whether a call, and each
 // further attempt, may go ahead. Refusals fire their hooks here.
@@ -11,7 +14,7 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 	e, c := r.e, r.c
 	var tk ticket
 	if e.breakers != nil && c.Key != "" {
-		t, tr, err := e.breakers.admit(c.Key, r.start)
+		t, tr, err := e.breakers.admit(c.Key, r.now())
 		r.report(tr)
 		if err != nil {
 			if h := e.hooks.OnBreakerReject; h != nil {
@@ -30,7 +33,7 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
-		r.report(e.breakers.done(tk, outcomeIgnore, e.clock.Now()))
+		r.report(e.breakers.done(tk, outcomeIgnore, e.seconds.Time()))
 		return ticket{}, r.end(Result[T]{Err: err}, ReasonNotRetryable), false
 	}
 	if n < r.maxAttempts {
@@ -41,6 +44,15 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 		r.limitReason = ReasonCircuitOpen
 	}
 	return tk, Result[T]{}, true
+}
+
+// now is the call's start when it was read (see Engine.timed), else the
+// current second: what the budget and a closed breaker need.
+func (r *run[T]) now() time.Time {
+	if r.e.timed {
+		return r.start
+	}
+	return r.e.seconds.Time()
 }
 
 // report forwards a breaker transition to the hook, in the call's context.
@@ -87,7 +99,7 @@ func (r *run[T]) admitBreaker() (ticket, bool) {
 	if e.breakers == nil || r.c.Key == "" {
 		return ticket{}, true
 	}
-	t, tr, err := e.breakers.admitRetry(r.c.Key, e.clock.Now())
+	t, tr, err := e.breakers.admitRetry(r.c.Key, e.seconds.Time())
 	r.report(tr)
 	if err != nil {
 		if h := e.hooks.OnBreakerReject; h != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // BreakerState is the state of one circuit breaker.
@@ -151,6 +153,10 @@ type breakerSet struct {
 	seed      maphash.Seed
 	shards    []breakerShard
 	shardCap  int
+	// clk, when set (by the engine), is read for the exact time wherever
+	// a breaker changes or is created: callers may then pass a coarse time
+	// (the current second), which only the closed, lock-free path uses.
+	clk       clock.Clock
 	_         [64]byte      // read on every call above, written rarely below
 	untracked atomic.Uint64 // admissions served untracked; see MaxBreakers
 }
@@ -273,6 +279,15 @@ func newBreakerSet(cfg BreakerConfig) *breakerSet {
 	return b
 }
 
+// exact returns the exact time for a transition or a new breaker: from clk
+// when set, else now as the caller passed it.
+func (b *breakerSet) exact(now time.Time) time.Time {
+	if b.clk != nil {
+		return b.clk.Now()
+	}
+	return now
+}
+
 // Config returns the effective configuration, defaults filled in.
 func (b *breakerSet) Config() BreakerConfig { return b.cfg }
 
@@ -309,6 +324,7 @@ func (b *breakerSet) get(key string, now time.Time) *breaker {
 	if full {
 		return nil
 	}
+	now = b.exact(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if existing := s.lookup(key); existing != nil {
@@ -473,6 +489,7 @@ func (b *breakerSet) allow(key string, now time.Time, admission bool) (ticket, t
 // allowLocked is allow for a breaker that was not closed when it looked:
 // open ones may turn half-open, half-open ones admit probes.
 func (b *breakerSet) allowLocked(br *breaker, now time.Time, admission bool) (ticket, transition, error) {
+	now = b.exact(now)
 	br.mu.Lock()
 	defer br.mu.Unlock()
 	w := br.load()
@@ -534,6 +551,7 @@ func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 // doneLocked is done for a probe, and for the failure that may open a
 // closed breaker, with br.mu held.
 func (b *breakerSet) doneLocked(t ticket, o outcome, now time.Time) transition {
+	now = b.exact(now)
 	br := t.b
 	br.mu.Lock()
 	defer br.mu.Unlock()

@@ -32,8 +32,9 @@ type Engine struct {
 	hooks    Hooks
 	hedgers  *hedgers       // adaptive hedging state per key; nil when not configured
 	seconds  *clock.Seconds // the current second, for the budget's deposits (see clock.Seconds)
-	// timed: something wants each call's start time (a call hook, the
-	// breaker, adaptive hedging); otherwise a call reads no clock at all.
+	// timed: something wants each call's start time (a call hook,
+	// adaptive hedging); otherwise a call reads no clock on its success
+	// path (the budget and a closed breaker make do with the second).
 	timed bool
 	// keyed: calls need their Key (for the breaker, adaptive hedging or a
 	// hook); see Keyed.
@@ -81,6 +82,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		seconds: clock.SecondsOf(cfg.Clock)}
 	if cfg.Breaker != nil {
 		e.breakers = newBreakerSet(*cfg.Breaker)
+		e.breakers.clk = cfg.Clock // exact times for transitions; calls pass the current second
 	}
 	if cfg.Adaptive != nil {
 		if err := cfg.Adaptive.Validate(); err != nil {
@@ -89,9 +91,9 @@ func NewEngine(cfg EngineConfig) *Engine {
 		e.hedgers = newHedgers(*cfg.Adaptive)
 	}
 	h := &e.hooks
-	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.breakers != nil || e.hedgers != nil
+	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.hedgers != nil
 	e.keyed = e.breakers != nil || e.hedgers != nil || !e.hooks.empty()
-	e.plain = !e.timed && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
+	e.plain = !e.timed && e.breakers == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
 }
 

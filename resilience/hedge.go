@@ -341,7 +341,7 @@ func (r *run[T]) unadmit(t ticket, tok budgetToken) {
 		r.hk.untake()
 	}
 	if t.b != nil {
-		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.clock.Now()))
+		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
 	}
 }
 

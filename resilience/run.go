@@ -91,7 +91,7 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 		return executePlain(ctx, e, &c)
 	}
 	r := getRun[T](e)
-	*r = run[T]{e: e, c: c, parent: ctx, ctx: ctx}
+	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx // r is zero: see getRun
 	if e.timed {
 		r.start = e.clock.Now()
 	}
@@ -128,7 +128,7 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if n < limit {
 		limit, limitReason = max(1, n), why
 	}
-	e.budget.Deposit(time.Unix(e.seconds.Unix(), 0))
+	e.budget.Deposit(e.seconds.Time())
 	info := AttemptInfo{Number: 1, Kind: KindInitial}
 	v, err := c.Op.Do(ctx, info)
 	verd := c.Op.Classify(v, err, info)
@@ -142,8 +142,8 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		return Result[T]{Err: err}
 	}
 	r := getRun[T](e)
-	*r = run[T]{e: e, c: *c, parent: ctx, ctx: ctx, maxAttempts: limit, limitReason: limitReason,
-		launched: 1, inflight: 1}
+	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx // r is zero: see getRun
+	r.maxAttempts, r.limitReason, r.launched, r.inflight = limit, limitReason, 1, 1
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.loop(true)
@@ -153,7 +153,9 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	return res
 }
 
-// getRun takes a finished sequential run from e's pool, or makes one.
+// getRun takes a finished run from e's pool, or makes one: either way it is
+// all zero (putRun clears a run before pooling it), so a call sets only the
+// fields it starts with.
 func getRun[T any](e *Engine) *run[T] {
 	if r, ok := e.runs.Get().(*run[T]); ok { // another T's run is dropped
 		return r
@@ -182,11 +184,7 @@ func (r *run[T]) execute() Result[T] {
 	if !ok {
 		return res
 	}
-	if e.timed {
-		e.budget.Deposit(r.start)
-	} else {
-		e.budget.Deposit(time.Unix(e.seconds.Unix(), 0))
-	}
+	e.budget.Deposit(r.now())
 	if r.c.Policy.adaptive(e) && r.c.Key != "" {
 		r.hk = e.hedgers.get(r.c.Key, r.start)
 	}
@@ -308,8 +306,8 @@ func (a *attempt[T]) outcome() outcome {
 
 // settle reports a finished attempt to its breaker and to OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
-	if a.ticket.b != nil { // only a breaker needs the time
-		r.report(r.e.breakers.done(a.ticket, bo, r.e.clock.Now()))
+	if a.ticket.b != nil {
+		r.report(r.e.breakers.done(a.ticket, bo, r.e.seconds.Time()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
 		var v any

@@ -19,6 +19,9 @@ import (
 // events. In the common case (a lower-case name, with or without a port) it
 // is u.Host or a prefix of it, and costs no allocation.
 func hostKey(u *url.URL) string {
+	if plainHost(u.Host) {
+		return u.Host // the common case, in one scan: a lower-case name with no port
+	}
 	host, port := u.Hostname(), u.Port()
 	if port == defaultPort(u.Scheme) {
 		port = ""
@@ -39,6 +42,18 @@ func hostKey(u *url.URL) string {
 		return host
 	}
 	return host + ":" + port
+}
+
+// plainHost reports whether h is non-empty and only lower-case letters,
+// digits, dots and hyphens: a host name that is its own key.
+func plainHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return h != ""
 }
 
 // defaultPort is the port a scheme implies when a URL names none ("" when it

@@ -56,6 +56,16 @@ func (s *Seconds) Unix() int64 {
 	return s.start()
 }
 
+// Time returns the start of the current second as a time.Time, for code
+// that takes one; with a clock read on every call (see SecondsOf), the
+// clock's exact time.
+func (s *Seconds) Time() time.Time {
+	if s.direct {
+		return s.c.Now()
+	}
+	return time.Unix(s.Unix(), 0)
+}
+
 // Ticking reports whether the refresh timer is scheduled (for tests).
 func (s *Seconds) Ticking() bool { return s.ticking.Load() }
 
