@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -148,9 +149,9 @@ type bodyEnd = resilience.Result[*http.Response]
 // trackedBody wraps the returned response body so that its end runs exactly
 // once: when the body is closed or read to its end.
 type trackedBody struct {
-	rc   io.ReadCloser
-	once sync.Once
-	end  bodyEnd
+	rc       io.ReadCloser
+	finished atomic.Bool // end has been (or is being) told; it is told once
+	end      bodyEnd
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
@@ -172,7 +173,9 @@ func (b *trackedBody) Close() error {
 }
 
 func (b *trackedBody) done(err error) {
-	b.once.Do(func() { b.end.Finish(err) })
+	if b.finished.CompareAndSwap(false, true) {
+		b.end.Finish(err)
+	}
 }
 
 // trackedRWBody keeps io.Writer for 101 Switching Protocols bodies, which

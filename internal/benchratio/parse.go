@@ -64,7 +64,13 @@ func parse(r io.Reader, echo io.Writer) (*input, error) {
 			continue
 		}
 		in.results++
-		top, sub, _ := strings.Cut(procsSuffix.ReplaceAllString(m[1], ""), "/")
+		// A group is everything before the last "/": nested sub-benchmarks
+		// (BenchmarkRoundTrip/batcher/otelhttp) group by their parent.
+		name := procsSuffix.ReplaceAllString(m[1], "")
+		top, sub := name, ""
+		if i := strings.LastIndexByte(name, '/'); i >= 0 {
+			top, sub = name[:i], name[i+1:]
+		}
 		in.add(pkg, top, sub).record(strings.Fields(m[2]))
 	}
 	return in, sc.Err()
