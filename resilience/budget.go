@@ -3,7 +3,7 @@ package resilience
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -69,7 +69,14 @@ const (
 type retryBudget struct {
 	ratio     float64 // immutable, read by every deposit
 	minPerSec int64   // immutable
-	_         [64]byte
+	// stripes hands out stripe numbers (*int), round robin as it makes
+	// them. A sync.Pool keeps one per P, so the requests a core runs keep
+	// depositing in the same stripe and its line stays in that core's
+	// cache; a random stripe per deposit moved the line between cores on
+	// most deposits.
+	stripes    sync.Pool
+	nextStripe atomic.Uint32
+	_          [64]byte
 
 	// Each word packs a bucket's epoch (see epochOf, high bits) with a count
 	// (low countBits bits). A word whose epoch is stale
@@ -102,7 +109,12 @@ func newRetryBudget(ratio float64, minPerSec int) *retryBudget {
 	if ratio == 0 && minPerSec == 0 {
 		return nil
 	}
-	return &retryBudget{ratio: ratio, minPerSec: int64(minPerSec)}
+	b := &retryBudget{ratio: ratio, minPerSec: int64(minPerSec)}
+	b.stripes.New = func() any {
+		i := int(b.nextStripe.Add(1) % requestStripes)
+		return &i
+	}
+	return b
 }
 
 // epochOf numbers now's bucket: whole seconds since the Unix epoch, modulo
@@ -172,21 +184,21 @@ func (b *retryBudget) requestsIn(epoch uint64) int64 {
 }
 
 // Deposit records one original request at now, in one of the second's
-// stripes, picked at random (math/rand/v2's generator is per thread and
-// lock-free, ≈ 6 ns): the engine passes the current second, not a clock
-// reading, so now carries nothing that varies per call. Requests on
-// different cores so seldom pick the same stripe; when they do, the one
-// whose compare-and-swap fails moves to the next stripe rather than retry
-// the word it lost. Every stripe counts the same.
+// stripes: the one of the processor (P) that runs it, as b.stripes hands
+// them out. When two deposits meet on a stripe anyway, the one whose
+// compare-and-swap fails moves to the next stripe rather than retry the word
+// it lost. Every stripe counts the same.
 func (b *retryBudget) Deposit(now time.Time) {
 	if b == nil || b.ratio == 0 {
 		return
 	}
 	e := epochOf(now)
-	i := rand.Uint64() >> (64 - stripeBits)
+	p := b.stripes.Get().(*int)
+	i := *p
 	for !addOnce(&b.requests[i].buckets[e%budgetBuckets], e, 1) {
 		i = (i + 1) % requestStripes
 	}
+	b.stripes.Put(p)
 }
 
 // Withdraw spends one token for a retry or hedge about to launch at now and
