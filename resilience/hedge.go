@@ -200,8 +200,10 @@ func (r *run[T]) drive(t ticket) {
 // ends.
 func (r *run[T]) awaitFinal() Result[T] {
 	<-r.finished
-	if p := r.finalPanic; p != nil && p.value != errCallerPanicked {
-		panic(p.value)
+	if p := r.finalPanic; p != nil {
+		if err, ok := p.value.(error); !ok || !errors.Is(err, errCallerPanicked) {
+			panic(p.value)
+		}
 	}
 	return r.final
 }

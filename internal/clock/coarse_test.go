@@ -77,7 +77,7 @@ func TestSecondsStopsWhenUnused(t *testing.T) {
 }
 
 func TestSecondsOfSharesTheRealOne(t *testing.T) {
-	if clock.SecondsOf(clock.Real()) != clock.SecondsOf(clock.Real()) {
+	if a, b := clock.SecondsOf(clock.Real()), clock.SecondsOf(clock.Real()); a != b {
 		t.Error("the real clock's Seconds is not shared")
 	}
 	fc := fakeclock.New(time.Unix(0, 0))
