@@ -116,13 +116,7 @@ func TestCancelableCallersAttemptWinsAfterTheHedge(t *testing.T) {
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
 	fc.WaitForArmed(1, 5*time.Second)
 	fc.Advance(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for op.callCount() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the hedge never launched")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitCalls(t, op, 2) // the hedge launched
 	close(gate)
 	res := <-done
 	res.Finish(nil)
@@ -136,6 +130,43 @@ func TestCancelableCallersAttemptWinsAfterTheHedge(t *testing.T) {
 	case <-hedge.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the losing hedge was not cancelled")
+	}
+}
+
+// waitCalls waits (in real time, generously) until s has seen n attempts.
+func waitCalls(t *testing.T, s *scripted, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.callCount() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d attempts, want %d", s.callCount(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// panicOfHedgedCall runs a Cancelable hedging call of op on its own
+// goroutine, fires its hedge, calls then, and returns what the call
+// panicked with.
+func panicOfHedgedCall(t *testing.T, op Operation[int], then func()) any {
+	t.Helper()
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{})
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
+	}()
+	fc.WaitForArmed(1, 5*time.Second)
+	fc.Advance(time.Second)
+	then()
+	select {
+	case v := <-got:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal("Execute never returned")
+		return nil
 	}
 }
 
@@ -168,32 +199,13 @@ func (p *panicAfterOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
 // after the driver took over; the panic surfaces from Execute with its
 // value, and the driver winds down (goleak checks it leaves nothing).
 func TestCancelableCallersPanicAfterHandover(t *testing.T) {
-	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
 	op := &panicAfterOp{gate: make(chan struct{})}
-	got := make(chan any, 1)
-	go func() {
-		defer func() { got <- recover() }()
-		Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
-			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
-	}()
-	fc.WaitForArmed(1, 5*time.Second)
-	fc.Advance(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for op.callCount() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the hedge never launched")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(op.gate)
-	select {
-	case v := <-got:
-		if v != "first attempt exploded" {
-			t.Fatalf("recovered %v", v)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Execute never returned")
+	v := panicOfHedgedCall(t, op, func() {
+		waitCalls(t, &op.scripted, 2)
+		close(op.gate)
+	})
+	if v != "first attempt exploded" {
+		t.Fatalf("recovered %v", v)
 	}
 }
 
@@ -211,23 +223,9 @@ func (p *hedgePanicOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
 // TestCancelableHedgePanicReachesTheCaller: a panic on the hedge's goroutine
 // cancels the caller's attempt and surfaces from Execute.
 func TestCancelableHedgePanicReachesTheCaller(t *testing.T) {
-	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
-	got := make(chan any, 1)
-	go func() {
-		defer func() { got <- recover() }()
-		Execute[int](context.Background(), e, Call[int]{Op: &hedgePanicOp{scripted{steps: []step{{block: true}}}}, Cancelable: true,
-			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
-	}()
-	fc.WaitForArmed(1, 5*time.Second)
-	fc.Advance(time.Second)
-	select {
-	case v := <-got:
-		if v != "hedge exploded" {
-			t.Fatalf("recovered %v", v)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Execute never returned")
+	op := &hedgePanicOp{scripted{steps: []step{{block: true}}}}
+	if v := panicOfHedgedCall(t, op, func() {}); v != "hedge exploded" {
+		t.Fatalf("recovered %v", v)
 	}
 }
 
