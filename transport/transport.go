@@ -116,7 +116,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c == nil {
 		c = new(call)
 	}
-	*c = call{t: t, req: req, bodyFresh: true}
+	c.t, c.req, c.bodyFresh = t, req, true // c is zero: pooled calls are cleared when put back
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
 	// Cancelable: a RoundTripper honours its request's context (see the
