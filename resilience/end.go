@@ -20,9 +20,7 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 	r.retained = nil
 	if a.err != nil {
 		r.errs.add(a.err)
-		if a.cancel != nil {
-			a.cancel(nil)
-		}
+		a.own.cancel(nil)
 		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
 	}
 	return r.end(r.resultOf(a), reason)
@@ -30,9 +28,9 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 
 // resultOf returns a's result, to be finished by the caller.
 func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
-	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, cancel: a.cancel}
+	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, fin: Finisher{own: a.own}}
 	if h := r.e.hooks.OnResultDone; h != nil {
-		res.onDone, res.key, res.subject = h, r.c.Key, r.c.Subject
+		res.fin.done = &resultDone{hook: h, ctx: a.ctx, key: r.c.Key, subject: r.c.Subject, attempt: a.info.Number}
 	}
 	return res
 }

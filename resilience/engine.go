@@ -32,6 +32,7 @@ type Engine struct {
 	hooks    Hooks
 	hedgers  *hedgers       // adaptive hedging state per key; nil when not configured
 	seconds  *clock.Seconds // the current second, for the budget's deposits (see clock.Seconds)
+	queues   *clock.Queues  // inline hedge delays and per-attempt timeouts (see timers.go)
 	// timed: something wants each call's start time (a call hook,
 	// adaptive hedging); otherwise a call reads no clock on its success
 	// path (the budget and a closed breaker make do with the second).
@@ -79,7 +80,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		cfg.Clock = clock.Real()
 	}
 	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks,
-		seconds: clock.SecondsOf(cfg.Clock)}
+		seconds: clock.SecondsOf(cfg.Clock), queues: clock.QueuesOf(cfg.Clock)}
 	if cfg.Breaker != nil {
 		e.breakers = newBreakerSet(*cfg.Breaker)
 		e.breakers.clk = cfg.Clock // exact times for transitions; calls pass the current second
@@ -325,13 +326,7 @@ type Result[T any] struct {
 	// Operation any more.
 	Detached bool
 
-	// What Finish does: cancel the returned attempt's own context, fire
-	// OnResultDone for the call of key and subject. (The event is built at
-	// Finish: the transport keeps a Result in every body it wraps.)
-	cancel  context.CancelCauseFunc
-	onDone  func(ResultDoneEvent)
-	key     string
-	subject any
+	fin Finisher // what Finish does
 }
 
 // Finish ends the returned attempt once its value is no longer in use (for
@@ -339,15 +334,41 @@ type Result[T any] struct {
 // attempt's own context, if it has one, and fires OnResultDone with err (an
 // error that ended the use early, or nil). Call it once for a result with a
 // Value; it does nothing for one without, or when NeedsFinish is false.
-func (r *Result[T]) Finish(err error) {
-	if r.cancel != nil {
-		r.cancel(nil)
-	}
-	if r.onDone != nil {
-		r.onDone(ResultDoneEvent{Event: Event{Context: r.Context, Key: r.key, Subject: r.subject}, Attempt: r.Attempt, Err: err})
-	}
-}
+func (r *Result[T]) Finish(err error) { r.fin.Finish(err) }
+
+// Finisher returns what Finish does, in a few words, for an adapter that
+// keeps it until the value's use ends (the transport keeps one in every
+// response body it wraps).
+func (r *Result[T]) Finisher() Finisher { return r.fin }
 
 // NeedsFinish reports whether Finish does anything, so an adapter can spare
 // arranging to call it (for HTTP: wrapping the response body).
-func (r *Result[T]) NeedsFinish() bool { return r.cancel != nil || r.onDone != nil }
+func (r *Result[T]) NeedsFinish() bool { return r.fin.Needed() }
+
+// Finisher ends a returned result: see Result.Finish. The zero value does
+// nothing.
+type Finisher struct {
+	own  ownCtx      // the attempt's own context, cancelled at the end
+	done *resultDone // OnResultDone and its event's fields; nil without the hook
+}
+
+// resultDone is what OnResultDone's event needs, allocated only when that
+// hook is installed.
+type resultDone struct {
+	hook    func(ResultDoneEvent)
+	ctx     context.Context
+	key     string
+	subject any
+	attempt int
+}
+
+// Finish does what Result.Finish does; call it once.
+func (f Finisher) Finish(err error) {
+	f.own.cancel(nil)
+	if d := f.done; d != nil {
+		d.hook(ResultDoneEvent{Event: Event{Context: d.ctx, Key: d.key, Subject: d.subject}, Attempt: d.attempt, Err: err})
+	}
+}
+
+// Needed reports whether Finish does anything.
+func (f Finisher) Needed() bool { return f.own.set() || f.done != nil }

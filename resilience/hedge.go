@@ -94,16 +94,13 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 	ht, _ := r.e.hedgeTimers.Get().(*hedgeTimer)
 	if ht == nil {
 		ht = new(hedgeTimer)
+		ht.t.F = ht.fire
 	}
 	ht.target.Store(&r.self)
 	r.mu.Lock()
 	r.inline, r.ht = a, ht
 	r.mu.Unlock()
-	if ht.t == nil {
-		ht.t = r.e.clock.AfterFunc(r.hedgeDelay, ht.fire)
-	} else {
-		ht.t.Reset(r.hedgeDelay)
-	}
+	r.e.queues.Arm(&ht.t, r.hedgeDelay)
 	return ht
 }
 
@@ -374,9 +371,7 @@ func (r *run[T]) decide() {
 	r.active, r.done = nil, nil
 	r.mu.Unlock()
 	for _, a := range active {
-		if a.cancel != nil {
-			a.cancel(ErrAttemptLost)
-		}
+		a.own.cancel(ErrAttemptLost)
 	}
 	for _, a := range late {
 		r.releaseLate(a)
@@ -387,9 +382,7 @@ func (r *run[T]) decide() {
 // and settles it as cancelled.
 func (r *run[T]) releaseLate(a *attempt[T]) {
 	if a.panicked != nil { // nothing of its result is known; the panic is the caller's
-		if a.cancel != nil {
-			a.cancel(ErrAttemptLost)
-		}
+		a.own.cancel(ErrAttemptLost)
 		return
 	}
 	bo := outcomeIgnore

@@ -11,9 +11,9 @@ import (
 // attempt is one attempt in flight or done.
 type attempt[T any] struct {
 	info   AttemptInfo
-	ctx    context.Context         // the attempt's context, as OnAttemptStart returned it
-	cancel context.CancelCauseFunc // nil when the attempt shares the call's context
-	timer  *timeoutTimer           // the per-attempt timeout, if any
+	ctx    context.Context // the attempt's context, as OnAttemptStart returned it
+	own    ownCtx          // the attempt's own context; zero when it shares the call's
+	timer  *timeoutTimer   // the per-attempt timeout, if any
 	ticket ticket
 	start  time.Time
 	dur    time.Duration
@@ -222,7 +222,7 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
-		ctx, a.cancel = context.WithCancelCause(r.ctx)
+		ctx, a.own = newOwnCtx(r.ctx)
 		a.info.Own = true
 	}
 	a.ctx = ctx
@@ -246,7 +246,7 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	e := r.e
 	if d := r.c.Policy.PerAttemptTimeout; d > 0 {
-		a.timer = e.armTimeout(d, &a.cancel)
+		a.timer = e.armTimeout(d, &a.own)
 	}
 	// Timing costs two clock reads; only hooks and adaptive hedging want it.
 	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
@@ -280,7 +280,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		// The timeout fired (its cancel may still be on its way): the
 		// attempt, and any body it returned, is cut off.
 		if a.err == nil {
-			a.cancel(ErrAttemptTimeout) // cancel first, then release
+			a.own.cancel(ErrAttemptTimeout) // cancel first, then release
 			r.c.Op.Release(a.v)
 			var zero T
 			a.v = zero
@@ -339,9 +339,7 @@ func (r *run[T]) release(a *attempt[T]) {
 	if a == nil {
 		return
 	}
-	if a.cancel != nil {
-		a.cancel(ErrAttemptLost)
-	}
+	a.own.cancel(ErrAttemptLost)
 	if a.err == nil {
 		r.c.Op.Release(a.v)
 	}
@@ -377,9 +375,7 @@ func (r *run[T]) loop(caller bool) Result[T] {
 		r.inflight--
 		if a.panicked != nil {
 			r.decide()
-			if a.cancel != nil {
-				a.cancel(ErrAttemptLost)
-			}
+			a.own.cancel(ErrAttemptLost)
 			if a.timer != nil {
 				a.timer.t.Stop()
 			}

@@ -13,9 +13,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	r.settle(a, AttemptRetryable, outcomeFailure)
 	if a.err != nil {
 		r.errs.add(a.err)
-		if a.cancel != nil {
-			a.cancel(nil)
-		}
+		a.own.cancel(nil)
 	}
 	keep := func() { // a is superseded for now, but may still be returned
 		if a.err == nil {

@@ -1,24 +1,25 @@
 package resilience
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
 
-// The engine's pooled AfterFunc timers: a timer made once serves call after
-// call, its callback finding the call (or attempt) of the moment through an
-// atomic pointer, so arming one costs a Reset and no closure. A timer whose
-// Stop fails may still be running its callback: it is not pooled again, and
-// what its pointer reaches is not reused either.
+// The engine's pooled timers, entries of e.queues (clock.Queues: arming
+// one is a clock read and a list append, not a trip through the runtime's
+// timers): a timer made once serves call after call, its callback finding
+// the call (or attempt) of the moment through an atomic pointer, so arming
+// one makes no closure. A timer whose Stop fails may still be running its
+// callback: it is not pooled again, and what its pointer reaches is not
+// reused either.
 
-// hedgeTimer is a pooled AfterFunc timer for an inline attempt's hedge
-// delay. Its callback reaches the call through target, so one timer serves
-// call after call without a new closure.
+// hedgeTimer is a pooled timer for an inline attempt's hedge delay. Its
+// callback reaches the call through target, so one timer serves call after
+// call without a new closure.
 type hedgeTimer struct {
-	t      clock.Timer
+	t      clock.Entry
 	target atomic.Pointer[hedgeFirer]
 }
 
@@ -31,37 +32,35 @@ func (ht *hedgeTimer) fire() {
 	}
 }
 
-// timeoutTimer is a pooled AfterFunc timer for a per-attempt timeout: it
-// cancels the attempt target points at.
+// timeoutTimer is a pooled timer for a per-attempt timeout: it cancels the
+// attempt target points at.
 type timeoutTimer struct {
-	t      clock.Timer
-	target atomic.Pointer[context.CancelCauseFunc]
+	t      clock.Entry
+	target atomic.Pointer[ownCtx]
 }
 
 func (tt *timeoutTimer) fire() {
 	if p := tt.target.Load(); p != nil {
-		(*p)(ErrAttemptTimeout)
+		p.cancel(ErrAttemptTimeout)
 	}
 }
 
-// armTimeout arms a pooled timer that cancels *cancel with
-// ErrAttemptTimeout after d.
-func (e *Engine) armTimeout(d time.Duration, cancel *context.CancelCauseFunc) *timeoutTimer {
+// armTimeout arms a pooled timer that cancels *own with ErrAttemptTimeout
+// after d.
+func (e *Engine) armTimeout(d time.Duration, own *ownCtx) *timeoutTimer {
 	tt, _ := e.timeouts.Get().(*timeoutTimer)
 	if tt == nil {
 		tt = new(timeoutTimer)
-		tt.target.Store(cancel)
-		tt.t = e.clock.AfterFunc(d, tt.fire)
-		return tt
+		tt.t.F = tt.fire
 	}
-	tt.target.Store(cancel)
-	tt.t.Reset(d)
+	tt.target.Store(own)
+	e.queues.Arm(&tt.t, d)
 	return tt
 }
 
 // stop disarms tt and reports whether it had not fired; only then is it
 // pooled again. A timer that fired may still be running its callback, which
-// calls the attempt's cancel func: that attempt must not be reused.
+// cancels the attempt's context: that attempt must not be reused.
 func (e *Engine) stopTimeout(tt *timeoutTimer) bool {
 	if !tt.t.Stop() {
 		return false

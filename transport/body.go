@@ -144,7 +144,7 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 // bodyEnd is what happens when the returned body is finished: the engine's
 // Result.Finish, which releases the winning attempt's context and fires
 // OnResultDone.
-type bodyEnd = resilience.Result[*http.Response]
+type bodyEnd = resilience.Finisher
 
 // trackedBody wraps the returned response body so that its end runs exactly
 // once: when the body is closed or read to its end.

@@ -148,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp := res.Value
 	if res.NeedsFinish() {
-		track(resp, res)
+		track(resp, res.Finisher())
 	}
 	return resp, nil
 }
