@@ -206,7 +206,12 @@ func (c *attemptCtx) cancel(err, cause error) {
 		return
 	}
 	c.err = err
-	if cause != nil {
+	switch {
+	case cause == ErrAttemptLost:
+		c.cause = lostValue
+	case cause == context.Canceled:
+		c.cause = canceledValue
+	case cause != nil:
 		c.cause = causeValue(cause)
 	}
 	c.cancelled.Store(true)
@@ -234,8 +239,10 @@ var (
 	stdContexts bool
 	// causeKey is the key context.Cause looks its cause up with.
 	causeKey any
-	// causeValues holds the lookup's answer for the engine's usual causes.
-	causeValues = map[error]any{}
+	// causeValues holds the lookup's answer for the engine's usual causes;
+	// lostValue and canceledValue are the two of every call.
+	causeValues              = map[error]any{}
+	lostValue, canceledValue any
 )
 
 func init() { learnCauseKey() }
@@ -267,6 +274,7 @@ func learnCauseKey() {
 			causeValues[cause] = causeValueOf(cause)
 		}
 	}
+	lostValue, canceledValue = causeValues[ErrAttemptLost], causeValues[context.Canceled]
 	if causeKey == nil || !causeWorks() {
 		stdContexts, causeKey = true, nil
 	}

@@ -39,8 +39,7 @@ var errCallerPanicked = errors.New("resilience: the caller's attempt panicked")
 // It reports whether the call was handed over to a driver meanwhile; the
 // caller then waits for the driver's result.
 func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
-	ht := r.armInline(a)
-	if ht == nil { // the last attempt the call may make: no hedge can follow
+	if r.armInline(a) == nil { // the last attempt the call may make: no hedge can follow
 		r.exec(ctx, a)
 		r.ready = a
 		return false
@@ -51,16 +50,29 @@ func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
 			r.inlinePanicked(a)
 		}
 	}()
-	r.exec(ctx, a)
+	r.exec(ctx, a) // calls inlineReturned as soon as Do returns
 	returned = true
+	if !a.handed {
+		r.ready = a
+		return false
+	}
+	r.finish(ctx, a)
+	return true
+}
+
+// inlineReturned runs as the inline attempt a's Do returns: it disarms the
+// hedge timer and settles whether its callback took the call over
+// (a.handed). From here on no callback touches a.
+func (r *run[T]) inlineReturned(a *attempt[T]) {
+	ht := a.ht
+	a.ht = nil
 	if ht.t.Stop() { // answered within the delay: no hedge, nobody else involved
 		r.mu.Lock()
 		r.inline, r.ht = nil, nil
 		r.mu.Unlock()
 		ht.target.Store(nil)
 		r.e.hedgeTimers.Put(ht)
-		r.ready = a
-		return false
+		return
 	}
 	// The timer fired: its callback has taken the call over, or finds it
 	// back in the caller's hands and leaves (the timer is no longer r.ht).
@@ -72,14 +84,8 @@ func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
 		r.ht = nil
 	}
 	r.lingering = true
-	handed := r.concurrent
+	a.handed = r.concurrent
 	r.mu.Unlock()
-	if !handed {
-		r.ready = a
-		return false
-	}
-	r.finish(ctx, a)
-	return true
 }
 
 // armInline arms a hedge timer for the inline attempt a, unless a is the
@@ -97,6 +103,8 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 		ht.t.F = ht.fire
 	}
 	ht.target.Store(&r.self)
+	a.ht = ht
+	a.lateTimeout = r.c.Policy.PerAttemptTimeout > r.hedgeDelay
 	r.mu.Lock()
 	r.inline, r.ht = a, ht
 	r.mu.Unlock()
@@ -115,6 +123,9 @@ func (r *run[T]) inlinePanicked(a *attempt[T]) {
 		r.ht.t.Stop()
 		r.ht = nil
 	}
+	if a.timer != nil { // armed late by the hedge timer's callback
+		a.timer.t.Stop()
+	}
 	r.lingering = true
 	if r.concurrent && !r.decided {
 		a.panicked = &attemptPanic{value: errCallerPanicked}
@@ -131,6 +142,12 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer) {
 	if r.ht != ht || r.inline == nil || r.decided {
 		r.mu.Unlock() // stale: the attempt answered first
 		return
+	}
+	if a := r.inline; a.lateTimeout {
+		// The attempt outlived the hedge delay: its timeout runs from here
+		// for the rest of its length (see attempt.ht). The caller stops it
+		// when the attempt returns, after inlineReturned.
+		a.timer = r.e.armTimeout(r.c.Policy.PerAttemptTimeout-r.hedgeDelay, &a.own)
 	}
 	// The hedge's admission fires hooks, so it runs with no lock held;
 	// meanwhile a caller whose attempt returns waits for it (admitting).

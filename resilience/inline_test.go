@@ -280,3 +280,56 @@ func TestCancelableTimerRacingTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelableLateTimeoutKeepsItsLength: with hedging armed, an inline
+// attempt's per-attempt timeout is armed only if the attempt outlives the
+// hedge delay (one timer until then), and it still ends the attempt exactly
+// its timeout after the attempt started.
+func TestCancelableLateTimeoutKeepsItsLength(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{})
+	op := &scripted{steps: []step{{block: true}, {block: true}}}
+	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: time.Second, PerAttemptTimeout: 3 * time.Second}})
+	if !fc.WaitForArmed(1, 5*time.Second) {
+		t.Fatal("hedge timer never armed")
+	}
+	waitCalls(t, op, 1)
+	if n := fc.Pending(); n != 1 {
+		t.Fatalf("%d timers armed for the first attempt, want 1 (the hedge's)", n)
+	}
+	fc.Advance(time.Second) // the hedge: the first attempt's timeout now runs, for 2s more
+	waitCalls(t, op, 2)
+	deadline := time.Now().Add(5 * time.Second)
+	for fc.Pending() != 2 { // both attempts' timeouts
+		if time.Now().After(deadline) {
+			t.Fatalf("%d timers pending, want 2", fc.Pending())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	op.mu.Lock()
+	first, hedge := op.ctxs[0], op.ctxs[1]
+	op.mu.Unlock()
+	fc.Advance(2*time.Second - time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if first.Err() != nil {
+		t.Fatalf("first attempt ended %v before its 3s", context.Cause(first))
+	}
+	fc.Advance(time.Millisecond) // 3s after the first attempt started
+	select {
+	case <-first.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("first attempt not cut off at 3s")
+	}
+	if !errors.Is(context.Cause(first), ErrAttemptTimeout) {
+		t.Fatalf("first attempt ended with %v, want ErrAttemptTimeout", context.Cause(first))
+	}
+	if hedge.Err() != nil {
+		t.Fatalf("the hedge ended with %v at 3s; its own timeout is at 4s", context.Cause(hedge))
+	}
+	fc.Advance(time.Second)
+	res := <-done
+	if !errors.Is(res.Err, ErrAttemptTimeout) || res.Attempt != 0 {
+		t.Fatalf("res %+v, want both attempts timed out", res)
+	}
+}

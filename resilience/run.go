@@ -10,17 +10,25 @@ import (
 
 // attempt is one attempt in flight or done.
 type attempt[T any] struct {
-	info   AttemptInfo
-	ctx    context.Context // the attempt's context, as OnAttemptStart returned it
-	own    ownCtx          // the attempt's own context; zero when it shares the call's
-	timer  *timeoutTimer   // the per-attempt timeout, if any
-	ticket ticket
-	start  time.Time
-	dur    time.Duration
-	v      T
-	err    error
-	verd   Verdict
-	kept   bool // Retain has run on v
+	info  AttemptInfo
+	ctx   context.Context // the attempt's context, as OnAttemptStart returned it
+	own   ownCtx          // the attempt's own context; zero when it shares the call's
+	timer *timeoutTimer   // the per-attempt timeout, if any
+	// ht is the hedge timer armed for this attempt while it runs inline
+	// (see runInline). With lateTimeout set, the per-attempt timeout is
+	// not armed with it: the hedge timer's callback arms it, for the rest
+	// of the timeout, if the attempt is still running when the hedge delay
+	// has passed; most attempts answer within the delay, and then one
+	// timer served both. handed: the callback took the call over.
+	ht                  *hedgeTimer
+	lateTimeout, handed bool
+	ticket              ticket
+	start               time.Time
+	dur                 time.Duration
+	v                   T
+	err                 error
+	verd                Verdict
+	kept                bool // Retain has run on v
 	// lingering: the per-attempt timeout fired, and its callback (which
 	// calls cancel) may still be running: the attempt must not be reused.
 	lingering bool
@@ -245,7 +253,7 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 // exec runs one attempt and classifies its result.
 func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	e := r.e
-	if d := r.c.Policy.PerAttemptTimeout; d > 0 {
+	if d := r.c.Policy.PerAttemptTimeout; d > 0 && !a.lateTimeout {
 		a.timer = e.armTimeout(d, &a.own)
 	}
 	// Timing costs two clock reads; only hooks and adaptive hedging want it.
@@ -272,6 +280,11 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 			// lower bound of its latency, and above the hedge delay.
 			r.hk.record(now, a.dur)
 		}
+	}
+	if a.ht != nil {
+		// After this no hedge timer callback touches a (nor arms its
+		// timeout), and a.handed says whether the call was handed over.
+		r.inlineReturned(a)
 	}
 	if a.timer != nil && !e.stopTimeout(a.timer) {
 		a.lingering = true
