@@ -98,7 +98,10 @@ func (qs *Queues) queue(d time.Duration) *queue {
 	if q := slot.Load(); q != nil {
 		return q // d's own, or a colliding duration's: either keeps order
 	}
-	q := &queue{d: d, shards: make([]qshard, min(runtime.GOMAXPROCS(0), 16))}
+	// Four lists per processor: the lists are handed to processors at
+	// random (after every GC empties picks), and two processors sharing one
+	// would contend on its lock.
+	q := &queue{d: d, shards: make([]qshard, min(4*runtime.GOMAXPROCS(0), 64))}
 	for i := range q.shards {
 		q.shards[i].qs = qs
 	}
