@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,9 +208,9 @@ func (c *attemptCtx) cancel(err, cause error) {
 	}
 	c.err = err
 	switch {
-	case cause == ErrAttemptLost:
+	case cause == ErrAttemptLost: //nolint:errorlint // the sentinel itself; a wrapped one is looked up as any cause
 		c.cause = lostValue
-	case cause == context.Canceled:
+	case cause == context.Canceled: //nolint:errorlint // as above
 		c.cause = canceledValue
 	case cause != nil:
 		c.cause = causeValue(cause)
@@ -291,8 +292,10 @@ func causeWorks() bool {
 	default:
 		return false
 	}
-	return c.Err() == context.Canceled &&
-		context.Cause(c) == ErrAttemptLost && context.Cause(child) == ErrAttemptLost
+	// Identity, not errors.Is: the cause must come back as given.
+	lost := ErrAttemptLost
+	return errors.Is(c.Err(), context.Canceled) &&
+		context.Cause(c) == lost && context.Cause(child) == lost //nolint:errorlint // identity, as said
 }
 
 // causeValue returns what the cause lookup answers for a context cancelled

@@ -167,7 +167,7 @@ func TestQueuesOfAFakeClockUsesItsTimers(t *testing.T) {
 	if got := r.next(t); got != "b" {
 		t.Fatalf("fired %s", got)
 	}
-	if clock.QueuesOf(clock.Real()) != clock.QueuesOf(clock.Real()) {
+	if a, b := clock.QueuesOf(clock.Real()), clock.QueuesOf(clock.Real()); a != b {
 		t.Fatal("the real clock's Queues is not shared")
 	}
 }
