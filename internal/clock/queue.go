@@ -28,14 +28,13 @@ type Queues struct {
 	real   bool // c is the real clock
 	epoch  time.Time
 	slots  [32]atomic.Pointer[queue]
+	next   atomic.Uint32 // hands out Entry.home, round robin
 }
 
 // queue is the list(s) of one duration, sharded by processor.
 type queue struct {
 	d      time.Duration
 	shards []qshard
-	next   atomic.Uint32 // round robin over shards, as picks hands them out
-	picks  sync.Pool     // *int shard numbers: roughly one per processor
 }
 
 // qshard is one list, with its runtime timer.
@@ -57,6 +56,7 @@ type Entry struct {
 	prev, next *Entry
 	when       int64
 	shard      *qshard
+	home       uint32 // picks the Entry's list among its duration's (0: not yet given)
 	queued     bool
 	t          Timer // in direct mode
 }
@@ -98,16 +98,11 @@ func (qs *Queues) queue(d time.Duration) *queue {
 	if q := slot.Load(); q != nil {
 		return q // d's own, or a colliding duration's: either keeps order
 	}
-	// Four lists per processor: the lists are handed to processors at
-	// random (after every GC empties picks), and two processors sharing one
-	// would contend on its lock.
+	// Four lists per processor, so that two processors' entries seldom
+	// share one (and its lock).
 	q := &queue{d: d, shards: make([]qshard, min(4*runtime.GOMAXPROCS(0), 64))}
 	for i := range q.shards {
 		q.shards[i].qs = qs
-	}
-	q.picks.New = func() any {
-		i := int(q.next.Add(1)) % len(q.shards)
-		return &i
 	}
 	if !slot.CompareAndSwap(nil, q) {
 		return slot.Load()
@@ -127,9 +122,13 @@ func (qs *Queues) Arm(e *Entry, d time.Duration) {
 		return
 	}
 	q := qs.queue(d)
-	p := q.picks.Get().(*int)
-	s := &q.shards[*p]
-	q.picks.Put(p)
+	if e.home == 0 {
+		// An Entry keeps the list it was first given: entries come from
+		// pools kept per processor, so a processor's entries mostly share
+		// its list, with no choosing per Arm.
+		e.home = qs.next.Add(1)
+	}
+	s := &q.shards[e.home%uint32(len(q.shards))]
 	when := qs.now() + int64(d)
 	s.mu.Lock()
 	e.when, e.shard, e.queued = when, s, true
