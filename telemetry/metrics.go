@@ -264,6 +264,14 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	}
 }
 
+// noExemplar is the context of the measurements that keep no exemplar:
+// the in-flight count (a gauge in all but name, whose sample is no request's)
+// and the retries per request (a request's trace is linked from its
+// duration). A context holding a sampled span makes the SDK offer every
+// measurement to the exemplar reservoir (a clock read and a copy of its
+// attributes); the latency histograms and the attempt counter keep theirs.
+var noExemplar = context.Background()
+
 // attemptStarted adds 1 to gotry.attempts.in_flight and returns the
 // options it used, for attemptEnded.
 func (c *call) attemptStarted(ctx context.Context) *measureSets {
@@ -273,14 +281,14 @@ func (c *call) attemptStarted(ctx context.Context) *measureSets {
 		ms[0] = newMeasureOpts(c.metricHost(buf[:0]))
 		return ms
 	})
-	c.hs.t.inst.inFlight.Add(ctx, 1, m[0].add...)
+	c.hs.t.inst.inFlight.Add(noExemplar, 1, m[0].add...)
 	return m
 }
 
 // attemptEnded takes 1 from gotry.attempts.in_flight with the options
 // attemptStarted returned.
 func (c *call) attemptEnded(ctx context.Context, m *measureSets) {
-	c.hs.t.inst.inFlight.Add(ctx, -1, m[0].add...)
+	c.hs.t.inst.inFlight.Add(noExemplar, -1, m[0].add...)
 }
 
 // recordRetry records gotry.retries and the scheduled delay in
@@ -343,7 +351,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 		return ms
 	})
 	in.requestDuration.Record(ctx, e.dur.Seconds(), m[0].rec...)
-	in.requestRetries.Record(ctx, int64(e.retries), m[2].rec...)
+	in.requestRetries.Record(noExemplar, int64(e.retries), m[2].rec...)
 	if e.reason.GaveUp() {
 		in.suppressed.Add(ctx, 1, m[1].add...)
 	}

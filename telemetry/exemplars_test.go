@@ -1,0 +1,88 @@
+package telemetry
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// exemplarTraces returns the trace ids of the exemplars of metric name's
+// data points (histograms and sums alike).
+func exemplarTraces(rm metricdata.ResourceMetrics, name string) (ids []string, found bool) {
+	hex := func(b []byte) string {
+		const digits = "0123456789abcdef"
+		out := make([]byte, 0, 2*len(b))
+		for _, c := range b {
+			out = append(out, digits[c>>4], digits[c&15])
+		}
+		return string(out)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			found = true
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					for _, e := range p.Exemplars {
+						ids = append(ids, hex(e.TraceID))
+					}
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					for _, e := range p.Exemplars {
+						ids = append(ids, hex(e.TraceID))
+					}
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					for _, e := range p.Exemplars {
+						ids = append(ids, hex(e.TraceID))
+					}
+				}
+			}
+		}
+	}
+	return ids, found
+}
+
+// TestExemplarsWhereTracesAreLinked: the latency histograms (which the
+// dashboards link to Jaeger) and the attempt counter carry the request's
+// trace as an exemplar; the in-flight count and the retries per request,
+// whose samples stand for no request worth opening, are measured without
+// one (each exemplar costs the SDK a clock read and a copy).
+func TestExemplarsWhereTracesAreLinked(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	mustGet(t, tr, srv.URL)
+	spans := r.waitEnded(t, 2)
+	trace := spans[0].SpanContext().TraceID().String()
+	rm := r.collect(t)
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{MetricRequestDuration, true},
+		{MetricAttemptDuration, true},
+		{MetricAttempts, true},
+		{MetricAttemptsInFlight, false},
+		{MetricRequestRetries, false},
+	} {
+		ids, found := exemplarTraces(rm, c.name)
+		if !found {
+			t.Errorf("%s: not recorded", c.name)
+			continue
+		}
+		switch {
+		case c.want && (len(ids) == 0 || ids[0] != trace):
+			t.Errorf("%s: exemplars %v, want the request's trace %s", c.name, ids, trace)
+		case !c.want && len(ids) != 0:
+			t.Errorf("%s: exemplars %v, want none", c.name, ids)
+		}
+	}
+}
