@@ -41,6 +41,14 @@ func (r *recorder) next(t *testing.T) string {
 	}
 }
 
+// expect waits for the next entry to fire and checks it is want.
+func (r *recorder) expect(t *testing.T, want string) {
+	t.Helper()
+	if got := r.next(t); got != want {
+		t.Fatalf("fired %s, want %s", got, want)
+	}
+}
+
 // none checks that no entry fires within a short real-time wait.
 func (r *recorder) none(t *testing.T) {
 	t.Helper()
@@ -64,9 +72,7 @@ func TestQueuesFireInDeadlineOrder(t *testing.T) {
 	r.none(t)
 	for _, want := range []string{"10ms", "20ms", "30ms"} {
 		fc.Advance(10 * time.Millisecond)
-		if got := r.next(t); got != want {
-			t.Fatalf("fired %s, want %s", got, want)
-		}
+		r.expect(t, want)
 	}
 	r.none(t)
 }
@@ -87,18 +93,14 @@ func TestQueuesStop(t *testing.T) {
 		t.Fatal("a second Stop reported true")
 	}
 	fc.Advance(10 * time.Millisecond)
-	if got := r.next(t); got != "b" {
-		t.Fatalf("fired %s, want b", got)
-	}
+	r.expect(t, "b")
 	r.none(t)
 	if b.Stop() {
 		t.Fatal("Stop of a fired entry reported true")
 	}
 	qs.Arm(a, 5*time.Millisecond) // re-armed after its Stop
 	fc.Advance(5 * time.Millisecond)
-	if got := r.next(t); got != "a" {
-		t.Fatalf("fired %s, want a", got)
-	}
+	r.expect(t, "a")
 	var never clock.Entry
 	if never.Stop() {
 		t.Fatal("Stop of an entry never armed reported true")
@@ -120,14 +122,10 @@ func TestQueuesSharedListKeepsOrder(t *testing.T) {
 	qs.Arm(r.entry("long"), long)
 	qs.Arm(r.entry("short"), short)
 	fc.Advance(short)
-	if got := r.next(t); got != "short" {
-		t.Fatalf("fired %s, want short", got)
-	}
+	r.expect(t, "short")
 	r.none(t)
 	fc.Advance(long - short)
-	if got := r.next(t); got != "long" {
-		t.Fatalf("fired %s, want long", got)
-	}
+	r.expect(t, "long")
 }
 
 // TestQueuesIdleThenBusy: a list whose every entry was stopped has its
@@ -143,9 +141,7 @@ func TestQueuesIdleThenBusy(t *testing.T) {
 	r.none(t)
 	qs.Arm(r.entry("b"), 10*time.Millisecond)
 	fc.Advance(10 * time.Millisecond)
-	if got := r.next(t); got != "b" {
-		t.Fatalf("fired %s, want b", got)
-	}
+	r.expect(t, "b")
 }
 
 // TestQueuesOfAFakeClockUsesItsTimers: on a fake clock the engine's Queues
@@ -164,9 +160,7 @@ func TestQueuesOfAFakeClockUsesItsTimers(t *testing.T) {
 		t.Fatal("Stop reported false")
 	}
 	fc.Advance(time.Second)
-	if got := r.next(t); got != "b" {
-		t.Fatalf("fired %s", got)
-	}
+	r.expect(t, "b")
 	if a, b := clock.QueuesOf(clock.Real()), clock.QueuesOf(clock.Real()); a != b {
 		t.Fatal("the real clock's Queues is not shared")
 	}
