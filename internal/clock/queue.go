@@ -17,9 +17,12 @@ import (
 // each append lands at the tail.
 
 // Queues holds timers (Entries) and fires each at its deadline, on a
-// goroutine of its own, as time.AfterFunc would. It keeps a list per
-// duration (up to len(slots); beyond, durations share lists, which stay
-// ordered at the cost of a longer insertion). Safe for concurrent use.
+// goroutine of its own, as time.AfterFunc would. It keeps lists for up to
+// len(slots) durations, each in the slot its hash picks; an Entry whose
+// duration finds its slot taken by another (many durations: adaptive hedge
+// delays, say) is a runtime timer of its own instead, so a list only ever
+// holds one duration and every insertion lands at its tail. Safe for
+// concurrent use.
 // On any clock but the real one (a fake clock in a test) every Entry is a
 // timer of that clock, so a test sees, counts and fires them one by one.
 type Queues struct {
@@ -58,7 +61,8 @@ type Entry struct {
 	shard      *qshard
 	home       uint32 // picks the Entry's list among its duration's (0: not yet given)
 	queued     bool
-	t          Timer // in direct mode
+	direct     bool  // armed as t, a timer of its own
+	t          Timer // made by the first Arm as a timer of its own
 }
 
 // NewQueues returns a Queues that keeps its timers in lists on c, whatever
@@ -96,7 +100,7 @@ func slotOf(d time.Duration) uint64 { return (uint64(d) * 0x9E3779B97F4A7C15) >>
 func (qs *Queues) queue(d time.Duration) *queue {
 	slot := &qs.slots[slotOf(d)]
 	if q := slot.Load(); q != nil {
-		return q // d's own, or a colliding duration's: either keeps order
+		return q // d's own, or a colliding duration's (see Arm)
 	}
 	// Four lists per processor, so that two processors' entries seldom
 	// share one (and its lock).
@@ -113,7 +117,12 @@ func (qs *Queues) queue(d time.Duration) *queue {
 // Arm arms e to call e.F after d (at once for d ≤ 0). e must not be armed
 // already.
 func (qs *Queues) Arm(e *Entry, d time.Duration) {
-	if qs.direct {
+	var q *queue
+	if !qs.direct {
+		q = qs.queue(d)
+	}
+	if q == nil || q.d != d { // a timer of its own (see Queues)
+		e.direct = true
 		if e.t == nil {
 			e.t = qs.c.AfterFunc(d, e.F)
 		} else {
@@ -121,7 +130,7 @@ func (qs *Queues) Arm(e *Entry, d time.Duration) {
 		}
 		return
 	}
-	q := qs.queue(d)
+	e.direct = false
 	if e.home == 0 {
 		// An Entry keeps the list it was first given: entries come from
 		// pools kept per processor, so a processor's entries mostly share
@@ -132,9 +141,9 @@ func (qs *Queues) Arm(e *Entry, d time.Duration) {
 	when := qs.now() + int64(d)
 	s.mu.Lock()
 	e.when, e.shard, e.queued = when, s, true
-	// Insert in deadline order, from the tail: for timers of one duration
-	// the tail is the place, bar two Arms that read the clock in one order
-	// and locked in the other.
+	// Insert in deadline order, from the tail: the list's timers share one
+	// duration, so the tail is the place, bar two Arms that read the clock
+	// in one order and locked in the other.
 	at := s.tail
 	for at != nil && at.when > when {
 		at = at.prev
@@ -168,7 +177,7 @@ func (s *qshard) arm(when, d int64) {
 
 // Stop disarms e and reports whether it had not fired (its F will not run).
 func (e *Entry) Stop() bool {
-	if e.t != nil {
+	if e.direct {
 		return e.t.Stop()
 	}
 	s := e.shard

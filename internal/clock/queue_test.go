@@ -107,10 +107,10 @@ func TestQueuesStop(t *testing.T) {
 	}
 }
 
-// TestQueuesSharedListKeepsOrder: two durations that share a list (the
-// slots ran out) still fire in deadline order, the later-armed shorter one
-// first; and the list's timer is pulled in for it.
-func TestQueuesSharedListKeepsOrder(t *testing.T) {
+// TestQueuesCollidingDurations: a duration whose slot another holds gets a
+// timer of its own, so it still fires at its deadline, before the longer
+// one armed first, and a list never mixes durations.
+func TestQueuesCollidingDurations(t *testing.T) {
 	long := 40 * time.Millisecond
 	short := time.Millisecond
 	for clock.SlotOf(short) != clock.SlotOf(long) {
@@ -120,12 +120,21 @@ func TestQueuesSharedListKeepsOrder(t *testing.T) {
 	qs := clock.NewQueues(fc)
 	r := newRecorder()
 	qs.Arm(r.entry("long"), long)
-	qs.Arm(r.entry("short"), short)
+	before := fc.Pending()
+	s := r.entry("short")
+	qs.Arm(s, short)
+	if fc.Pending() != before+1 {
+		t.Fatalf("%d timers after the colliding Arm, want %d (one of its own)", fc.Pending(), before+1)
+	}
 	fc.Advance(short)
 	r.expect(t, "short")
 	r.none(t)
 	fc.Advance(long - short)
 	r.expect(t, "long")
+	qs.Arm(s, short) // armed again, still on its own timer
+	if !s.Stop() {
+		t.Fatal("Stop of a pending colliding entry reported false")
+	}
 }
 
 // TestQueuesIdleThenBusy: a list whose every entry was stopped has its
