@@ -18,8 +18,8 @@ import (
 
 // Queues holds timers (Entries) and fires each at its deadline, on a
 // goroutine of its own, as time.AfterFunc would. It keeps lists for up to
-// len(slots) durations, each in the slot its hash picks; an Entry whose
-// duration finds its slot taken by another (many durations: adaptive hedge
+// len(slots) durations, each in a slot near the one its hash picks; an
+// Entry whose duration finds no slot (many durations in use: adaptive hedge
 // delays, say) is a runtime timer of its own instead, so a list only ever
 // holds one duration and every insertion lands at its tail. Safe for
 // concurrent use.
@@ -93,25 +93,38 @@ func (qs *Queues) now() int64 {
 	return int64(qs.c.Now().Sub(qs.epoch))
 }
 
-// slotOf spreads durations over the slots (a Fibonacci hash).
+// slotOf is the slot a duration's probing starts at (a Fibonacci hash).
 func slotOf(d time.Duration) uint64 { return (uint64(d) * 0x9E3779B97F4A7C15) >> (64 - 5) }
 
-// queue returns the list set for d, making it on first use.
+// probes is how many slots a duration looks at, from the one its hash
+// picks: popular durations can share a hash slot (1s and 5s do), and
+// looking on finds each its own while slots remain.
+const probes = 8
+
+// queue returns the lists of duration d, making them on first use, or nil
+// when every slot d may take holds another duration (see Queues).
 func (qs *Queues) queue(d time.Duration) *queue {
-	slot := &qs.slots[slotOf(d)]
-	if q := slot.Load(); q != nil {
-		return q // d's own, or a colliding duration's (see Arm)
+	h := slotOf(d)
+	for i := uint64(0); i < probes; i++ {
+		slot := &qs.slots[(h+i)%uint64(len(qs.slots))]
+		q := slot.Load()
+		if q == nil {
+			// Four lists per processor, so that two processors' entries
+			// seldom share one (and its lock).
+			nq := &queue{d: d, shards: make([]qshard, min(4*runtime.GOMAXPROCS(0), 64))}
+			for j := range nq.shards {
+				nq.shards[j].qs = qs
+			}
+			if slot.CompareAndSwap(nil, nq) {
+				return nq
+			}
+			q = slot.Load()
+		}
+		if q.d == d {
+			return q
+		}
 	}
-	// Four lists per processor, so that two processors' entries seldom
-	// share one (and its lock).
-	q := &queue{d: d, shards: make([]qshard, min(4*runtime.GOMAXPROCS(0), 64))}
-	for i := range q.shards {
-		q.shards[i].qs = qs
-	}
-	if !slot.CompareAndSwap(nil, q) {
-		return slot.Load()
-	}
-	return q
+	return nil
 }
 
 // Arm arms e to call e.F after d (at once for d ≤ 0). e must not be armed
@@ -121,7 +134,7 @@ func (qs *Queues) Arm(e *Entry, d time.Duration) {
 	if !qs.direct {
 		q = qs.queue(d)
 	}
-	if q == nil || q.d != d { // a timer of its own (see Queues)
+	if q == nil { // a timer of its own (see Queues)
 		e.direct = true
 		if e.t == nil {
 			e.t = qs.c.AfterFunc(d, e.F)

@@ -107,34 +107,40 @@ func TestQueuesStop(t *testing.T) {
 	}
 }
 
-// TestQueuesCollidingDurations: a duration whose slot another holds gets a
-// timer of its own, so it still fires at its deadline, before the longer
-// one armed first, and a list never mixes durations.
+// TestQueuesCollidingDurations: durations whose hashes pick one slot (1s
+// and 5s do) each get lists of their own; once every slot is taken, a new
+// duration's entries are timers of their own, and every entry still fires
+// at its deadline, in order.
 func TestQueuesCollidingDurations(t *testing.T) {
-	long := 40 * time.Millisecond
-	short := time.Millisecond
-	for clock.SlotOf(short) != clock.SlotOf(long) {
-		short++
+	if clock.SlotOf(time.Second) != clock.SlotOf(5*time.Second) {
+		t.Fatal("1s and 5s no longer share a slot: pick another colliding pair")
 	}
 	fc := fakeclock.New(time.Unix(1000, 0))
 	qs := clock.NewQueues(fc)
 	r := newRecorder()
-	qs.Arm(r.entry("long"), long)
-	before := fc.Pending()
-	s := r.entry("short")
-	qs.Arm(s, short)
-	if fc.Pending() != before+1 {
-		t.Fatalf("%d timers after the colliding Arm, want %d (one of its own)", fc.Pending(), before+1)
+	qs.Arm(r.entry("5s"), 5*time.Second)
+	qs.Arm(r.entry("1s"), time.Second)
+	if n := qs.Lists(); n != 2 {
+		t.Fatalf("%d durations with lists, want 2", n)
 	}
-	fc.Advance(short)
-	r.expect(t, "short")
+	fc.Advance(time.Second)
+	r.expect(t, "1s")
+	fc.Advance(4 * time.Second)
+	r.expect(t, "5s")
+
+	// 40 more durations, one entry each, armed longest first: 32 slots
+	// hold lists, the rest are timers of their own.
+	for i := 40; i >= 1; i-- {
+		qs.Arm(r.entry(time.Duration(i*100*int(time.Microsecond)).String()), time.Duration(i)*100*time.Microsecond)
+	}
+	if n := qs.Lists(); n != 32 {
+		t.Fatalf("%d durations with lists, want all 32 slots", n)
+	}
+	for i := 1; i <= 40; i++ {
+		fc.Advance(100 * time.Microsecond)
+		r.expect(t, (time.Duration(i) * 100 * time.Microsecond).String())
+	}
 	r.none(t)
-	fc.Advance(long - short)
-	r.expect(t, "long")
-	qs.Arm(s, short) // armed again, still on its own timer
-	if !s.Stop() {
-		t.Fatal("Stop of a pending colliding entry reported false")
-	}
 }
 
 // TestQueuesIdleThenBusy: a list whose every entry was stopped has its
