@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"encoding/hex"
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -11,14 +12,6 @@ import (
 // exemplarTraces returns the trace ids of the exemplars of metric name's
 // data points (histograms and sums alike).
 func exemplarTraces(rm metricdata.ResourceMetrics, name string) (ids []string, found bool) {
-	hex := func(b []byte) string {
-		const digits = "0123456789abcdef"
-		out := make([]byte, 0, 2*len(b))
-		for _, c := range b {
-			out = append(out, digits[c>>4], digits[c&15])
-		}
-		return string(out)
-	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if m.Name != name {
@@ -28,26 +21,28 @@ func exemplarTraces(rm metricdata.ResourceMetrics, name string) (ids []string, f
 			switch d := m.Data.(type) {
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
-					for _, e := range p.Exemplars {
-						ids = append(ids, hex(e.TraceID))
-					}
+					ids = appendTraces(ids, p.Exemplars)
 				}
 			case metricdata.Histogram[int64]:
 				for _, p := range d.DataPoints {
-					for _, e := range p.Exemplars {
-						ids = append(ids, hex(e.TraceID))
-					}
+					ids = appendTraces(ids, p.Exemplars)
 				}
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
-					for _, e := range p.Exemplars {
-						ids = append(ids, hex(e.TraceID))
-					}
+					ids = appendTraces(ids, p.Exemplars)
 				}
 			}
 		}
 	}
 	return ids, found
+}
+
+// appendTraces appends the exemplars' trace ids, in hex.
+func appendTraces[N int64 | float64](ids []string, ex []metricdata.Exemplar[N]) []string {
+	for _, e := range ex {
+		ids = append(ids, hex.EncodeToString(e.TraceID))
+	}
+	return ids
 }
 
 // TestExemplarsWhereTracesAreLinked: the latency histograms (which the

@@ -35,6 +35,13 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
+// isReal reports whether c is the real clock (what SecondsOf and QueuesOf
+// share process-wide).
+func isReal(c Clock) bool {
+	_, ok := c.(realClock)
+	return ok
+}
+
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer {

@@ -36,7 +36,7 @@ var realSeconds = NewSeconds(Real())
 // on every call, so the test's timers are only its own and time moves
 // exactly when the test moves it.
 func SecondsOf(c Clock) *Seconds {
-	if _, ok := c.(realClock); ok {
+	if isReal(c) {
 		return realSeconds
 	}
 	return &Seconds{c: c, direct: true}

@@ -68,8 +68,7 @@ type Entry struct {
 // NewQueues returns a Queues that keeps its timers in lists on c, whatever
 // c is (QueuesOf is what the engine uses).
 func NewQueues(c Clock) *Queues {
-	_, real := c.(realClock)
-	return &Queues{c: c, real: real, epoch: c.Now()}
+	return &Queues{c: c, real: isReal(c), epoch: c.Now()}
 }
 
 var realQueues = NewQueues(Real())
@@ -78,7 +77,7 @@ var realQueues = NewQueues(Real())
 // whole process (timers of one duration from every engine share a list);
 // for any other clock, one whose every Entry is a timer of that clock.
 func QueuesOf(c Clock) *Queues {
-	if _, ok := c.(realClock); ok {
+	if isReal(c) {
 		return realQueues
 	}
 	return &Queues{c: c, direct: true}
