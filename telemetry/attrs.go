@@ -57,12 +57,14 @@ const (
 	// KeyAttempts (invented, request span) is how many attempts launched,
 	// retries and hedges included.
 	KeyAttempts = attribute.Key("gotry.attempts")
-	// KeyRetries (invented, request span) is how many of them were retries.
+	// KeyRetries (invented, request span) is how many of them were retries;
+	// on the span only when not zero.
 	KeyRetries = attribute.Key("gotry.retries")
-	// KeyHedges (invented, request span) is how many of them were hedges.
+	// KeyHedges (invented, request span) is how many of them were hedges;
+	// on the span only when not zero.
 	KeyHedges = attribute.Key("gotry.hedges")
 	// KeyBackoffTotal (invented, request span) is the seconds slept between
-	// attempts, as a float.
+	// attempts, as a float; on the span only when not zero.
 	KeyBackoffTotal = attribute.Key("gotry.backoff.total")
 	// KeyReason (invented) is why the request ended: resilience.EndReason's
 	// String, e.g. "success" or "attempts_exhausted".
@@ -73,7 +75,9 @@ const (
 	// KeyAttempt (invented, span events and logs; never a metric label) is
 	// an attempt's 1-based number.
 	KeyAttempt = attribute.Key("gotry.attempt")
-	// KeyAttemptKind (invented) is "initial", "retry" or "hedge".
+	// KeyAttemptKind (invented) is "initial", "retry" or "hedge". An HTTP
+	// attempt span carries it only on a resend, with KeyResendCount: a span
+	// without it is the first attempt. Metrics and logs always carry it.
 	KeyAttemptKind = attribute.Key("gotry.attempt.kind")
 	// KeyAttemptOutcome (invented) is "success", "retryable", "failure" or
 	// "cancelled" (lost a hedge race or the caller gave up; not an error).

@@ -54,7 +54,7 @@ func TestOtelhttpInside(t *testing.T) {
 	}
 	atts := ordered(spans, "HTTP GET")
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
-		KeyResendCount: nil, KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", KeyStatusCode: int64(503),
+		KeyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable", KeyStatusCode: int64(503),
 	})
 	if _, ok := attrs(atts[0].Attributes())[KeyAttemptTimeToHeaders]; !ok {
 		t.Errorf("attempt 1 has no %s", KeyAttemptTimeToHeaders)
@@ -161,7 +161,7 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 	}
 	atts := ordered(spans, "HTTP GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: "initial", KeyAttemptOutcome: "cancelled", KeyErrorType: ErrorTypeAttemptLost,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: ErrorTypeAttemptLost,
 	})
 	if c := atts[0].Status().Code; c == codes.Error {
 		t.Errorf("loser status %v, want no error: a hedge loser is not a failure", atts[0].Status())

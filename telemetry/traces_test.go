@@ -49,7 +49,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	root := ordered(spans, "gotry GET")[0]
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
 		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
-		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: int64(0), KeyReason: "success",
+		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: nil, KeyReason: "success",
 		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: nil,
 	})
 	// The planned delays add up to 1.005 s; the time spent retaining each
@@ -73,7 +73,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	url := srv.URL + "/pay/42?token=secret&sig=REDACTED" // only the convention's sensitive parameters are redacted
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
 		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port), KeyURLFull: url,
-		KeyResendCount: nil, KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable",
+		KeyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable",
 		KeyStatusCode: int64(503), KeyErrorType: "503", KeyAttemptProbe: nil,
 	})
 	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
@@ -136,7 +136,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	}
 	root := ordered(spans, "gotry GET")[0]
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
-		KeyAttempts: int64(2), KeyRetries: int64(0), KeyHedges: int64(1), KeyReason: "success", KeyStatusCode: int64(200),
+		KeyAttempts: int64(2), KeyRetries: nil, KeyHedges: int64(1), KeyReason: "success", KeyStatusCode: int64(200),
 	})
 	if len(root.Events()) != 1 || root.Events()[0].Name != "gotry.hedge" {
 		t.Errorf("request span events %v, want one gotry.hedge", root.Events())
@@ -145,7 +145,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	}
 	atts := ordered(spans, "GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: "initial", KeyAttemptOutcome: "cancelled", KeyErrorType: nil, KeyStatusCode: nil, KeyResendCount: nil,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: nil, KeyStatusCode: nil, KeyResendCount: nil,
 	})
 	if atts[0].Status().Code != codes.Unset {
 		t.Errorf("loser status %v, want unset: a cancelled hedge loser is not an error", atts[0].Status())
@@ -407,5 +407,42 @@ func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
 	if opened["trace_id"] != sc.TraceID().String() || opened["span_id"] != sc.SpanID().String() {
 		t.Errorf("breaker opened line trace %v/%v, want the first request span's %v/%v",
 			opened["trace_id"], opened["span_id"], sc.TraceID(), sc.SpanID())
+	}
+}
+
+// A request whose first attempt succeeds, the common case: each span has
+// at most 8 attributes (past 8, the SDK deduplicates a span's attributes for
+// its processors in a map on the heap), and nothing is lost, since the
+// counts left off are zero and the attempt without a resend count and kind
+// is the first.
+func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(200))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	resp, err := get(t, tr, srv.URL+"/items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 2)
+	root, att := ordered(spans, "gotry GET")[0], ordered(spans, "GET")[0]
+	port := srv.port(t)
+	want(t, "request span", root.Attributes(), map[attribute.Key]any{
+		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
+		KeyAttempts: int64(1), KeyReason: "success", KeyStatusCode: int64(200),
+		KeyRetries: nil, KeyHedges: nil, KeyBackoffTotal: nil, KeyErrorType: nil,
+	})
+	want(t, "attempt span", att.Attributes(), map[attribute.Key]any{
+		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
+		KeyURLFull: srv.URL + "/items", KeyAttemptOutcome: "success", KeyStatusCode: int64(200),
+		KeyProtocolVersion: "1.1", KeyAttemptKind: nil, KeyResendCount: nil,
+	})
+	if _, ok := attrs(att.Attributes())[KeyAttemptTimeToHeaders]; !ok {
+		t.Error("attempt span: no gotry.attempt.time_to_headers")
+	}
+	for _, s := range []sdktrace.ReadOnlySpan{root, att} {
+		if n := len(s.Attributes()); n > 8 {
+			t.Errorf("%s: %d attributes, want at most 8: %v", s.Name(), n, s.Attributes())
+		}
 	}
 }
