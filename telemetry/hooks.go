@@ -109,7 +109,7 @@ func (t *Telemetry) hooks(name string, otelhttpAttempts bool) resilience.Hooks {
 // makes it), with its context injected into header when there is one.
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := hs.callFor(e.Event).newAttempt(e.Attempt, e.Kind, e.Probe)
-	a.inFlight.Store(a.c.attemptStarted(ctx))
+	a.inFlight.Store(a.c.attemptStarted())
 	if !a.c.http() || !hs.otelhttp {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
@@ -119,8 +119,8 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 // end handles an attempt's result. An HTTP call returns responses whose
 // body ends the span.
 func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
-	if m := a.inFlight.Swap(nil); m != nil {
-		a.c.attemptEnded(ctx, m)
+	if cell := a.inFlight.Swap(nil); cell != nil {
+		a.c.attemptEnded(cell)
 	}
 	a.record(ctx, code, err, dur, o)
 	a.spanResult(code, err, dur, o, resp)

@@ -74,8 +74,8 @@ type instruments struct {
 
 	requestDuration    metric.Float64Histogram
 	attemptDuration    metric.Float64Histogram
-	httpDuration       metric.Float64Histogram // http.client.request.duration
-	inFlight           metric.Int64UpDownCounter
+	httpDuration       metric.Float64Histogram             // http.client.request.duration
+	inFlight           metric.Int64ObservableUpDownCounter // read from Telemetry.inFlight
 	requestRetries     metric.Int64Histogram
 	attempts           metric.Int64Counter
 	retries            metric.Int64Counter
@@ -129,11 +129,11 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		breakerRejections:  counter(MetricBreakerRejections, "{request}", "Requests and attempts a circuit breaker refused."),
 	}
 	var err error
-	in.inFlight, err = m.Int64UpDownCounter(MetricAttemptsInFlight, metric.WithUnit("{attempt}"),
+	in.inFlight, err = m.Int64ObservableUpDownCounter(MetricAttemptsInFlight, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts in flight now."))
 	if err != nil || in.inFlight == nil {
 		otel.Handle(err)
-		in.inFlight, _ = nm.Int64UpDownCounter(MetricAttemptsInFlight)
+		in.inFlight, _ = nm.Int64ObservableUpDownCounter(MetricAttemptsInFlight)
 	}
 	in.requestRetries, err = m.Int64Histogram(MetricRequestRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries per request (hedges not counted)."),
@@ -264,32 +264,82 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	}
 }
 
-// noExemplar is the context of the measurements that keep no exemplar:
-// the in-flight count (a gauge in all but name, whose sample is no request's)
-// and the retries per request (a request's trace is linked from its
-// duration). A context holding a sampled span makes the SDK offer every
-// measurement to the exemplar reservoir (a clock read and a copy of its
-// attributes); the latency histograms and the attempt counter keep theirs.
+// noExemplar is the context of the measurements that keep no exemplar: the
+// retries per request (a request's trace is linked from its duration). A
+// context holding a sampled span makes the SDK offer every measurement to
+// the exemplar reservoir (a clock read and a copy of its attributes); the
+// latency histograms and the attempt counter keep theirs. (The in-flight
+// count, observed at collection, has none either.)
 var noExemplar = context.Background()
 
-// attemptStarted adds 1 to gotry.attempts.in_flight and returns the
-// options it used, for attemptEnded.
-func (c *call) attemptStarted(ctx context.Context) *measureSets {
-	m := c.hs.t.sets.get(c.setKey(shapeInFlight), func() (ms *measureSets) {
-		ms = new(measureSets)
-		var buf [2]attribute.KeyValue
-		ms[0] = newMeasureOpts(c.metricHost(buf[:0]))
-		return ms
-	})
-	c.hs.t.inst.inFlight.Add(noExemplar, 1, m[0].add...)
-	return m
+// inFlightCell counts the attempts in flight of one attribute set of
+// gotry.attempts.in_flight. The count is gotry's own: an attempt's start and
+// end are each one atomic add, and the meter reads every cell at collection
+// (observeInFlight). As two synchronous measurements per attempt the SDK
+// resolved the attribute set, looked up its aggregation and offered an
+// exemplar twice for a number only a collection reads. The instrument is
+// still an up-down counter (a non-monotonic sum), as before.
+type inFlightCell struct {
+	n   atomic.Int64
+	opt metric.ObserveOption
 }
 
-// attemptEnded takes 1 from gotry.attempts.in_flight with the options
-// attemptStarted returned.
-func (c *call) attemptEnded(ctx context.Context, m *measureSets) {
-	c.hs.t.inst.inFlight.Add(noExemplar, -1, m[0].add...)
+// inFlightCells holds the cells by metric attributes, at most cacheLimit
+// of them; attempts of further attribute sets are counted in overflow,
+// reported with otel.metric.overflow=true as the SDK reports the sets past
+// its cardinality limit.
+type inFlightCells struct {
+	cells    cache[setKey, *inFlightCell]
+	overflow inFlightCell
+	spilled  atomic.Bool // overflow has counted: report it from then on, as a cell
 }
+
+// newInFlightCells returns the cells, registering their collection on in's
+// meter; a registration error goes to otel.Handle and leaves the gauge
+// unreported.
+func newInFlightCells(in *instruments) *inFlightCells {
+	f := &inFlightCells{}
+	f.overflow.opt = metric.WithAttributeSet(attribute.NewSet(attribute.Bool("otel.metric.overflow", true)))
+	_, err := in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		f.cells.m.Range(func(_, v any) bool {
+			c := v.(*inFlightCell)
+			o.ObserveInt64(in.inFlight, c.n.Load(), c.opt)
+			return true
+		})
+		if f.spilled.Load() {
+			o.ObserveInt64(in.inFlight, f.overflow.n.Load(), f.overflow.opt)
+		}
+		return nil
+	}, in.inFlight)
+	if err != nil {
+		otel.Handle(err)
+	}
+	return f
+}
+
+// attemptStarted adds 1 to gotry.attempts.in_flight and returns the cell it
+// counted in, for attemptEnded.
+func (c *call) attemptStarted() *inFlightCell {
+	f := c.hs.t.inFlight
+	k := c.setKey(shapeInFlight)
+	cell, ok := f.cells.m.Load(k)
+	if !ok {
+		nc := f.cells.get(k, func() *inFlightCell {
+			var buf [2]attribute.KeyValue
+			return &inFlightCell{opt: metric.WithAttributeSet(attribute.NewSet(c.metricHost(buf[:0])...))}
+		})
+		if cell, ok = f.cells.m.Load(k); !ok || cell != nc {
+			cell = &f.overflow // the cache was full: nc was not kept
+			f.spilled.Store(true)
+		}
+	}
+	ic := cell.(*inFlightCell)
+	ic.n.Add(1)
+	return ic
+}
+
+// attemptEnded takes 1 from the cell attemptStarted returned.
+func (c *call) attemptEnded(cell *inFlightCell) { cell.n.Add(-1) }
 
 // recordRetry records gotry.retries and the scheduled delay in
 // gotry.backoff.delay.
@@ -432,7 +482,7 @@ type setKey struct {
 const (
 	shapeAttempt  uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
 	shapeEnd                   // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
-	shapeInFlight              // [gotry.attempts.in_flight]
+	shapeInFlight              // gotry.attempts.in_flight's cell (inFlightCells)
 )
 
 // setKey returns the key of c's measurements of shape s, with the call's

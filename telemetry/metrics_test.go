@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -521,3 +522,83 @@ func TestBreakerStateDuration(t *testing.T) {
 }
 
 func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
+
+// gotry.attempts.in_flight counts the attempts running at a collection, per
+// host, and is still a non-monotonic sum (an up-down counter) after the
+// change from synchronous measurements to gotry's own counts.
+func TestAttemptsInFlightAtCollection(t *testing.T) {
+	r := newRig(t)
+	release := make(chan struct{})
+	srv := newServer(t, stall(release))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	const n = 3
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			resp, err := get(t, tr, srv.URL)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	inFlight := func() (metricdata.Metrics, map[string]float64) {
+		m, ps := find(t, r.collect(t), MetricAttemptsInFlight)
+		return m, sums(ps)
+	}
+	// Until the first attempt starts, there is no data point at all.
+	started := func() bool {
+		for _, sm := range r.collect(t).ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name == MetricAttemptsInFlight {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if started() {
+			if _, got := inFlight(); got["server.address=127.0.0.1"] == n {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight never reached %d for 127.0.0.1", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, got := inFlight()
+	if want := map[string]float64{"server.address=127.0.0.1": 0}; !maps.Equal(got, want) {
+		t.Errorf("after the requests: %v, want %v", got, want)
+	}
+	if s, ok := m.Data.(metricdata.Sum[int64]); !ok || s.IsMonotonic {
+		t.Errorf("data %T (monotonic %v), want a non-monotonic Sum[int64]", m.Data, ok && s.IsMonotonic)
+	}
+}
+
+// Past cacheLimit attribute sets, attempts are still counted, under
+// otel.metric.overflow=true (as the SDK folds sets past its cardinality
+// limit), and never lost.
+func TestAttemptsInFlightOverflow(t *testing.T) {
+	r := newRig(t, WithHostLimit(0))
+	r.tel.inFlight.cells.n.Store(cacheLimit) // as if full
+	c := &call{hs: &hookSet{t: r.tel}, method: "GET", mhost: "new.example", mport: 443}
+	cell := c.attemptStarted()
+	_, ps := find(t, r.collect(t), MetricAttemptsInFlight)
+	if got, want := sums(ps), map[string]float64{"otel.metric.overflow=true": 1}; !maps.Equal(got, want) {
+		t.Errorf("in flight %v, want %v", got, want)
+	}
+	c.attemptEnded(cell)
+	_, ps = find(t, r.collect(t), MetricAttemptsInFlight)
+	if got, want := sums(ps), map[string]float64{"otel.metric.overflow=true": 0}; !maps.Equal(got, want) {
+		t.Errorf("after the end: %v, want %v", got, want)
+	}
+}

@@ -37,6 +37,8 @@ type Telemetry struct {
 	logs   []logSink
 	hosts  hostGuard
 	sets   setCache // metric options per measured attributes
+	// inFlight counts gotry.attempts.in_flight per attribute set.
+	inFlight *inFlightCells
 	// scratches holds *scratch buffers; see scratch.
 	scratches sync.Pool
 	// Span kind options, made once: each costs an allocation, and a
@@ -71,6 +73,7 @@ func New(opts ...Option) *Telemetry {
 		stamp:        cfg.clock != clock.Real(),
 	}
 	t.inst = newInstruments(cfg.mp)
+	t.inFlight = newInFlightCells(&t.inst)
 	if cfg.zap != nil {
 		t.logs = append(t.logs, zapSink{cfg.zap})
 	}
@@ -143,10 +146,10 @@ type attempt struct {
 	// orders the two).
 	outer trace.Span
 	ended atomic.Bool // span has ended
-	// inFlight holds the options the attempt was counted in
-	// gotry.attempts.in_flight with at its start, so that its end (once)
-	// takes it out with them, without looking them up again.
-	inFlight atomic.Pointer[measureSets]
+	// inFlight holds the cell of gotry.attempts.in_flight the attempt was
+	// counted in at its start, so that its end (once) takes it out of the
+	// same one, without looking it up again.
+	inFlight atomic.Pointer[inFlightCell]
 
 	// ctx is the context OnAttemptStart returns; carrier writes the
 	// span's context into the attempt's headers. Both live in the
