@@ -67,10 +67,14 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 	ht := a.ht
 	a.ht = nil
 	if ht.t.Stop() { // answered within the delay: no hedge, nobody else involved
-		r.mu.Lock()
-		r.inline, r.ht = nil, nil
-		r.mu.Unlock()
-		ht.target.Store(nil)
+		if r.lingering { // an earlier timer's callback may still look
+			r.mu.Lock()
+			r.inline, r.ht = nil, nil
+			r.mu.Unlock()
+		} else {
+			r.inline, r.ht = nil, nil
+		}
+		ht.target = nil
 		r.e.hedgeTimers.Put(ht)
 		return
 	}
@@ -102,12 +106,21 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 		ht = new(hedgeTimer)
 		ht.t.F = ht.fire
 	}
-	ht.target.Store(&r.self)
+	ht.target = &r.self
 	a.ht = ht
 	a.lateTimeout = r.c.Policy.PerAttemptTimeout > r.hedgeDelay
-	r.mu.Lock()
-	r.inline, r.ht = a, ht
-	r.mu.Unlock()
+	if r.lingering {
+		// A callback of an earlier timer that fired may still look (and
+		// find itself stale): publish under mu.
+		r.mu.Lock()
+		r.inline, r.ht = a, ht
+		r.mu.Unlock()
+	} else {
+		// No timer of this call ever fired, so no other goroutine knows r;
+		// arming ht publishes these to its callback (the queue's lock
+		// orders the two).
+		r.inline, r.ht = a, ht
+	}
 	r.e.queues.Arm(&ht.t, r.hedgeDelay)
 	return ht
 }

@@ -1,7 +1,6 @@
 package resilience
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
@@ -10,24 +9,26 @@ import (
 // The engine's pooled timers, entries of e.queues (clock.Queues: arming
 // one is a clock read and a list append, not a trip through the runtime's
 // timers): a timer made once serves call after call, its callback finding
-// the call (or attempt) of the moment through an atomic pointer, so arming
-// one makes no closure. A timer whose Stop fails may still be running its
-// callback: it is not pooled again, and what its pointer reaches is not
-// reused either.
+// the call (or attempt) of the moment through its target pointer, so arming
+// one makes no closure. The pointer is a plain field: it is set before the
+// timer is armed (arming orders it before the callback) and cleared only
+// after a Stop that succeeded (the callback will not run). A timer whose
+// Stop fails may still be running its callback: it is not pooled again, and
+// what its pointer reaches is not reused either.
 
 // hedgeTimer is a pooled timer for an inline attempt's hedge delay. Its
 // callback reaches the call through target, so one timer serves call after
 // call without a new closure.
 type hedgeTimer struct {
 	t      clock.Entry
-	target atomic.Pointer[hedgeFirer]
+	target *hedgeFirer
 }
 
 // hedgeFirer is a call whose inline attempt a hedgeTimer watches.
 type hedgeFirer interface{ hedgeFired(ht *hedgeTimer) }
 
 func (ht *hedgeTimer) fire() {
-	if p := ht.target.Load(); p != nil {
+	if p := ht.target; p != nil {
 		(*p).hedgeFired(ht)
 	}
 }
@@ -36,11 +37,11 @@ func (ht *hedgeTimer) fire() {
 // attempt target points at.
 type timeoutTimer struct {
 	t      clock.Entry
-	target atomic.Pointer[ownCtx]
+	target *ownCtx
 }
 
 func (tt *timeoutTimer) fire() {
-	if p := tt.target.Load(); p != nil {
+	if p := tt.target; p != nil {
 		p.cancel(ErrAttemptTimeout)
 	}
 }
@@ -53,7 +54,7 @@ func (e *Engine) armTimeout(d time.Duration, own *ownCtx) *timeoutTimer {
 		tt = new(timeoutTimer)
 		tt.t.F = tt.fire
 	}
-	tt.target.Store(own)
+	tt.target = own
 	e.queues.Arm(&tt.t, d)
 	return tt
 }
@@ -65,7 +66,7 @@ func (e *Engine) stopTimeout(tt *timeoutTimer) bool {
 	if !tt.t.Stop() {
 		return false
 	}
-	tt.target.Store(nil)
+	tt.target = nil
 	e.timeouts.Put(tt)
 	return true
 }
