@@ -44,7 +44,9 @@ type benchCase struct {
 
 // benchCases are the configurations of every in-memory and loopback group,
 // bare first. "breaker+timeout" is armed without hedging: the difference
-// between it and "armed" is what hedging alone costs.
+// between it and "armed" is what hedging alone costs. "armed-floor" is not
+// gotry: it prices the parts of armed that any implementation of its
+// semantics needs (see armedFloor).
 func benchCases(base http.RoundTripper) []benchCase {
 	return []benchCase{
 		{"bare", base},
@@ -53,6 +55,7 @@ func benchCases(base http.RoundTripper) []benchCase {
 			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
 			transport.WithPerAttemptTimeout(5*time.Second))},
 		{"armed", armed(base)},
+		{"armed-floor", newArmedFloor(base)},
 	}
 }
 

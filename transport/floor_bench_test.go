@@ -1,0 +1,84 @@
+package transport_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
+)
+
+// armedFloor is the least a transport can do per request, on the success
+// path, to keep the armed configuration's semantics (breaker + hedging +
+// per-attempt timeout), with no engine around it: it is not a transport
+// anyone should use (no retry, no hedge is ever launched, no timeout
+// fires), only a benchmark case that prices the parts every design needs,
+// each the cheapest way gotry knows:
+//
+//   - an attempt context of its own, cancelable apart from the caller's, so
+//     a loser or a timed-out attempt can be cancelled: one
+//     context.WithCancelCause, and the request cloned to carry it;
+//   - the winner's context kept alive until its body is closed, then
+//     cancelled: a body wrapper;
+//   - one timer armed and stopped: an entry of the same deadline lists the
+//     engine uses (the timeout is armed only if the hedge delay passes, as
+//     gotry does);
+//   - a breaker admission: a map lookup of the host and an atomic load of a
+//     closed breaker's state (gotry's closed fast path also hashes the key
+//     to pick a shard and records the time of use).
+//
+// Its ratio to bare, next to "armed" in the same run, shows how much of the
+// armed cost is these parts and how much is gotry's own bookkeeping.
+type armedFloor struct {
+	base    http.RoundTripper
+	queues  *clock.Queues
+	entries sync.Pool // *clock.Entry
+	hosts   sync.Map  // host -> *atomic.Uint64, a closed breaker's word
+}
+
+func newArmedFloor(base http.RoundTripper) *armedFloor {
+	return &armedFloor{base: base, queues: clock.QueuesOf(clock.Real())}
+}
+
+func (f *armedFloor) RoundTrip(req *http.Request) (*http.Response, error) {
+	w, ok := f.hosts.Load(req.URL.Host)
+	if !ok {
+		w, _ = f.hosts.LoadOrStore(req.URL.Host, new(atomic.Uint64))
+	}
+	if w.(*atomic.Uint64).Load() != 0 {
+		return nil, errFloorOpen
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	e, _ := f.entries.Get().(*clock.Entry)
+	if e == nil {
+		e = &clock.Entry{F: func() {}}
+	}
+	f.queues.Arm(e, time.Second)
+	resp, err := f.base.RoundTrip(req.WithContext(ctx))
+	if e.Stop() {
+		f.entries.Put(e)
+	}
+	if err != nil {
+		cancel(err)
+		return nil, err
+	}
+	resp.Body = &floorBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+var errFloorOpen = io.ErrClosedPipe // never returned: the breaker stays closed
+
+// floorBody cancels the attempt's context when the body is closed.
+type floorBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *floorBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(context.Canceled)
+	return err
+}
