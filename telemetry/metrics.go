@@ -233,7 +233,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 		k.et = k.het
 	}
 	std := c.http() && !c.hs.t.cfg.otelhttp
-	m := c.hs.t.sets.get(k, func() (ms *measureSets) {
+	m, _ := c.hs.t.sets[k.shape].get(k, func() (ms *measureSets) {
 		ms = new(measureSets)
 		var buf [8]attribute.KeyValue
 		if std {
@@ -301,10 +301,8 @@ func newInFlightCells(in *instruments) *inFlightCells {
 	f := &inFlightCells{}
 	f.overflow.opt = metric.WithAttributeSet(attribute.NewSet(attribute.Bool("otel.metric.overflow", true)))
 	_, err := in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		f.cells.m.Range(func(_, v any) bool {
-			c := v.(*inFlightCell)
+		f.cells.each(func(c *inFlightCell) {
 			o.ObserveInt64(in.inFlight, c.n.Load(), c.opt)
-			return true
 		})
 		if f.spilled.Load() {
 			o.ObserveInt64(in.inFlight, f.overflow.n.Load(), f.overflow.opt)
@@ -321,21 +319,16 @@ func newInFlightCells(in *instruments) *inFlightCells {
 // counted in, for attemptEnded.
 func (c *call) attemptStarted() *inFlightCell {
 	f := c.hs.t.inFlight
-	k := c.setKey(shapeInFlight)
-	cell, ok := f.cells.m.Load(k)
-	if !ok {
-		nc := f.cells.get(k, func() *inFlightCell {
-			var buf [2]attribute.KeyValue
-			return &inFlightCell{opt: metric.WithAttributeSet(attribute.NewSet(c.metricHost(buf[:0])...))}
-		})
-		if cell, ok = f.cells.m.Load(k); !ok || cell != nc {
-			cell = &f.overflow // the cache was full: nc was not kept
-			f.spilled.Store(true)
-		}
+	cell, kept := f.cells.get(c.setKey(shapeInFlight), func() *inFlightCell {
+		var buf [2]attribute.KeyValue
+		return &inFlightCell{opt: metric.WithAttributeSet(attribute.NewSet(c.metricHost(buf[:0])...))}
+	})
+	if !kept { // the cache was full
+		cell = &f.overflow
+		f.spilled.Store(true)
 	}
-	ic := cell.(*inFlightCell)
-	ic.n.Add(1)
-	return ic
+	cell.n.Add(1)
+	return cell
 }
 
 // attemptEnded takes 1 from the cell attemptStarted returned.
@@ -383,7 +376,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	in := &c.hs.t.inst
 	k := c.setKey(shapeEnd)
 	k.a, k.code, k.et = e.reason.String(), e.code, resultErrorType(e.code, e.err)
-	m := c.hs.t.sets.get(k, func() (ms *measureSets) {
+	m, _ := c.hs.t.sets[k.shape].get(k, func() (ms *measureSets) {
 		ms = new(measureSets)
 		// NewSet sorts its argument in place: build each from scratch.
 		var buf [7]attribute.KeyValue
@@ -416,27 +409,55 @@ const cacheLimit = 4096
 // reuses them instead of building them per request. Its keys are made of
 // attribute values; cacheLimit caps it, so hostile cardinality (unknown
 // methods, unbounded hosts on spans or WithHostLimit(0) on metrics) cannot
-// grow it without end. Safe for concurrent use; a hit is one sync.Map load.
+// grow it without end. Safe for concurrent use.
+//
+// A lookup first compares k with the key of the latest entry the map gave
+// out (last): a transport's requests mostly repeat one key (one host, and
+// the same answer), and comparing a key's fields costs a fraction of
+// hashing them for the map (seven strings and three numbers: ≈ 100 ns a
+// lookup on the 2-CPU test VM, three lookups a request). A miss looks in
+// the map and, on a hit there, points last at that entry: no allocation.
 type cache[K comparable, V any] struct {
-	m sync.Map     // K -> V
-	n atomic.Int64 // entries stored
+	m    sync.Map     // K -> *cacheEntry[K, V]
+	n    atomic.Int64 // entries stored
+	last atomic.Pointer[cacheEntry[K, V]]
+}
+
+type cacheEntry[K comparable, V any] struct {
+	k K
+	v V
 }
 
 // get returns k's value, made by build on a miss and kept unless the cache
-// is full.
-func (c *cache[K, V]) get(k K, build func() V) V {
-	if v, ok := c.m.Load(k); ok {
-		return v.(V)
+// is full; kept reports whether the value returned is the cache's.
+func (c *cache[K, V]) get(k K, build func() V) (v V, kept bool) {
+	if e := c.last.Load(); e != nil && e.k == k {
+		return e.v, true
 	}
-	v := build()
+	if x, ok := c.m.Load(k); ok {
+		e := x.(*cacheEntry[K, V])
+		c.last.Store(e)
+		return e.v, true
+	}
+	v = build()
 	if c.n.Load() >= cacheLimit {
-		return v
+		return v, false
 	}
-	got, loaded := c.m.LoadOrStore(k, v)
+	x, loaded := c.m.LoadOrStore(k, &cacheEntry[K, V]{k, v})
 	if !loaded {
 		c.n.Add(1)
 	}
-	return got.(V)
+	e := x.(*cacheEntry[K, V])
+	c.last.Store(e)
+	return e.v, true
+}
+
+// each calls fn with every value kept.
+func (c *cache[K, V]) each(fn func(V)) {
+	c.m.Range(func(_, x any) bool {
+		fn(x.(*cacheEntry[K, V]).v)
+		return true
+	})
 }
 
 // setCache keeps the measurement options of the per-request and

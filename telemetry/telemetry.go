@@ -36,7 +36,7 @@ type Telemetry struct {
 	inst   instruments
 	logs   []logSink
 	hosts  hostGuard
-	sets   setCache // metric options per measured attributes
+	sets   [shapeInFlight]setCache // metric options per measured attributes, one cache per shape
 	// inFlight counts gotry.attempts.in_flight per attribute set.
 	inFlight *inFlightCells
 	// scratches holds *scratch buffers; see scratch.
