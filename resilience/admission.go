@@ -3,6 +3,8 @@ package resilience
 import (
 	"errors"
 	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // Admission: the breaker and the budget decide whether a call, and each
@@ -53,6 +55,15 @@ func (r *run[T]) now() time.Time {
 		return r.start
 	}
 	return r.e.seconds.Time()
+}
+
+// clockNow reads the engine's clock for the call's timing: cheaply, from the
+// call's start (see clock.NowFrom), when the call was timed from its start.
+func (r *run[T]) clockNow() time.Time {
+	if r.start.IsZero() {
+		return r.e.clock.Now()
+	}
+	return clock.NowFrom(r.e.clock, r.start)
 }
 
 // report forwards a breaker transition to the hook, in the call's context.

@@ -259,7 +259,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	// Timing costs two clock reads; only hooks and adaptive hedging want it.
 	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
 	if timed {
-		a.start = e.clock.Now()
+		a.start = r.clockNow()
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
 		if cr, ok := r.c.Op.(carrier); ok {
@@ -271,7 +271,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	}
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
 	if timed {
-		now := e.clock.Now()
+		now := r.clockNow()
 		a.dur = now.Sub(a.start)
 		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
 			// The key's latency is its calls' first attempts: what a call
