@@ -12,14 +12,15 @@
 // Traces follow the OpenTelemetry HTTP client conventions. Each RoundTrip is
 // an INTERNAL span "gotry {method}" (attributes http.request.method,
 // server.address, server.port, the final http.response.status_code or
-// error.type, and gotry.attempts, gotry.retries, gotry.hedges,
-// gotry.backoff.total, gotry.reason). Each physical attempt is its child: a
-// CLIENT span "{method}" whose context is injected into that attempt's
-// headers (W3C traceparent with the default propagator), carrying
-// http.request.resend_count, url.full (credentials and the conventions'
-// sensitive query values REDACTED, no fragment), network.protocol.version,
-// gotry.attempt.time_to_headers, gotry.attempt.kind, gotry.attempt.outcome
-// and gotry.attempt.probe. The returned attempt's span ends when its body is
+// error.type, gotry.attempts and gotry.reason, and gotry.retries,
+// gotry.hedges and gotry.backoff.total when not zero). Each physical attempt
+// is its child: a CLIENT span "{method}" whose context is injected into that
+// attempt's headers (W3C traceparent with the default propagator), carrying
+// url.full (credentials and the conventions' sensitive query values
+// REDACTED, no fragment), network.protocol.version,
+// gotry.attempt.time_to_headers, gotry.attempt.outcome and
+// gotry.attempt.probe, and on a resend http.request.resend_count and
+// gotry.attempt.kind (the span without them is the first attempt). The returned attempt's span ends when its body is
 // closed or read to EOF; every other attempt's ends with the attempt (a
 // retried one once its response is read and closed, before the backoff). A
 // hedge loser is cancelled, not failed: its span has no error status. Each
