@@ -257,7 +257,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 		ms[1] = newMeasureOpts(kv)
 		return ms
 	})
-	in.attempts.Add(ctx, 1, m[0].add...)
+	in.attempts.Add(noExemplar, 1, m[0].add...)
 	in.attemptDuration.Record(ctx, dur.Seconds(), m[1].rec...)
 	if std {
 		in.httpDuration.Record(ctx, dur.Seconds(), m[2].rec...)
@@ -265,11 +265,14 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 }
 
 // noExemplar is the context of the measurements that keep no exemplar: the
-// retries per request (a request's trace is linked from its duration). A
-// context holding a sampled span makes the SDK offer every measurement to
-// the exemplar reservoir (a clock read and a copy of its attributes); the
-// latency histograms and the attempt counter keep theirs. (The in-flight
-// count, observed at collection, has none either.)
+// retries per request (a request's trace is linked from its duration) and
+// the attempt counter (each attempt's trace is linked from
+// gotry.attempt.duration and http.client.request.duration, whose series
+// carry the same kind and outcome, and which the dashboards show). A context
+// holding a sampled span makes the SDK offer every measurement to the
+// exemplar reservoir (a clock read and a copy of its attributes: ≈ 200 ns a
+// measurement on the test VM); the latency histograms keep theirs. (The
+// in-flight count, observed at collection, has none either.)
 var noExemplar = context.Background()
 
 // inFlightCell counts the attempts in flight of one attribute set of
