@@ -28,7 +28,9 @@ import (
 //     gotry does);
 //   - a breaker admission: a map lookup of the host and an atomic load of a
 //     closed breaker's state (gotry's closed fast path also hashes the key
-//     to pick a shard and records the time of use).
+//     to pick a shard and records the time of use);
+//   - a retry budget deposit: one atomic add (gotry's picks a stripe per
+//     processor and stamps the second).
 //
 // Its ratio to bare, next to "armed" in the same run, shows how much of the
 // armed cost is these parts and how much is gotry's own bookkeeping.
@@ -37,6 +39,7 @@ type armedFloor struct {
 	queues  *clock.Queues
 	entries sync.Pool // *clock.Entry
 	hosts   sync.Map  // host -> *atomic.Uint64, a closed breaker's word
+	budget  atomic.Int64
 }
 
 func newArmedFloor(base http.RoundTripper) *armedFloor {
@@ -51,6 +54,7 @@ func (f *armedFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 	if w.(*atomic.Uint64).Load() != 0 {
 		return nil, errFloorOpen
 	}
+	f.budget.Add(1)
 	ctx, cancel := context.WithCancelCause(req.Context())
 	e, _ := f.entries.Get().(*clock.Entry)
 	if e == nil {
