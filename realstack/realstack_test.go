@@ -556,7 +556,8 @@ func findRetriedTrace(t *testing.T, jaegerURL string) (bool, string) {
 			if s.parent() != req.SpanID {
 				continue
 			}
-			if _, ok := s.tag("gotry.attempt.kind"); ok {
+			// Every attempt span has an outcome; only resends have a kind.
+			if _, ok := s.tag("gotry.attempt.outcome"); ok {
 				attempts++
 				if v, ok := s.tag("http.request.resend_count"); ok && num(v) >= 1 {
 					resent = true
