@@ -24,7 +24,8 @@ import (
 //
 // otelhttp then makes the one CLIENT span per attempt and injects its
 // headers; the annotator finds that span in the request's context and adds
-// http.request.resend_count, gotry.attempt.kind and gotry.attempt.probe, and
+// http.request.resend_count and gotry.attempt.kind (on a resend) and
+// gotry.attempt.probe, and
 // gotry adds gotry.attempt.outcome when the attempt ends while otelhttp's
 // span still records (a response; otelhttp ends its span at once on a
 // transport error, before gotry has classified it). A hedge loser's span
