@@ -271,9 +271,17 @@ func spanLabel(s sdktrace.ReadOnlySpan) string {
 		}
 		return l + " → " + result(s)
 	}
-	if k, ok := attr(s, telemetry.KeyAttemptKind); ok {
+	// An attempt span: gotry's CLIENT span, or a generic call's attempt,
+	// which always has its kind. An HTTP attempt has its kind (and resend
+	// count) only on a resend: without them it is the first.
+	k, hasKind := attr(s, telemetry.KeyAttemptKind)
+	if hasKind || s.SpanKind() == trace.SpanKindClient {
+		kind := "initial"
+		if hasKind {
+			kind = k.AsString()
+		}
 		n := intAttr(s, telemetry.KeyResendCount) + 1
-		l := fmt.Sprintf("%s #%d %s", s.Name(), n, k.AsString())
+		l := fmt.Sprintf("%s #%d %s", s.Name(), n, kind)
 		if n > 1 {
 			l += fmt.Sprintf(" resend=%d", n-1)
 		}

@@ -27,14 +27,14 @@ func retriedTrace() traceView {
 	stubs := tracetest.SpanStubs{
 		{Name: "gotry PUT", SpanContext: sc(1), SpanKind: trace.SpanKindInternal, StartTime: ms(0), EndTime: ms(50),
 			Attributes: []attribute.KeyValue{telemetry.KeyMethod.String("PUT"), telemetry.KeyServerAddress.String("payments"),
-				telemetry.KeyAttempts.Int(2), telemetry.KeyRetries.Int(1), telemetry.KeyHedges.Int(0),
+				telemetry.KeyAttempts.Int(2), telemetry.KeyRetries.Int(1),
 				telemetry.KeyBackoffTotal.Float64(0.04), telemetry.KeyReason.String("success"), telemetry.KeyStatusCode.Int(200)},
 			Events: []sdktrace.Event{{Name: eventRetry, Time: ms(2), Attributes: []attribute.KeyValue{
 				telemetry.KeyAttempt.Int(1), telemetry.KeyRetryTrigger.String("5xx"),
 				telemetry.KeyDelaySource.String(telemetry.DelayBackoff), telemetry.KeyBackoffDelay.Float64(0.04)}}}},
 		{Name: "PUT", SpanContext: sc(2), Parent: sc(1), SpanKind: trace.SpanKindClient, StartTime: ms(0), EndTime: ms(45),
 			Attributes: []attribute.KeyValue{telemetry.KeyURLFull.String("http://payments/payments/7"),
-				telemetry.KeyAttemptKind.String("initial"), telemetry.KeyAttemptOutcome.String("retryable"), telemetry.KeyStatusCode.Int(503)}},
+				telemetry.KeyAttemptOutcome.String("retryable"), telemetry.KeyStatusCode.Int(503)}}, // the first attempt: no kind
 		{Name: "PUT", SpanContext: sc(3), Parent: sc(2), SpanKind: trace.SpanKindServer, StartTime: ms(1), EndTime: ms(2),
 			Attributes: []attribute.KeyValue{telemetry.KeyServerAddress.String("payments"), telemetry.KeyStatusCode.Int(503)}},
 		{Name: telemetry.BackoffSpanName, SpanContext: sc(4), Parent: sc(1), StartTime: ms(2), EndTime: ms(42),
