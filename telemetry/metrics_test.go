@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -529,6 +530,9 @@ func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
 func TestAttemptsInFlightAtCollection(t *testing.T) {
 	r := newRig(t)
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failure below still lets the held requests go
 	srv := newServer(t, stall(release))
 	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
 	const n = 3
@@ -569,7 +573,7 @@ func TestAttemptsInFlightAtCollection(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(release)
+	unblock()
 	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -600,5 +604,31 @@ func TestAttemptsInFlightOverflow(t *testing.T) {
 	_, ps = find(t, r.collect(t), MetricAttemptsInFlight)
 	if got, want := sums(ps), map[string]float64{"otel.metric.overflow=true": 0}; !maps.Equal(got, want) {
 		t.Errorf("after the end: %v, want %v", got, want)
+	}
+}
+
+// The option cache's memo of the latest entry never answers for another
+// key: keys that alternate each get their own value, and a value built while
+// the cache is full is reported as not kept and does not become the memo.
+func TestCacheMemo(t *testing.T) {
+	var c cache[string, int]
+	builds := 0
+	build := func(v int) func() int { return func() int { builds++; return v } }
+	for range 3 {
+		for k, v := range map[string]int{"a": 1, "b": 2} {
+			if got, kept := c.get(k, build(v)); got != v || !kept {
+				t.Fatalf("get(%q) = %d, %v; want %d, true", k, got, kept, v)
+			}
+		}
+	}
+	if builds != 2 {
+		t.Errorf("%d builds for two keys, want 2", builds)
+	}
+	c.n.Store(cacheLimit) // as if full
+	if got, kept := c.get("c", build(3)); got != 3 || kept {
+		t.Errorf("get(c) on a full cache = %d, %v; want 3, false", got, kept)
+	}
+	if got, _ := c.get("a", build(-1)); got != 1 {
+		t.Errorf("get(a) after an unkept value = %d, want 1", got)
 	}
 }
