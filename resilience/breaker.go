@@ -156,7 +156,13 @@ type breakerSet struct {
 	// clk, when set (by the engine), is read for the exact time wherever
 	// a breaker changes or is created: callers may then pass a coarse time
 	// (the current second), which only the closed, lock-free path uses.
-	clk       clock.Clock
+	clk clock.Clock
+	// last is the breaker most recently found by get, checked before any
+	// hashing: a transport that calls one host (the common case) finds its
+	// breaker with one string comparison. It is replaced only when the
+	// breaker in it is gone or was not used in the current second, so
+	// calls to several hosts at once do not keep rewriting it.
+	last      atomic.Pointer[breaker]
 	_         [64]byte      // read on every call above, written rarely below
 	untracked atomic.Uint64 // admissions served untracked; see MaxBreakers
 }
@@ -194,6 +200,7 @@ type breaker struct {
 	key      string        // immutable
 	word     atomic.Uint64 // a breakerWord: state, failures, generation
 	lastUsed atomic.Int64  // unix nanos of an admission at most lastUsedGrain old; for eviction
+	evicted  atomic.Bool   // removed from its shard: breakerSet.last must not return it
 
 	mu       sync.Mutex // guards the fields below
 	openedAt time.Time  // when the breaker last opened
@@ -310,6 +317,32 @@ func (s *breakerShard) lookup(key string) *breaker {
 // It returns nil when the key's shard is full of open breakers: the key is
 // then served untracked (see BreakerConfig.MaxBreakers).
 func (b *breakerSet) get(key string, now time.Time) *breaker {
+	if br := b.last.Load(); br != nil && br.key == key && !br.evicted.Load() {
+		return br
+	}
+	br := b.find(key, now)
+	if br != nil {
+		b.remember(br, now)
+	}
+	return br
+}
+
+// remember makes br the one get checks first, unless the breaker there is
+// still tracked and was used within the current second (the times are
+// those of admissions, which may be the current second: see clk).
+func (b *breakerSet) remember(br *breaker, now time.Time) {
+	old := b.last.Load()
+	if old == br {
+		return
+	}
+	if old != nil && !old.evicted.Load() && now.UnixNano()-old.lastUsed.Load() < int64(time.Second) {
+		return
+	}
+	b.last.Store(br)
+}
+
+// find is get without the one-entry cache.
+func (b *breakerSet) find(key string, now time.Time) *breaker {
 	s := b.shard(key)
 	if br := s.lookup(key); br != nil {
 		return br
@@ -347,7 +380,7 @@ func (b *breakerSet) get(key string, now time.Time) *breaker {
 // sets s.fullUntil. Requires s.mu held.
 func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Duration) bool {
 	type cand struct {
-		key   string
+		br    *breaker
 		rank  int // 0 idle closed, 1 failing closed, 2 half-open (or open past openFor)
 		stamp int64
 	}
@@ -370,7 +403,7 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Dur
 		case w.state() == BreakerClosed:
 			rank = 1
 		}
-		cands = append(cands, cand{br.key, rank, br.lastUsed.Load()})
+		cands = append(cands, cand{br, rank, br.lastUsed.Load()})
 		return true
 	})
 	if len(cands) == 0 {
@@ -385,7 +418,8 @@ func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Dur
 	})
 	n := max(1, capacity/8)
 	for i := 0; i < n && i < len(cands); i++ {
-		s.m.Delete(cands[i].key)
+		cands[i].br.evicted.Store(true) // before it leaves m: see breakerSet.last
+		s.m.Delete(cands[i].br.key)
 		s.n--
 	}
 	return true

@@ -342,3 +342,54 @@ func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 		t.Fatalf("tracked %v, want %v", got, want)
 	}
 }
+
+// TestBreakersLastFound: the breaker a call found last is found again
+// without hashing; it gives way to another key's only when it was not used
+// in the current second; and once evicted it is never returned, so a key
+// admitted after its breaker was evicted gets the breaker that is tracked.
+func TestBreakersLastFound(t *testing.T) {
+	b := newBreakerSet(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
+	admit := func(key string, now time.Time) {
+		t.Helper()
+		tk, _, err := b.admit(key, now)
+		if err != nil {
+			t.Fatalf("admit %s: %v", key, err)
+		}
+		b.done(tk, outcomeSuccess, now)
+	}
+	last := func() string {
+		if br := b.last.Load(); br != nil {
+			return br.key
+		}
+		return ""
+	}
+	admit("a", t0)
+	admit("b", t0.Add(time.Millisecond))
+	if got := last(); got != "a" {
+		t.Fatalf("last = %q after b within a second of a's use, want a", got)
+	}
+	admit("b", t0.Add(2*time.Second))
+	if got := last(); got != "b" {
+		t.Fatalf("last = %q after a went unused for a second, want b", got)
+	}
+
+	// New keys, each used after b, fill the shard and evict the least
+	// recently used: b among them.
+	evicted := b.last.Load()
+	for i := 0; !evicted.evicted.Load(); i++ {
+		if i == 1000 {
+			t.Fatal("b was never evicted")
+		}
+		admit(fmt.Sprintf("h%d", i), t0.Add(2*time.Second+time.Duration(i+1)*time.Microsecond))
+	}
+	// The eviction's own lookup replaced it; a get racing with the
+	// eviction could still have put it back.
+	b.last.Store(evicted)
+	fail(t, b, "b", t0.Add(3*time.Second))
+	if b.last.Load() == evicted {
+		t.Error("the evicted breaker is still last")
+	}
+	if s := b.State("b", t0.Add(3*time.Second)); s != BreakerOpen {
+		t.Fatalf("b after a failure on a fresh admission: %v, want open (the evicted breaker was used)", s)
+	}
+}
