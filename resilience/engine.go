@@ -43,11 +43,10 @@ type Engine struct {
 	// plain: no hook can fire before a call's first result is judged or
 	// when it ends, and there is no breaker or adaptive state, so a call's
 	// first attempt can run with no run state at all (see Execute).
-	plain       bool
-	timers      sync.Pool // the driver's stopped hedge timers (clock.Timer), reused to spare allocations
-	hedgeTimers sync.Pool // inline attempts' stopped hedge timers (*hedgeTimer)
-	timeouts    sync.Pool // stopped per-attempt timeout timers (*timeoutTimer)
-	runs        sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
+	plain    bool
+	timers   sync.Pool // the driver's stopped hedge timers (clock.Timer), reused to spare allocations
+	timeouts sync.Pool // stopped per-attempt timeout timers (*timeoutTimer)
+	runs     sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
 }
 
 // EngineConfig configures an Engine. Every field is optional.

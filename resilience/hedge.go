@@ -75,7 +75,7 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 			r.inline, r.ht = nil, nil
 		}
 		ht.target = nil
-		r.e.hedgeTimers.Put(ht)
+		r.spareHT = ht // for the call's next inline attempt, or the run's next call
 		return
 	}
 	// The timer fired: its callback has taken the call over, or finds it
@@ -101,11 +101,12 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 	if r.self == nil {
 		r.self = r
 	}
-	ht, _ := r.e.hedgeTimers.Get().(*hedgeTimer)
+	ht := r.spareHT
 	if ht == nil {
 		ht = new(hedgeTimer)
 		ht.t.F = ht.fire
 	}
+	r.spareHT = nil
 	ht.target = &r.self
 	a.ht = ht
 	a.lateTimeout = r.c.Policy.PerAttemptTimeout > r.hedgeDelay

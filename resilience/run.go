@@ -41,7 +41,50 @@ type attemptPanic struct{ value any }
 
 // run is the state of one Execute. Fields are owned by the goroutine
 // running Execute, except where noted.
+//
+// A run that never handed over is pooled when its call returns (see
+// Execute). Only its callState is cleared then: the rest is either kept on
+// purpose (self, spareHT) or set only by a handover, after which the run is
+// never pooled, so it is still zero. Clearing a pooled struct costs a write
+// barrier per pointer slot while the collector marks; the handover part's
+// slots (the driver's result, the attempt lists) would be most of them.
+// TestPooledRunIsClear checks that a pooled run holds nothing of its call.
 type run[T any] struct {
+	callState[T]
+
+	// Kept when the run is pooled; neither holds a value of a call.
+	self hedgeFirer // r, for the pooled hedge timers to call back
+	// spareHT is a stopped hedge timer of this run's, for its next inline
+	// attempt, so a hedging call takes no timer from a pool. A timer that
+	// fired is never spare (its callback may still run), and a run whose
+	// timer fired is not pooled.
+	spareHT *hedgeTimer
+
+	// Set only by a handover (or a call concurrent from the start), so
+	// zero in every pooled run.
+	wake       chan struct{} // signalled (capacity 1) when done grows
+	timer      clock.Timer   // the driver's hedge timer
+	cond       sync.Cond     // on mu: signals the end of admitting (set up when first needed)
+	finished   chan struct{}
+	final      Result[T]     // the driver's result, once finished is closed
+	finalPanic *attemptPanic // or the panic that ended the driver
+
+	// After a handover, attempt goroutines and the driver share these.
+	// Both lists hold only attempts in flight or finished and not yet
+	// taken, so the memory of a call is bounded by its attempts in flight,
+	// never by MaxAttempts. Before a handover mu also guards callState's
+	// inline, ht, concurrent and admitting (see hedge.go).
+	mu        sync.Mutex     // guards decided, active and done
+	decided   bool           // the call has returned; late attempts release themselves
+	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
+	done      []*attempt[T]  // finished attempts waiting for the loop, oldest first
+	activeBuf [4]*attempt[T] // backs active for the common small case
+	doneBuf   [2]*attempt[T] // backs done for the common small case
+}
+
+// callState is the part of a run that a call sets whether or not it hands
+// over: what putRun clears.
+type callState[T any] struct {
 	e      *Engine
 	c      Call[T]
 	parent context.Context // the caller's context
@@ -61,35 +104,18 @@ type run[T any] struct {
 	retained                            *attempt[T] // most recent retryable result with a value
 	errs                                errorLog
 
-	ready *attempt[T]   // the finished attempt, while the caller drives
-	wake  chan struct{} // after a handover: signalled (capacity 1) when done grows
-	timer clock.Timer   // after a handover: the driver's hedge timer
+	ready *attempt[T] // the finished attempt, while the caller drives
 
-	// Hedging before a handover (see hedge.go). mu guards inline, ht,
+	// Hedging before a handover (see hedge.go): mu guards inline, ht,
 	// concurrent and admitting; lingering and handedOff are the caller's own.
 	inline     *attempt[T] // the attempt the caller is running with a hedge timer armed
 	ht         *hedgeTimer // that timer
 	concurrent bool        // handed over: a driver goroutine runs the loop, attempts run on goroutines
 	admitting  bool        // a fired hedge timer is admitting a hedge; cond signals the end
-	cond       sync.Cond   // on mu, set up when first needed
 	lingering  bool        // a timer's callback may still touch r after the call: r is not pooled
 	handedOff  bool        // the caller's part is done: it waits for the driver's result
-	self       hedgeFirer  // r, for the pooled hedge timers to call back
-	finished   chan struct{}
-	final      Result[T]     // the driver's result, once finished is closed
-	finalPanic *attemptPanic // or the panic that ended the driver
 
 	first attempt[T] // the first attempt, allocated with the run
-
-	// After a handover, attempt goroutines and the driver share these. Both lists hold only attempts in flight or finished and not yet
-	// taken, so the memory of a call is bounded by its attempts in flight,
-	// never by MaxAttempts.
-	mu        sync.Mutex     // guards decided, active and done
-	decided   bool           // the call has returned; late attempts release themselves
-	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
-	done      []*attempt[T]  // finished attempts waiting for the loop, oldest first
-	activeBuf [4]*attempt[T] // backs active for the common small case
-	doneBuf   [2]*attempt[T] // backs done for the common small case
 }
 
 // Execute runs c on e and returns its result. It never panics on a
@@ -161,9 +187,9 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	return res
 }
 
-// getRun takes a finished run from e's pool, or makes one: either way it is
-// all zero (putRun clears a run before pooling it), so a call sets only the
-// fields it starts with.
+// getRun takes a finished run from e's pool, or makes one: either way its
+// callState is zero (putRun clears it before pooling the run), so a call
+// sets only the fields it starts with.
 func getRun[T any](e *Engine) *run[T] {
 	if r, ok := e.runs.Get().(*run[T]); ok { // another T's run is dropped
 		return r
@@ -171,9 +197,10 @@ func getRun[T any](e *Engine) *run[T] {
 	return new(run[T])
 }
 
-// putRun clears r, so the pool holds no caller's values, and pools it.
+// putRun clears r's call state, so the pool holds no caller's values, and
+// pools it. Only a run that never handed over may be pooled (see run).
 func putRun[T any](e *Engine, r *run[T]) {
-	*r = run[T]{}
+	r.callState = callState[T]{}
 	e.runs.Put(r)
 }
 
@@ -227,7 +254,11 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	if r.launched > 1 {
 		a = new(attempt[T])
 	}
-	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
+	// a is zero (a new attempt, or the first of a run from getRun): set
+	// what is not, rather than assign it whole, which would clear every
+	// pointer slot again under the write barrier.
+	a.ticket = t
+	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
 		ctx, a.own = newOwnCtx(r.ctx)
