@@ -21,7 +21,8 @@
 // gotry.attempt.time_to_headers, gotry.attempt.outcome and
 // gotry.attempt.probe, and on a resend http.request.resend_count and
 // gotry.attempt.kind (the span without them is the first attempt). The
-// returned attempt's span ends when its body is closed or read to EOF; every other attempt's ends with the attempt (a
+// returned attempt's span ends when its body is closed or read to EOF (at
+// once when it is http.NoBody); every other attempt's ends with the attempt (a
 // retried one once its response is read and closed, before the backoff). A
 // hedge loser is cancelled, not failed: its span has no error status. Each
 // backoff sleep is an INTERNAL span "gotry backoff"; retries, hedges,

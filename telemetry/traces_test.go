@@ -446,3 +446,23 @@ func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceEmptyResponseEndsWithRoundTrip: a response with nothing to read
+// (a 204: http.NoBody) ends the request span and its attempt span as
+// RoundTrip returns, before (and whether or not) the caller closes it.
+func TestTraceEmptyResponseEndsWithRoundTrip(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(204))
+	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	resp, err := get(t, tr, srv.URL+"/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("status %d, want 204", resp.StatusCode)
+	}
+	if got := tree(r.rec.Ended()); got != "gotry GET internal\n  GET client\n" {
+		t.Fatalf("spans ended as RoundTrip returned:\n%s\nwant the request span and its attempt", got)
+	}
+	resp.Body.Close()
+}

@@ -187,9 +187,14 @@ type trackedRWBody struct {
 
 func (b *trackedRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
-// track wraps resp.Body so end runs when it is finished.
+// track wraps resp.Body so end runs when it is finished. A response with
+// nothing to read is finished at once: no body, or http.NoBody, which is
+// what http.Transport returns for a HEAD request and for a 204, a 304 or a
+// Content-Length of 0 (and what a superseded empty response was kept as).
+// Its attempt's context and telemetry then end with RoundTrip, and not
+// with a Close that callers often skip on an empty body.
 func track(resp *http.Response, end bodyEnd) {
-	if resp.Body == nil {
+	if resp.Body == nil || resp.Body == http.NoBody {
 		end.Finish(nil)
 		return
 	}
