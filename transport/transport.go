@@ -114,9 +114,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c, _ := t.calls.Get().(*call)
 	if c == nil {
-		c = new(call)
+		c = &call{t: t}
 	}
-	c.t, c.req, c.bodyFresh = t, req, true // c is zero: pooled calls are cleared when put back
+	c.req, c.bodyFresh = req, true // c is clear: see clear
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
 	// Cancelable: a RoundTripper honours its request's context (see the
@@ -140,7 +140,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if !res.Detached {
 		// Every attempt ran on this goroutine and none holds c.
-		*c = call{}
+		c.clear()
 		t.calls.Put(c)
 	}
 	if res.Err != nil {
@@ -166,6 +166,26 @@ type call struct {
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
+}
+
+// clear drops what c holds of its request, so the pool keeps none of a
+// caller's values, and readies it for the next call: every field is zero
+// but t, which stays c's transport (calls are pooled per transport).
+// Pointers are cleared one by one, and only when set: assigning the struct
+// whole would clear every pointer slot under the write barrier while the
+// collector marks.
+func (c *call) clear() {
+	c.req, c.cl = nil, nil
+	if c.getBody != nil {
+		c.getBody = nil
+	}
+	if c.first != nil {
+		c.first = nil
+	}
+	if c.policyErr != nil {
+		c.policyErr = nil
+	}
+	c.nonIdempotentOK, c.firstIsOriginal, c.bodyFresh = false, false, false
 }
 
 // override applies the request's Policy rp to p, the transport's settings.
