@@ -26,9 +26,10 @@ import (
 //   - one timer armed and stopped: an entry of the same deadline lists the
 //     engine uses (the timeout is armed only if the hedge delay passes, as
 //     gotry does);
-//   - a breaker admission: a map lookup of the host and an atomic load of a
-//     closed breaker's state (gotry's closed fast path also hashes the key
-//     to pick a shard and records the time of use);
+//   - a breaker admission: the host's breaker found as gotry finds it for a
+//     single host, by comparing the host with the one found last (a map
+//     lookup otherwise), and an atomic load of a closed breaker's state
+//     (gotry's closed fast path also records the time of use);
 //   - a retry budget deposit: one atomic add (gotry's picks a stripe per
 //     processor and stamps the second).
 //
@@ -38,8 +39,15 @@ type armedFloor struct {
 	base    http.RoundTripper
 	queues  *clock.Queues
 	entries sync.Pool // *clock.Entry
-	hosts   sync.Map  // host -> *atomic.Uint64, a closed breaker's word
+	hosts   sync.Map  // host -> *floorBreaker
+	last    atomic.Pointer[floorBreaker]
 	budget  atomic.Int64
+}
+
+// floorBreaker is a host's breaker as the floor keeps it: its word.
+type floorBreaker struct {
+	host string
+	word atomic.Uint64 // a closed breaker's word: 0
 }
 
 func newArmedFloor(base http.RoundTripper) *armedFloor {
@@ -47,11 +55,16 @@ func newArmedFloor(base http.RoundTripper) *armedFloor {
 }
 
 func (f *armedFloor) RoundTrip(req *http.Request) (*http.Response, error) {
-	w, ok := f.hosts.Load(req.URL.Host)
-	if !ok {
-		w, _ = f.hosts.LoadOrStore(req.URL.Host, new(atomic.Uint64))
+	br := f.last.Load()
+	if br == nil || br.host != req.URL.Host {
+		v, ok := f.hosts.Load(req.URL.Host)
+		if !ok {
+			v, _ = f.hosts.LoadOrStore(req.URL.Host, &floorBreaker{host: req.URL.Host})
+		}
+		br = v.(*floorBreaker)
+		f.last.Store(br)
 	}
-	if w.(*atomic.Uint64).Load() != 0 {
+	if br.word.Load() != 0 {
 		return nil, errFloorOpen
 	}
 	f.budget.Add(1)
