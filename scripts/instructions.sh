@@ -8,7 +8,10 @@
 #   INSTR_N1=10000 INSTR_N2=30000 scripts/instructions.sh ./telemetry \
 #       '^BenchmarkRoundTrip$/batcher/otelhttp$' '^BenchmarkRoundTrip$/batcher/gotry\+telemetry$'
 #
-# Each regexp must select one benchmark. It is run twice under cachegrind,
+# Each regexp must select one benchmark (go test matches each level of a
+# name unanchored: 'BenchmarkInMemory/bare' also selects
+# BenchmarkInMemoryParallel/bare; write '^BenchmarkInMemory$/bare$'). It is
+# run twice under cachegrind,
 # with -test.benchtime=N1x and N2x (INSTR_N1, INSTR_N2; 50000 and 150000 by
 # default) on one processor, and the difference of the two totals divided by
 # N2-N1 is printed: the instructions of one operation, without the program's
@@ -52,6 +55,11 @@ total() {
 		out=$(GODEBUG=asyncpreemptoff=1 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
 			"$bin" -test.run '^$' -test.bench "$1" -test.benchtime="$2"x -test.cpu=1 2>&1) || true
 		if grep -q '^Benchmark' <<<"$out"; then
+			if [[ $(grep -c '^Benchmark' <<<"$out") -ne 1 ]]; then
+				log "$1 selects more than one benchmark (anchor each level: '^BenchmarkX\$/case\$'):"
+				grep '^Benchmark' <<<"$out" | sed 's/[[:space:]].*//' >&2
+				exit 1
+			fi
 			grep 'I *refs' <<<"$out" | sed 's/.*refs: *//; s/,//g'
 			return
 		fi
