@@ -393,60 +393,82 @@ func TestReadmeErrorDetection(t *testing.T) {
 }
 
 // TestEmptyResponseIsFinishedAtOnce: a response with nothing to read (what
-// http.Transport returns as http.NoBody: a HEAD, a 204, a 304, a
-// Content-Length of 0) ends its attempt as RoundTrip returns: OnResultDone
-// has fired and the attempt's own context is cancelled before the caller
-// closes anything, and the body is http.NoBody itself, unwrapped. A
-// response with a body is still finished only when the body is.
+// http.Transport returns as http.NoBody, over HTTP/1.1 and HTTP/2 alike: a
+// HEAD, a 204, a 304, a Content-Length of 0) ends its attempt as RoundTrip
+// returns: OnResultDone has fired and the attempt's own context is
+// cancelled before the caller closes anything, and the body is http.NoBody
+// itself, unwrapped. A response with a body is still finished only when
+// the body is.
 func TestEmptyResponseIsFinishedAtOnce(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/204":
 			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.WriteHeader(http.StatusNotModified)
 		case "/empty":
 			w.Header().Set("Content-Length", "0")
 		default:
 			io.WriteString(w, "ok")
 		}
-	}))
-	t.Cleanup(srv.Close)
+	})
+	h1 := httptest.NewServer(handler)
+	t.Cleanup(h1.Close)
+	h2 := httptest.NewUnstartedServer(handler)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	t.Cleanup(h2.Close)
 	tests := []struct {
 		method, path string
 		empty        bool
 	}{
 		{http.MethodHead, "/", true},
 		{http.MethodGet, "/204", true},
+		{http.MethodGet, "/304", true},
 		{http.MethodGet, "/empty", true},
 		{http.MethodGet, "/", false},
 	}
-	for _, tc := range tests {
-		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			var done events[resilience.ResultDoneEvent]
-			tr := transport.New(newBase(t), transport.WithHooks(transport.Hooks{OnResultDone: done.add}),
-				transport.WithCircuitBreaker(resilience.BreakerConfig{}),
-				transport.WithHedging(time.Minute, 1), transport.WithPerAttemptTimeout(2*time.Minute))
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), tc.method, srv.URL+tc.path, nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			attemptCtx := resp.Request.Context()
-			if got := len(done.get()); tc.empty != (got == 1) {
-				t.Errorf("OnResultDone fired %d times before Close", got)
-			}
-			if tc.empty != (attemptCtx.Err() != nil) {
-				t.Errorf("attempt context error before Close: %v", attemptCtx.Err())
-			}
-			if tc.empty && resp.Body != http.NoBody {
-				t.Errorf("body %T, want http.NoBody", resp.Body)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if got := len(done.get()); got != 1 {
-				t.Errorf("OnResultDone fired %d times in all, want 1", got)
-			}
-			if attemptCtx.Err() == nil {
-				t.Error("attempt context alive after Close")
-			}
-		})
+	for _, srv := range []struct {
+		name  string
+		major int // the protocol's major version
+		url   string
+		base  func() http.RoundTripper
+	}{
+		{"HTTP/1.1", 1, h1.URL, func() http.RoundTripper { return newBase(t) }},
+		{"HTTP/2", 2, h2.URL, func() http.RoundTripper { return h2.Client().Transport }},
+	} {
+		for _, tc := range tests {
+			t.Run(srv.name+" "+tc.method+" "+tc.path, func(t *testing.T) {
+				var done events[resilience.ResultDoneEvent]
+				tr := transport.New(srv.base(), transport.WithHooks(transport.Hooks{OnResultDone: done.add}),
+					transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+					transport.WithHedging(time.Minute, 1), transport.WithPerAttemptTimeout(2*time.Minute))
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), tc.method, srv.url+tc.path, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.ProtoMajor != srv.major {
+					t.Fatalf("protocol %s, want %s", resp.Proto, srv.name)
+				}
+				attemptCtx := resp.Request.Context()
+				if got := len(done.get()); tc.empty != (got == 1) {
+					t.Errorf("OnResultDone fired %d times before Close", got)
+				}
+				if tc.empty != (attemptCtx.Err() != nil) {
+					t.Errorf("attempt context error before Close: %v", attemptCtx.Err())
+				}
+				if tc.empty && resp.Body != http.NoBody {
+					t.Errorf("body %T, want http.NoBody", resp.Body)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if got := len(done.get()); got != 1 {
+					t.Errorf("OnResultDone fired %d times in all, want 1", got)
+				}
+				if attemptCtx.Err() == nil {
+					t.Error("attempt context alive after Close")
+				}
+			})
+		}
 	}
 }
