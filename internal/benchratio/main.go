@@ -6,6 +6,8 @@
 //     allocations beyond bare's, all from the same run;
 //   - in a group that has an "otelhttp" case, every case whose name contains
 //     "telemetry" against its otelhttp counterpart (see telemetryPairs);
+//   - in a group that has "armed" and "armed-floor" cases, the one against
+//     the other: the engine's own share of the armed cost;
 //   - ratios benchmarks report themselves as an "x-bare" metric;
 //   - the targets of issue #13, each marked met or MISSED with the numbers.
 //

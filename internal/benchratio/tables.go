@@ -8,8 +8,9 @@ import (
 )
 
 // writeTables prints, for every group with a "bare" case, each case against
-// bare; then every telemetry case against its otelhttp reference; then the
-// x-bare ratios benchmarks report themselves.
+// bare; then every telemetry case against its otelhttp reference; then
+// "armed" against "armed-floor" where a group has both; then the x-bare
+// ratios benchmarks report themselves.
 func writeTables(w io.Writer, in *input) {
 	for _, g := range in.groups {
 		bare := g.byName["bare"]
@@ -36,6 +37,18 @@ func writeTables(w io.Writer, in *input) {
 		}
 	}
 	header := false
+	for _, g := range in.groups {
+		armed, floor := g.byName["armed"], g.byName["armed-floor"]
+		if armed == nil || floor == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\narmed against armed-floor, the least its semantics need: the engine's own cost (median of per-round ratios; difference of the ns/op medians)\n")
+			header = true
+		}
+		fmt.Fprintf(w, "  %-44s %8s %+10.0f ns/op\n", g.key, fmtRatio(pairedRatio(armed, floor)), median(armed.ns)-median(floor.ns))
+	}
+	header = false
 	for _, g := range in.groups {
 		for _, c := range g.cases {
 			xs := c.metrics["x-bare"]
