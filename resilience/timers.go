@@ -16,7 +16,8 @@ import (
 // Stop fails may still be running its callback: it is not pooled again, and
 // what its pointer reaches is not reused either.
 
-// hedgeTimer is a pooled timer for an inline attempt's hedge delay. Its
+// hedgeTimer is the timer of an inline attempt's hedge delay, kept with its
+// run (run.spareHT) rather than in a pool, so it is pooled with the run. Its
 // callback reaches the call through target, so one timer serves call after
 // call without a new closure.
 type hedgeTimer struct {
