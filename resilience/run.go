@@ -53,7 +53,7 @@ type run[T any] struct {
 	callState[T]
 
 	// Kept when the run is pooled; neither holds a value of a call.
-	self hedgeFirer // r, for the pooled hedge timers to call back
+	self hedgeFirer // r, for its hedge timers to call back
 	// spareHT is a stopped hedge timer of this run's, for its next inline
 	// attempt, so a hedging call takes no timer from a pool. A timer that
 	// fired is never spare (its callback may still run), and a run whose
@@ -72,8 +72,8 @@ type run[T any] struct {
 	// After a handover, attempt goroutines and the driver share these.
 	// Both lists hold only attempts in flight or finished and not yet
 	// taken, so the memory of a call is bounded by its attempts in flight,
-	// never by MaxAttempts. Before a handover mu also guards callState's
-	// inline, ht, concurrent and admitting (see hedge.go).
+	// never by MaxAttempts. Before a handover mu also guards some of
+	// callState's hedging fields (see there).
 	mu        sync.Mutex     // guards decided, active and done
 	decided   bool           // the call has returned; late attempts release themselves
 	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation

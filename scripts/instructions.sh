@@ -33,7 +33,8 @@ if ! command -v valgrind >/dev/null 2>&1; then
 	SUDO=""
 	[[ $(id -u) -ne 0 ]] && SUDO="sudo"
 	log "installing valgrind"
-	$SUDO apt-get install -y -qq valgrind >/dev/null
+	$SUDO apt-get install -y -qq valgrind >/dev/null ||
+		{ $SUDO apt-get update -qq && $SUDO apt-get install -y -qq valgrind >/dev/null; }
 fi
 
 pkg=$1
