@@ -146,7 +146,6 @@ func TestHedgeCapOverAnyInterval(t *testing.T) {
 	})
 }
 
-
 func TestAdaptiveHedgingValidate(t *testing.T) {
 	bad := []AdaptiveHedging{
 		{MaxExtraLoad: 0}, {MaxExtraLoad: 1}, {MaxExtraLoad: math.NaN()},

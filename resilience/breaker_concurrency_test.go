@@ -225,4 +225,3 @@ func TestBreakerLastUsedGrain(t *testing.T) {
 		}
 	}
 }
-

@@ -341,4 +341,3 @@ func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 		t.Fatalf("tracked %v, want %v", got, want)
 	}
 }
-
