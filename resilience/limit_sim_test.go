@@ -24,8 +24,8 @@ type overloadModel struct {
 	dropAt   time.Duration // when the service time is multiplied by dropBy
 	dropFor  time.Duration
 	dropBy   float64
-	sigma    float64       // service times are lognormal with this sigma around service (0: fixed)
-	length   time.Duration // of the whole run
+	sigma    float64                    // service times are lognormal with this sigma around service (0: fixed)
+	length   time.Duration              // of the whole run
 	overload func(t time.Duration) bool // the server answers 503 at once (nil: never)
 	seed     uint64
 	limit    ConcurrencyLimit

@@ -33,6 +33,10 @@ const (
 	// wrapper that cancels it when the body is closed.
 	armedExtraAllocsTarget = 4
 	armedExtraAllocs       = 4
+
+	// The concurrency limit alone (issue 23: "zero allocations on the
+	// success path").
+	limitExtraAllocs = 0
 )
 
 // TestAllocationsPerRequest pins how many allocations one successful
@@ -78,6 +82,7 @@ func TestAllocationsPerRequest(t *testing.T) {
 			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
 			transport.WithPerAttemptTimeout(5*time.Second)), breakerTimeoutExtraAllocs, breakerTimeoutExtraAllocs},
 		{"armed: breaker+hedging(1s)+timeout", armed(memBase{}), armedExtraAllocs, armedExtraAllocsTarget},
+		{"concurrency limit", transport.New(memBase{}, transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{})), limitExtraAllocs, limitExtraAllocs},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
