@@ -134,19 +134,24 @@
 // extra-load cap, with a hard cap on the hedges themselves; see
 // [resilience.AdaptiveHedging] for the model. Prefer it when the
 // downstream's latency moves, or one transport calls hosts of different
-// speeds; keep a fixed delay when you want the hedge at an exact moment.
+// speeds; keep a fixed delay when you want the hedge at an exact moment. A
+// request's Policy.HedgeDelay still overrides the learned delay.
+// [Transport.EachHedgeDelay] reports each host's current delay and
+// [Transport.MaxExtraLoad] the cap; a [resilience.HedgeEvent] says which
+// delay triggered the hedge and whether it was learned.
 //
 // # Retry budget
 //
 // One budget ([WithBudget]) is shared by the whole Transport, so retries
 // cannot multiply an outage's load. Every original request deposits ratio
 // tokens, which expire over a 10-second window; minPerSec retries per second
-// are always allowed, so a quiet client can still retry. A retry or hedge
-// takes a token only when it launches. A retry's token is taken before its
-// backoff sleep: with the budget empty the request ends at once (a 429 with
-// Retry-After: 2 comes back immediately, not two seconds later), and the
-// token is given back if the retry then does not launch. With the budget
-// empty, attempts in flight continue and the last result is returned.
+// are always allowed, so a quiet client can still retry. Only a retry or
+// hedge that launches spends a token. A retry takes its token before its
+// backoff sleep and gives it back if it then does not launch (the caller
+// cancelled during the sleep, or the breaker refused it); so with the budget
+// empty a request ends at once instead of sleeping first (a 429 with
+// Retry-After: 2 comes back immediately, not two seconds later). With the
+// budget empty, attempts in flight continue and the last result is returned.
 // WithBudget(0, 0) turns the budget off. The exact bound is stated in
 // package resilience's documentation.
 //
