@@ -124,7 +124,8 @@
 // # The kit
 //
 // Four packages of their own sit below this one; they may build on it, it
-// never imports them, and like it they import only the standard library:
+// never imports them, and like it they need nothing outside the standard
+// library and this module:
 // resilience/schedule (a configurable backoff calculator that is also a
 // Backoff, and AddJitter for fixed-interval work), resilience/periodic
 // (a task every interval plus jitter, each run under its own timeout, with

@@ -1,11 +1,11 @@
 // Package telemetry makes gotry observable: OpenTelemetry spans and metrics
 // and zap or log/slog lines for every request, attempt, retry, hedge,
 // backoff, budget refusal and breaker change, all from the hooks of the
-// transport and resilience packages. Setup is one line per transport:
+// transport and resilience packages. Setup is a line or two per transport:
 //
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
 //	tr := transport.New(nil, transport.WithHooks(tel.Hooks()))
-//	reg, err := tel.ObserveTransport("payments", tr)      // budget and breaker gauges; reg.Unregister()
+//	reg, err := tel.ObserveTransport("payments", tr)      // budget, breaker and hedging gauges; reg.Unregister()
 //
 // and, for the generic resilience.Retrier, resilience.WithHooks(tel.Hooks()).
 //
