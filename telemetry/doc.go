@@ -1,11 +1,11 @@
 // Package telemetry makes gotry observable: OpenTelemetry spans and metrics
 // and zap or log/slog lines for every request, attempt, retry, hedge,
 // backoff, budget refusal and breaker change, all from the hooks of the
-// transport and resilience packages. Setup is one line per transport:
+// transport and resilience packages. Setup is a line or two per transport:
 //
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
 //	tr := transport.New(nil, transport.WithHooks(tel.Hooks()))
-//	reg, err := tel.ObserveTransport("payments", tr)      // budget and breaker gauges; reg.Unregister()
+//	reg, err := tel.ObserveTransport("payments", tr)      // budget, breaker and hedging gauges; reg.Unregister()
 //
 // and, for the generic resilience.Retrier, resilience.WithHooks(tel.Hooks()).
 //
@@ -30,17 +30,30 @@
 // events on the request span.
 //
 // Metrics are the gotry.* instruments listed in METRICS.md, with their
-// Prometheus names. They never carry a URL, path or attempt number, and
-// server.address is bounded by WithHostLimit.
+// Prometheus names, and the HTTP client conventions'
+// http.client.request.duration per physical attempt (recorded by otelhttp
+// instead when otelhttp makes the attempt spans, so no attempt counts
+// twice); dashboards built for OpenTelemetry HTTP clients work on them.
+// Labels follow the HTTP conventions plus gotry.* ones; gotry.transport
+// names the downstream when the hooks come from NamedHooks. They never carry
+// a URL, path or attempt number, and server.address is bounded by
+// WithHostLimit (past it, hosts fold into OtherHost). Only the latency
+// histograms take exemplars (the trace_id and span_id of a sampled request),
+// since each costs a clock read and a copy per measurement; serve them as
+// OpenMetrics to see them in Prometheus and Grafana.
 //
 // Logs go to zap (WithLogger) or slog (WithSlogLogger) with field keys equal
 // to the span attribute keys and trace_id/span_id, so logs, traces and
 // metrics join. Fields are built only when the level is enabled. Give-up
 // lines are aggregated per host and reason (WithGiveUpLogInterval).
 //
-// gotry composes with otelhttp either way round; README.md shows both
-// recipes and the trace tree each produces. HooksFor(base) makes no gotry
-// attempt span when base is an otelhttp.Transport. A Telemetry is safe for
+// gotry composes with otelhttp either way round, each giving one CLIENT
+// span per physical attempt; the package's README.md shows both recipes and
+// the trace tree each produces. Put otelhttp inside gotry (gotry → otelhttp
+// → base, with AttemptAnnotator and WithOtelhttpAttempts; see the example):
+// HooksFor(base) makes no gotry attempt span when base is an
+// otelhttp.Transport, so that order cannot yield two CLIENT spans per
+// attempt. A Telemetry is safe for
 // concurrent use; create one per process (or per provider set) and call
 // Hooks once per Transport or Retrier: one adapter serves both.
 package telemetry

@@ -103,7 +103,7 @@ func TestOtelhttpOutside(t *testing.T) {
 		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
 	}
 	// One CLIENT span per attempt, plus otelhttp's for the logical request:
-	// CLIENT under CLIENT, as the README says of this order.
+	// CLIENT under CLIENT, as telemetry/README.md says of this order.
 	if n := clientSpans(spans); n != 3 {
 		t.Errorf("%d CLIENT spans, want 3 (otelhttp's and one per attempt)", n)
 	}

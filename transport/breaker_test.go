@@ -548,7 +548,7 @@ func TestBreakerStateString(t *testing.T) {
 	}
 }
 
-// TestBreakerProbeTimingOutReopens pins the README's advice: with a
+// TestBreakerProbeTimingOutReopens pins the package doc's advice: with a
 // per-attempt timeout a hung probe ends, counts as a failure and frees its
 // slot, with exactly one attempt.
 func TestBreakerProbeTimingOutReopens(t *testing.T) {

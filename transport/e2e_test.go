@@ -360,7 +360,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 }
 
-// TestReadmeErrorDetection follows the README's switch: rejected at
+// TestReadmeErrorDetection follows Example_errors' switch: rejected at
 // admission, gave up after several attempts, single-attempt error.
 func TestReadmeErrorDetection(t *testing.T) {
 	fc := newClock()

@@ -348,7 +348,7 @@ func FuzzBreakerNeverAdmitsMoreThanHalfOpenProbes(f *testing.F) {
 	f.Fuzz(rapid.MakeFuzz(checkProbes))
 }
 
-// TestBreakerStaleProbeHoldsItsSlot pins the README's promise that a probe's
+// TestBreakerStaleProbeHoldsItsSlot pins the package doc's promise that a probe's
 // slot is held until its attempt completes. With HalfOpenProbes 2: probe B
 // hangs, probe C fails and reopens the breaker; once OpenDuration passes
 // again, probe D is admitted. B and D are both at the host, so a third

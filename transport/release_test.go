@@ -29,7 +29,7 @@ import (
 // machine. A test that fails it would, before the fix, wait forever.
 const retainBound = 6 * time.Second
 
-// maxKeptErrors is the bound on resilience.Error.Errs the README documents.
+// maxKeptErrors is the bound on resilience.Error.Errs the package doc documents.
 const maxKeptErrors = 8
 
 // countConns counts the connections a test server accepts.
