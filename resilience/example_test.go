@@ -54,7 +54,7 @@ func ExampleNewRetrier() {
 	r := resilience.NewRetrier(
 		resilience.WithMaxAttempts(4),
 		resilience.WithBackoff(resilience.ExponentialJitter(time.Millisecond, 10*time.Millisecond)),
-		resilience.WithAttemptTimeout(time.Second),
+		resilience.WithPerAttemptTimeout(time.Second),
 		resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 5}),
 		resilience.WithHooks(resilience.Hooks{
 			OnRetry: func(e resilience.RetryEvent) { retries++ },
@@ -67,7 +67,8 @@ func ExampleNewRetrier() {
 		}
 		return n, nil
 	})
-	fmt.Println(err, retries, r.Engine().BreakerState("queue.publish"))
+	st, _ := r.Stats().Host("queue.publish")
+	fmt.Println(err, retries, st.Breaker)
 	// Output: <nil> 2 closed
 }
 

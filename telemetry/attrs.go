@@ -48,10 +48,11 @@ const (
 	KeyResendCount = semconv.HTTPRequestResendCountKey
 
 	// KeyOperation (invented) names a generic Retrier call: its key. It
-	// replaces the HTTP attributes on everything Hooks records for a
-	// generic call.
+	// replaces the HTTP attributes on everything recorded for a Retrier's
+	// calls.
 	KeyOperation = attribute.Key("gotry.operation")
-	// KeyTransport (invented) names a transport passed to ObserveTransport.
+	// KeyTransport (invented) is the name a transport or retrier was wired with
+	// (Name), on every one of its metrics.
 	KeyTransport = attribute.Key("gotry.transport")
 
 	// KeyAttempts (invented, request span) is how many attempts launched,

@@ -26,8 +26,9 @@ const (
 	// MetricHTTPClientRequestDuration is the HTTP client conventions'
 	// http.client.request.duration (not ours: semconv's name, unit, advisory
 	// buckets and attributes), recorded per physical attempt when gotry
-	// makes the attempt spans; with WithOtelhttpAttempts otelhttp records it
-	// and gotry does not, so no attempt is counted twice.
+	// makes the attempt spans; when otelhttp makes them (Telemetry.Transport
+	// found it in the base) otelhttp records it and gotry does not, so no
+	// attempt is counted twice.
 	MetricHTTPClientRequestDuration = "http.client.request.duration"
 
 	MetricRequestDuration    = "gotry.request.duration"
@@ -232,11 +233,13 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	if o != resilience.AttemptCancelled {
 		k.et = k.het
 	}
-	std := c.http() && !c.hs.t.cfg.otelhttp
 	m, _ := c.hs.t.sets[k.shape].get(k, func() (ms *measureSets) {
 		ms = new(measureSets)
 		var buf [8]attribute.KeyValue
-		if std {
+		// Made for every HTTP key, whichever transport measures it first:
+		// the cache is the Telemetry's, shared by transports with otelhttp
+		// in their base and without.
+		if c.http() {
 			kv := c.metricIdentity(buf[:0])
 			if code > 0 {
 				kv = append(kv, KeyStatusCode.Int(code))
@@ -259,7 +262,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	})
 	in.attempts.Add(noExemplar, 1, m[0].add...)
 	in.attemptDuration.Record(ctx, dur.Seconds(), m[1].rec...)
-	if std {
+	if c.http() && !c.hs.below {
 		in.httpDuration.Record(ctx, dur.Seconds(), m[2].rec...)
 	}
 }

@@ -38,7 +38,6 @@ type config struct {
 	slog        *slog.Logger
 	hostLimit   int
 	hostLabel   func(string) string
-	otelhttp    bool
 	dropQuery   bool          // url.full without its query
 	giveUpEvery time.Duration // at most one give-up line per host and reason per period; 0: every line
 	clock       clock.Clock   // the clock of attempt spans and the log rate limiters; tests inject one
@@ -126,15 +125,6 @@ func WithHostLabel(f func(host string) string) Option {
 			c.hostLabel = f
 		}
 	})
-}
-
-// WithOtelhttpAttempts is for the composition gotry → otelhttp → base, where
-// otelhttp already makes a CLIENT span per attempt and injects its headers:
-// gotry then makes no attempt span and injects nothing, and
-// Telemetry.AttemptAnnotator, placed inside otelhttp, copies the attempt's
-// attributes onto otelhttp's span. See the package README.
-func WithOtelhttpAttempts() Option {
-	return optionFunc(func(c *config) { c.otelhttp = true })
 }
 
 // WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per Hooks

@@ -23,7 +23,7 @@ import (
 func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503, "Retry-After", "1"), status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
 
 	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret&sig=abc#frag")
@@ -118,7 +118,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	done := make(chan struct{})
 	srv := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) }) // runs before srv.Close
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 
 	resp, err := get(t, tr, srv.URL)
@@ -163,8 +163,8 @@ func breakerRig(t *testing.T) (*rig, *server, *fakeclock.Clock, *transport.Trans
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	return r, srv, fc, tr
 }
 
@@ -217,7 +217,7 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 // The generic Retrier's calls get the same tree with gotry.operation.
 func TestTraceRetrierCall(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
+	rt := resilience.NewRetrier(r.tel.Retrier(),
 		resilience.WithBackoff(resilience.Constant(2*time.Millisecond)), resilience.WithMaxAttempts(3))
 	n := 0
 	v, err := resilience.Retry(context.Background(), rt, "load-config", func(ctx context.Context) (string, error) {
@@ -254,7 +254,7 @@ func TestTraceRetrierCall(t *testing.T) {
 func TestNoTracingStillCounts(t *testing.T) {
 	r := newRig(t, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))))
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func equal(a, b []string) bool {
 func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 	r1, r2 := newRig(t), newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r1.tel.Hooks()), transport.WithHooks(r2.tel.Hooks()))
+	tr := transport.New(base(t), r1.tel.Transport(), r2.tel.Transport())
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestTraceRetriedAttemptEndsBeforeItsBackoff(t *testing.T) {
 	fc := fakeclock.New(time.Unix(1000, 0))
 	r := newRig(t, WithClock(fc))
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithClock(fc),
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithClock(fc),
 		transport.WithBackoff(resilience.Constant(300*time.Millisecond)))
 
 	type result struct {
@@ -356,7 +356,7 @@ func TestTraceAttemptErrorHasNoTimeToHeaders(t *testing.T) {
 	r := newRig(t)
 	tr := transport.New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
 		return nil, errors.New("boom")
-	}), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1))
+	}), r.tel.Transport(), transport.WithMaxAttempts(1))
 	if _, err := get(t, tr, "http://example.invalid/"); err == nil {
 		t.Fatal("want an error")
 	}
@@ -418,7 +418,7 @@ func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
 func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	resp, err := get(t, tr, srv.URL+"/items")
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +453,7 @@ func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 func TestTraceEmptyResponseEndsWithRoundTrip(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(204))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	resp, err := get(t, tr, srv.URL+"/nothing")
 	if err != nil {
 		t.Fatal(err)

@@ -56,11 +56,9 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 				return &resp, nil
 			})
 			heapStart := settledHeap()
-			tr := transport.New(base, transport.WithCircuitBreaker(tc.cfg))
+			tr := transport.New(base, transport.WithBreaker(tc.cfg))
 			tracked := func() int {
-				n := 0
-				tr.EachBreaker(func(string, resilience.BreakerState) { n++ })
-				return n
+				return len(tr.Stats().Hosts)
 			}
 			var heapHalf uint64
 			for i := range hosts {
