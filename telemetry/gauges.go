@@ -169,7 +169,7 @@ func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats
 		if s.op {
 			return KeyOperation.String(who)
 		}
-		return KeyServerAddress.String(who)
+		return keyServerAddress.String(who)
 	}
 	for who, w := range worst {
 		kv := label(who)

@@ -45,7 +45,7 @@ func TestHedgeTelemetry(t *testing.T) {
 			t.Fatalf("%s: events %v, want one gotry.hedge", tc.name, ev)
 		}
 		want(t, tc.name+" hedge event", ev[0].Attributes, map[attribute.Key]any{
-			KeyHedgeDelay: tc.delay, KeyHedgeTrigger: tc.trigger})
+			keyHedgeDelay: tc.delay, KeyHedgeTrigger: tc.trigger})
 	}
 
 	rm := r.collect(t)

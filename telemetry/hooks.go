@@ -176,16 +176,16 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 	trigger := retryTrigger(code, err)
 	source := delaySource(delay.Seconds(), retryAfter)
 	c.recordRetry(ctx, trigger, source, delay)
-	c.event(eventRetry, KeyAttempt.Int(n), KeyRetryTrigger.String(trigger),
-		KeyDelaySource.String(source), KeyBackoffDelay.Float64(delay.Seconds()))
+	c.event(eventRetry, keyAttempt.Int(n), KeyRetryTrigger.String(trigger),
+		KeyDelaySource.String(source), keyBackoffDelay.Float64(delay.Seconds()))
 	c.logRetry(ctx, n, delay, trigger, source, code, err)
 }
 
 func (c *call) hedge(ctx context.Context, n, inFlight int, delay time.Duration, adaptive bool) {
 	trigger := hedgeTrigger(adaptive)
 	c.recordHedge(ctx, trigger)
-	c.event(eventHedge, KeyAttempt.Int(n), KeyHedgeInFlight.Int(inFlight),
-		KeyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
+	c.event(eventHedge, keyAttempt.Int(n), keyHedgeInFlight.Int(inFlight),
+		keyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
 	c.logHedge(ctx, n, inFlight)
 }
 
@@ -199,7 +199,7 @@ func hedgeTrigger(adaptive bool) string {
 
 func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptKind) {
 	c.recordBudgetRefusal(ctx, k)
-	c.event(eventBudget, KeyAttempt.Int(n), KeyAttemptKind.String(k.String()))
+	c.event(eventBudget, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
 	c.logBudget(ctx, n, k)
 }
 

@@ -169,7 +169,7 @@ func render(s attribute.Set) string {
 	var parts []string
 	for _, kv := range s.ToSlice() {
 		v := kv.Value.String()
-		if kv.Key == KeyServerPort {
+		if kv.Key == keyServerPort {
 			v = "P"
 		}
 		parts = append(parts, string(kv.Key)+"="+v)
@@ -332,7 +332,7 @@ func TestMetricsContract(t *testing.T) {
 			for _, m := range sm.Metrics {
 				_, ps := find(t, rm, m.Name)
 				for _, p := range ps {
-					for _, k := range []attribute.Key{KeyURLFull, KeyAttempt, KeyResendCount, "url.path"} {
+					for _, k := range []attribute.Key{keyURLFull, keyAttempt, keyResendCount, "url.path"} {
 						if p.attrs.HasValue(k) {
 							t.Errorf("%s carries %s", m.Name, k)
 						}

@@ -56,10 +56,10 @@ func TestOtelhttpInside(t *testing.T) {
 	}
 	atts := ordered(spans, "HTTP GET")
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
-		KeyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable", KeyStatusCode: int64(503),
+		keyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable", keyStatusCode: int64(503),
 	})
-	if _, ok := attrs(atts[0].Attributes())[KeyAttemptTimeToHeaders]; !ok {
-		t.Errorf("attempt 1 has no %s", KeyAttemptTimeToHeaders)
+	if _, ok := attrs(atts[0].Attributes())[keyAttemptTimeToHeaders]; !ok {
+		t.Errorf("attempt 1 has no %s", keyAttemptTimeToHeaders)
 	}
 	// otelhttp's span ends with the body, which the transport reads and
 	// closes before the backoff: the retried attempt ends before it.
@@ -67,7 +67,7 @@ func TestOtelhttpInside(t *testing.T) {
 		t.Errorf("retried attempt's otelhttp span ended %v after its backoff started", atts[0].EndTime().Sub(b.StartTime()))
 	}
 	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
-		KeyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyStatusCode: int64(200),
+		keyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "success", keyStatusCode: int64(200),
 	})
 	wantTraceparents(t, srv, atts)
 	// otelhttp records http.client.request.duration; gotry must not too.
@@ -162,13 +162,13 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 	}
 	atts := ordered(spans, "HTTP GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: ErrorTypeAttemptLost,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", keyErrorType: ErrorTypeAttemptLost,
 	})
 	if c := atts[0].Status().Code; c == codes.Error {
 		t.Errorf("loser status %v, want no error: a hedge loser is not a failure", atts[0].Status())
 	}
 	want(t, "winner", atts[1].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: "hedge", KeyResendCount: int64(1), KeyAttemptOutcome: "success",
+		KeyAttemptKind: "hedge", keyResendCount: int64(1), KeyAttemptOutcome: "success",
 	})
 }
 
