@@ -47,8 +47,9 @@ func ExampleRetry_giveUp() {
 }
 
 // One Retrier per dependency, shared by every call to it, so its budget and
-// breakers have memory. Hooks observe every call (telemetry.Hooks() is the
-// usual set); here one counts the retries.
+// breakers have memory. Hooks observe every call (telemetry's
+// Telemetry.Retrier option is the usual set); here one counts the retries,
+// and Stats reads the breaker.
 func ExampleNewRetrier() {
 	retries := 0
 	r := resilience.NewRetrier(
