@@ -26,7 +26,10 @@ import (
 // injects its headers, so gotry makes no attempt span and records no
 // http.client.request.duration; the same holds over another transport this
 // Telemetry instruments, whose own attempts are the physical ones. A
-// transport given this option twice is wired once, by the first. Place
+// transport given this option twice is wired once, by the first. (Two
+// different Telemetry values on one transport each make their own spans,
+// as they would for two tracer providers: give a transport one Telemetry
+// per provider.) Place
 // AttemptAnnotator inside otelhttp to give its spans gotry's attempt
 // attributes:
 //

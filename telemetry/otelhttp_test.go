@@ -209,6 +209,9 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 		{"otelhttp below with the annotator", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(otel(r, r.tel.AttemptAnnotator(base)), append(opts, r.tel.Transport(Name("x")))...)
 		}, 0},
+		{"annotator above otelhttp (misplaced)", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
+			return gotry(r.tel.AttemptAnnotator(otel(r, base)), append(opts, r.tel.Transport())...)
+		}, 0},
 		{"otelhttp below a wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(unwrapper{otel(r, base)}, append(opts, r.tel.Transport())...)
 		}, 0},
