@@ -11,8 +11,9 @@
 // Telemetry.Transport and Telemetry.Retrier give spans, metrics, logs and
 // gauges at once, and compose with the package's other options. With
 // otelhttp in the transport's base, otelhttp makes the attempts' CLIENT
-// spans and gotry none (see Telemetry.Transport); AttemptAnnotator inside
-// otelhttp gives them gotry's attempt attributes:
+// spans and gotry none, adding its attempt attributes to them (see
+// Telemetry.Transport); AttemptAnnotator inside otelhttp does so from each
+// attempt's start:
 //
 //	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //

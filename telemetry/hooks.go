@@ -29,9 +29,11 @@ import (
 // transport given this option twice is wired once, by the first. (Two
 // different Telemetry values on one transport each make their own spans,
 // as they would for two tracer providers: give a transport one Telemetry
-// per provider.) Place
-// AttemptAnnotator inside otelhttp to give its spans gotry's attempt
-// attributes:
+// per provider.) gotry gives otelhttp's span the attempt's attributes and
+// outcome when a response arrives (found through resp.Request, which
+// http.Transport sets); AttemptAnnotator inside otelhttp gives them from
+// the attempt's start, on errors too, and marks a hedge loser's span
+// cancelled rather than failed:
 //
 //	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //

@@ -80,6 +80,33 @@ func TestOtelhttpInside(t *testing.T) {
 	}
 }
 
+// gotry → otelhttp → base without the annotator: otelhttp's span is still
+// the one CLIENT span per attempt, and gotry finds it through the response
+// to give it the attempt's attributes and outcome.
+func TestOtelhttpInsideWithoutAnnotator(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503), status(200))
+	inner := otelhttp.NewTransport(base(t), otelhttp.WithTracerProvider(r.tp), otelhttp.WithPropagators(r.prop))
+	tr := transport.New(inner, r.tel.Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 4)
+	if n := clientSpans(spans); n != 2 {
+		t.Fatalf("%d CLIENT spans, want 2:\n%s", n, tree(spans))
+	}
+	atts := ordered(spans, "HTTP GET")
+	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
+		keyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable",
+	})
+	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
+		keyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "success",
+	})
+	wantTraceparents(t, srv, atts)
+}
+
 // otelhttp → gotry → base: otelhttp's CLIENT span is the parent of gotry's
 // request span, whose CLIENT attempt spans are what the server sees.
 func TestOtelhttpOutside(t *testing.T) {

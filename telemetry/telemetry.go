@@ -145,7 +145,8 @@ type attempt struct {
 	span  trace.Span // gotry's attempt span; nil when the spans are made below
 	// outer is otelhttp's span for the attempt, set by AttemptAnnotator on
 	// the attempt's goroutine before OnAttemptEnd reads it (the engine
-	// orders the two).
+	// orders the two), or by OnAttemptEnd itself from the response when
+	// there is no annotator (findOuter).
 	outer trace.Span
 	ended atomic.Bool // span has ended
 	// inFlight holds the cell of gotry.attempts.in_flight the attempt was

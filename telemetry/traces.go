@@ -145,6 +145,31 @@ func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
 	return kv
 }
 
+// findOuter finds, for an attempt whose span otelhttp made without
+// AttemptAnnotator inside it, otelhttp's span through the response: the
+// request the base answered (resp.Request, which http.Transport sets) is
+// otelhttp's copy, whose context holds its span, under this attempt's. It
+// gives that span the attempt's attributes, as the annotator would have,
+// and keeps it in a.outer for the result. It finds nothing without a
+// response, or when the span there is not one between this attempt and the
+// base (another transport's attempt, or none at all).
+func (a *attempt) findOuter(resp *http.Response) {
+	if resp == nil || resp.Request == nil {
+		return
+	}
+	ctx := resp.Request.Context()
+	if a.c.hs.t.attemptFrom(ctx) != a {
+		return // not this attempt's request: a transport below made it
+	}
+	s := trace.SpanFromContext(ctx)
+	if !s.IsRecording() || s.SpanContext().SpanID() == a.c.span.SpanContext().SpanID() {
+		return
+	}
+	var buf [3]attribute.KeyValue
+	s.SetAttributes(a.attrs(buf[:0])...)
+	a.outer = s
+}
+
 // spanResult records an attempt's result on its span: outcome, status,
 // time to the response headers and protocol version when there is a
 // response (resp), error.type. A cancelled attempt (a hedge loser, or the
@@ -153,6 +178,9 @@ func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
 // and only while it still records (it ends at once on a transport error).
 func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
 	if a.span == nil {
+		if a.outer == nil {
+			a.findOuter(resp)
+		}
 		if a.outer != nil && a.outer.IsRecording() {
 			a.outer.SetAttributes(KeyAttemptOutcome.String(o.String()))
 			if resp != nil {
