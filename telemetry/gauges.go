@@ -20,9 +20,9 @@ import (
 	"github.com/MrVSiK/gotry/transport"
 )
 
-// StatsSource is what the gauges read: *transport.Transport and
+// statsSource is what the gauges read: *transport.Transport and
 // *resilience.Retrier are ones.
-type StatsSource interface {
+type statsSource interface {
 	// Stats returns a snapshot of the source's budget, breakers and
 	// adaptive hedging state.
 	Stats() resilience.Stats
@@ -43,17 +43,17 @@ type gauges struct {
 type gaugeSource struct {
 	name string             // gotry.transport; "" for none
 	op   bool               // its keys are operations (a Retrier), not hosts
-	get  func() StatsSource // the source, or nil once it has been collected
+	get  func() statsSource // the source, or nil once it has been collected
 }
 
 // weakly returns a func that gives p while it lives, without keeping it
 // alive.
 func weakly[T any, P interface {
 	*T
-	StatsSource
-}](p P) func() StatsSource {
+	statsSource
+}](p P) func() statsSource {
 	w := weak.Make((*T)(p))
-	return func() StatsSource {
+	return func() statsSource {
 		if v := P(w.Value()); v != nil {
 			return v
 		}
@@ -80,7 +80,7 @@ func (t *Telemetry) observe(s gaugeSource) {
 }
 
 // instruments reports whether src is among t's sources.
-func (t *Telemetry) instruments(src StatsSource) bool {
+func (t *Telemetry) instruments(src statsSource) bool {
 	g := &t.gauges
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -93,8 +93,8 @@ func (t *Telemetry) instruments(src StatsSource) bool {
 }
 
 var (
-	_ StatsSource = (*transport.Transport)(nil)
-	_ StatsSource = (*resilience.Retrier)(nil)
+	_ statsSource = (*transport.Transport)(nil)
+	_ statsSource = (*resilience.Retrier)(nil)
 )
 
 // collect reports every live source, and forgets those that are gone.
