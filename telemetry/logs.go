@@ -12,8 +12,9 @@ import (
 )
 
 // Log messages. The zap and slog adapters write the same messages with the
-// same fields; field keys equal the span attribute keys (keyMethod,
-// keyServerAddress, KeyReason, keyErrorType, ...), durations are float
+// same fields; field keys equal the span attribute keys
+// (http.request.method, server.address, gotry.reason, error.type, ...),
+// durations are float
 // seconds like the span attributes, and "trace_id"/"span_id" are added when
 // the event's context holds a valid span. Headers, bodies and URLs are never
 // logged; "error" is the error's text without the URL a *url.Error carries.
@@ -27,16 +28,17 @@ const (
 	// MsgGaveUp (Warn; Error when the request ended in an error; Info when
 	// the caller cancelled) is a request that wanted another attempt but
 	// ended: attempts or budget exhausted, breaker open, and so on. Lines
-	// are aggregated per hooks value and (server address and port, or
-	// operation; reason): the first is always written, then at most one per
-	// WithGiveUpLogInterval (default a second), with keySuppressed counting
-	// the like lines dropped since the last one written.
+	// are aggregated per transport (or retrier) and (server address and
+	// port, or operation; reason): the first is always written, then at
+	// most one per WithGiveUpLogInterval (default a second), with
+	// gotry.suppressed counting the like lines dropped since the last one
+	// written.
 	MsgGaveUp = "gotry: gave up"
 	// MsgRequest (Debug) ends a request that did not give up.
 	MsgRequest = "gotry: request finished"
 	// MsgBudget (Warn) is a retry or hedge refused by the budget, at most
-	// one line per second per hooks value, with keySuppressed counting the
-	// lines dropped since the last.
+	// one line per second per transport (or retrier), with gotry.suppressed
+	// counting the lines dropped since the last.
 	MsgBudget = "gotry: retry budget exhausted"
 	// MsgBreakerState (Error when the breaker opens, Info otherwise) is a
 	// breaker's state change.

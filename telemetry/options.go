@@ -127,8 +127,8 @@ func WithHostLabel(f func(host string) string) Option {
 	})
 }
 
-// WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per Hooks
-// value and per (server address and port, or operation; reason), the first
+// WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per transport
+// (or retrier) and per (server address and port, or operation; reason), the first
 // line is always written, then at most one per d, carrying gotry.suppressed,
 // the count of like lines dropped since the one before (default
 // DefaultGiveUpLogInterval; d <= 0 writes every line). An outage that fails
