@@ -87,7 +87,8 @@ func ExampleWithBreaker() {
 	fail := func(context.Context) (int, error) { runs++; return 0, errors.New("unavailable") }
 	for i := 0; i < 3; i++ {
 		_, err := resilience.Retry(context.Background(), r, "inventory", fail)
-		fmt.Println(errors.Is(err, resilience.ErrCircuitOpen), runs, r.Engine().BreakerState("inventory"))
+		h, _ := r.Stats().Host("inventory")
+		fmt.Println(errors.Is(err, resilience.ErrCircuitOpen), runs, h.Breaker)
 	}
 	// Output:
 	// false 1 closed

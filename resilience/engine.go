@@ -134,63 +134,6 @@ func (h Hooks) empty() bool {
 	return true
 }
 
-// EachHedgeDelay calls fn for every key tracked by adaptive hedging with its
-// current hedge delay and whether the key is warm (has enough samples). fn
-// runs with no lock held. For gauges; does nothing without adaptive hedging.
-func (e *Engine) EachHedgeDelay(fn func(key string, delay time.Duration, warm bool)) {
-	if e.adaptive != nil {
-		now := e.clock.Now()
-		e.hosts.each(func(h *host) {
-			if k := h.hedge.Load(); k != nil {
-				fn(h.key, k.current(now), k.warm.Load())
-			}
-		})
-	}
-}
-
-// MaxExtraLoad returns adaptive hedging's cap on extra load
-// (AdaptiveHedging.MaxExtraLoad), or 0 without adaptive hedging. For gauges.
-func (e *Engine) MaxExtraLoad() float64 {
-	if e.adaptive == nil {
-		return 0
-	}
-	return e.adaptive.MaxExtraLoad
-}
-
-// BreakerState returns key's breaker state (closed when breaking is off or
-// the key is not tracked).
-func (e *Engine) BreakerState(key string) BreakerState {
-	if e.breakers == nil {
-		return BreakerClosed
-	}
-	return e.breakers.State(key, e.clock.Now())
-}
-
-// EachBreaker calls fn for every tracked key with its breaker state, with no
-// lock held. It does nothing when breaking is off.
-func (e *Engine) EachBreaker(fn func(key string, s BreakerState)) {
-	e.EachBreakerFor(func(key string, s BreakerState, _ time.Duration) { fn(key, s) })
-}
-
-// EachBreakerFor is EachBreaker that also says how long each breaker has
-// been in its state, by the engine's clock (a breaker whose open period
-// ended is half-open since that moment). For gauges.
-func (e *Engine) EachBreakerFor(fn func(key string, s BreakerState, in time.Duration)) {
-	if e.breakers != nil {
-		now := e.clock.Now()
-		e.breakers.Each(now, func(key string, s BreakerState, since time.Time) { fn(key, s, now.Sub(since)) })
-	}
-}
-
-// UntrackedAdmissions returns how many calls were served untracked because
-// every tracked key was pinned by an open breaker (see EngineConfig.MaxKeys).
-func (e *Engine) UntrackedAdmissions() uint64 {
-	if e.hosts == nil {
-		return 0
-	}
-	return e.hosts.untracked.Load()
-}
-
 // Keyed reports whether the engine uses a Call's Key: for its breakers, its
 // adaptive hedging state or its hooks. When it does not, an adapter may leave
 // the key empty rather than compute it.
@@ -201,9 +144,6 @@ func (e *Engine) Hooks() Hooks { return e.hooks }
 
 // Now reads the engine's clock.
 func (e *Engine) Now() time.Time { return e.clock.Now() }
-
-// BudgetTokens returns the budget's tokens now (+Inf without a budget).
-func (e *Engine) BudgetTokens() float64 { return e.budget.Tokens(e.clock.Now()) }
 
 // Policy is the retry and hedging policy of one call.
 type Policy struct {

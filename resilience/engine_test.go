@@ -367,7 +367,7 @@ func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	if op.Calls() != 2 || res.Value != 503 || !rec.end.Probe || rec.end.Reason != ReasonCircuitOpen {
 		t.Fatalf("probe: calls %d res %+v end %+v", op.Calls(), res, rec.end)
 	}
-	if e.BreakerState("h") != BreakerOpen {
+	if h, _ := e.Stats().Host("h"); h.Breaker != BreakerOpen {
 		t.Fatal("failed probe did not re-open the breaker")
 	}
 }

@@ -79,7 +79,7 @@ func TestAllocationsPerRequest(t *testing.T) {
 	}{
 		{"defaults", transport.New(memBase{}), defaultsExtraAllocs, defaultsExtraAllocs},
 		{"breaker+timeout", transport.New(memBase{},
-			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+			transport.WithBreaker(resilience.BreakerConfig{}),
 			transport.WithPerAttemptTimeout(5*time.Second)), breakerTimeoutExtraAllocs, breakerTimeoutExtraAllocs},
 		{"armed: breaker+hedging(1s)+timeout", armed(memBase{}), armedExtraAllocs, armedExtraAllocsTarget},
 		{"concurrency limit", transport.New(memBase{}, transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{})), limitExtraAllocs, limitExtraAllocs},

@@ -21,7 +21,7 @@ func TestOpenBreakersAreNotEvictedForNewHosts(t *testing.T) {
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
 		transport.WithMaxHosts(2),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
 	get := func(url string) error {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
 		if err == nil {
@@ -40,15 +40,15 @@ func TestOpenBreakersAreNotEvictedForNewHosts(t *testing.T) {
 			t.Fatalf("new host with every breaker open: %v, want it served", err)
 		}
 	}
-	if got := tr.UntrackedAdmissions(); got != 2 {
-		t.Errorf("UntrackedAdmissions() = %d, want 2", got)
+	if got := tr.Stats().UntrackedAdmissions; got != 2 {
+		t.Errorf("Stats().UntrackedAdmissions = %d, want 2", got)
 	}
 	for _, u := range []string{"http://a.test/", "http://b.test/"} {
 		if err := get(u); !errors.Is(err, transport.ErrCircuitOpen) {
 			t.Fatalf("%s within its OpenDuration: %v, want ErrCircuitOpen", u, err)
 		}
 	}
-	if got := tr.BreakerState("c.test"); got != resilience.BreakerClosed {
-		t.Errorf("BreakerState(c.test) = %v, want closed (untracked)", got)
+	if got := breakerState(tr, "c.test"); got != resilience.BreakerClosed {
+		t.Errorf("c.test's breaker = %v, want closed (untracked)", got)
 	}
 }

@@ -173,7 +173,7 @@ func Example_requestBody() {
 // A breaker per host: once it opens, requests to that host fail at once
 // with ErrCircuitOpen, and a request it stopped midway returns the last
 // response it had.
-func ExampleWithCircuitBreaker() {
+func ExampleWithBreaker() {
 	var seen atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
@@ -183,7 +183,7 @@ func ExampleWithCircuitBreaker() {
 
 	tr := transport.New(nil,
 		transport.WithBackoff(resilience.Constant(0)),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 2, OpenDuration: time.Minute}),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 2, OpenDuration: time.Minute}),
 		transport.WithHooks(transport.Hooks{OnBreakerStateChange: func(e resilience.BreakerStateEvent) {
 			fmt.Println("breaker:", e.From, "->", e.To)
 		}}),
@@ -200,7 +200,8 @@ func ExampleWithCircuitBreaker() {
 
 	_, err = client.Get(srv.URL)
 	fmt.Println("second:", errors.Is(err, transport.ErrCircuitOpen), "after", seen.Load(), "requests")
-	fmt.Println("state:", tr.BreakerState(strings.TrimPrefix(srv.URL, "http://")))
+	h, _ := tr.Stats().Host(strings.TrimPrefix(srv.URL, "http://"))
+	fmt.Println("state:", h.Breaker)
 	// Output:
 	// breaker: closed -> open
 	// first: 503 after 2 requests

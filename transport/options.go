@@ -43,7 +43,7 @@ type config struct {
 	breaker           *resilience.BreakerConfig
 	limit             *resilience.ConcurrencyLimit
 	maxHosts          int
-	hooks             Hooks
+	hooks             []func(*Transport) Hooks // WithHooks and WithHooksFor, in order; New combines them
 	perAttemptTimeout time.Duration
 	classifier        Classifier
 	statuses          statusSet
@@ -70,10 +70,13 @@ func defaultConfig() config {
 }
 
 // Option configures a Transport. Options are applied in order at New; a
-// later option overrides an earlier one, except WithHooks, which adds. The
-// option constructors check their arguments when they are called and panic,
-// with a message naming the option and the value, on one that makes no
-// sense; New itself never panics, and ignores nil options.
+// later option overrides an earlier one, except WithHooks and WithHooksFor,
+// which add. The option constructors check their arguments when they are
+// called and panic, with a message naming the option and the value, on one
+// that makes no sense; New itself never panics, and ignores nil options.
+// The options common to resilience's Retrier (WithMaxAttempts, WithBackoff,
+// WithBudget, WithHedging, WithBreaker, WithPerAttemptTimeout, WithHooks,
+// WithHooksFor) have the same names and meanings there.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -159,16 +162,16 @@ func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
 	return optionFunc(func(c *config) { c.adaptive, c.hedgeDelay, c.maxHedges = &cfg, 0, maxHedges })
 }
 
-// WithCircuitBreaker turns on a circuit breaker per host (default off): per
+// WithBreaker turns on a circuit breaker per host (default off): per
 // req.URL.Host, lower-cased, with an IPv6 literal in canonical form and the
 // scheme's default port dropped, so "example.test", "EXAMPLE.test" and
 // "example.test:80" share one breaker for http (its key, which hooks report,
 // is "example.test"). Zero fields of cfg take resilience's defaults; it panics
 // on negative fields.
-func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
+func WithBreaker(cfg resilience.BreakerConfig) Option {
 	defer func() {
 		if r := recover(); r != nil {
-			invalid("WithCircuitBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
+			invalid("WithBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
 		}
 	}()
 	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates
@@ -176,7 +179,7 @@ func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 }
 
 // WithConcurrencyLimit turns on an adaptive concurrency limit per host
-// (default off; hosts are keyed as for WithCircuitBreaker): how many
+// (default off; hosts are keyed as for WithBreaker): how many
 // attempts may be in flight to a host at once, learned from its latency and
 // its overload answers (503, 429, per-attempt timeouts), so that when a
 // host's capacity drops, the requests it can still answer in time keep
@@ -213,10 +216,25 @@ func WithMaxHosts(n int) Option {
 	return optionFunc(func(c *config) { c.maxHosts = n })
 }
 
-// WithHooks adds observation hooks. Several WithHooks options combine: each
-// hook set sees every event, in the order the options were given.
+// WithHooks adds observation hooks. Several WithHooks (and WithHooksFor)
+// options combine: each hook set sees every event, in the order the options
+// were given.
 func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = resilience.Combine(c.hooks, h) })
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, func(*Transport) Hooks { return h }) })
+}
+
+// WithHooksFor adds the hooks that f makes for the transport being built,
+// for an adapter whose hooks depend on the transport: telemetry's
+// Telemetry.Transport looks at the base (t.Unwrap) and keeps t to read its
+// Stats for gauges. New calls f once, before t is ready for use: f may call
+// t.Unwrap and keep t, and must not send requests through it or read its
+// Stats until New has returned. It combines with WithHooks as WithHooks
+// does. It panics on nil.
+func WithHooksFor(f func(t *Transport) Hooks) Option {
+	if f == nil {
+		invalid("WithHooksFor", "func must not be nil")
+	}
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, f) })
 }
 
 // WithPerAttemptTimeout bounds each attempt until its response headers

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -18,6 +17,7 @@ type Transport struct {
 	base   http.RoundTripper
 	cfg    config
 	engine *resilience.Engine
+	hooks  Hooks             // every WithHooks and WithHooksFor, combined
 	policy resilience.Policy // the transport's own settings as an engine Policy, built once
 	keyed  bool              // the engine uses each call's key (see resilience.Engine.Keyed)
 	calls  sync.Pool         // *call of finished requests that were not hedged, for reuse
@@ -41,17 +41,22 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 			o.apply(&cfg)
 		}
 	}
+	t := &Transport{base: base, cfg: cfg}
+	for _, f := range cfg.hooks {
+		t.hooks = resilience.Combine(t.hooks, f(t))
+	}
+	t.cfg.hooks = nil // made once: New's closures need not stay
 	ec := resilience.EngineConfig{
 		BudgetRatio:     cfg.budgetRatio,
 		BudgetMinPerSec: cfg.budgetMinPerSec,
 		Breaker:         cfg.breaker,
-		Hooks:           cfg.hooks,
+		Hooks:           t.hooks,
 		Clock:           cfg.clock,
 		Adaptive:        cfg.adaptive,
 		Limit:           cfg.limit,
 		MaxKeys:         cfg.maxHosts,
 	}
-	t := &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
+	t.engine = resilience.NewEngine(ec)
 	t.policy = resilience.Policy{
 		MaxAttempts:       cfg.maxAttempts,
 		MaxHedges:         cfg.maxHedges,
@@ -65,41 +70,11 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	return t
 }
 
-// BudgetTokens returns how many retries or hedges the budget would allow
-// right now (+Inf when the budget is disabled). For gauges.
-func (t *Transport) BudgetTokens() float64 { return t.engine.BudgetTokens() }
-
-// BreakerState returns host's breaker state (closed when the breaker is off
-// or the host is not tracked).
-func (t *Transport) BreakerState(host string) resilience.BreakerState {
-	return t.engine.BreakerState(host)
-}
-
-// EachHedgeDelay calls fn for every host that adaptive hedging tracks
-// (WithAdaptiveHedging) with its current hedge delay, and whether the host
-// has enough recent results for the delay to be learned (warm) rather than
-// the cold default. fn runs with no lock held. For gauges; does nothing
-// without adaptive hedging.
-func (t *Transport) EachHedgeDelay(fn func(host string, delay time.Duration, warm bool)) {
-	t.engine.EachHedgeDelay(fn)
-}
-
-// MaxExtraLoad returns the cap on extra load that WithAdaptiveHedging set
-// (the fraction of requests that may get a hedge), or 0 without adaptive
-// hedging. For gauges.
-func (t *Transport) MaxExtraLoad() float64 { return t.engine.MaxExtraLoad() }
-
-// EachBreaker calls fn for every tracked host with its breaker state. fn runs
-// with no lock held. For gauges; does nothing when the breaker is off.
-func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState)) {
-	t.engine.EachBreaker(fn)
-}
-
-// EachBreakerFor is EachBreaker that also says how long each host's breaker
-// has been in its state. For the "time in state" gauge.
-func (t *Transport) EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration)) {
-	t.engine.EachBreakerFor(fn)
-}
+// Stats returns a snapshot of the transport's retry budget, breakers and
+// adaptive hedging state, one entry per tracked host (see
+// resilience.Stats). It is what gauges read at each collection, and it
+// allocates: keep it off a request's path.
+func (t *Transport) Stats() resilience.Stats { return t.engine.Stats() }
 
 // Unwrap returns the base transport.
 func (t *Transport) Unwrap() http.RoundTripper { return t.base }
@@ -307,7 +282,7 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 		body = b
 	}
 	cfg := &c.t.cfg
-	hooks := &cfg.hooks
+	hooks := &c.t.hooks
 	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
