@@ -11,32 +11,47 @@ import (
 // further attempt, may go ahead. Refusals fire their hooks here.
 
 // admit asks the breaker to admit the call and lets the operation prepare
-// it; it reports false with the call's result when the call ends here.
-func (r *run[T]) admit() (ticket, Result[T], bool) {
+// it; it reports false with the call's result when the call ends here. A
+// probe's ticket is held from the moment the breaker issues it: the caller
+// (execute) arms unwindProbe for it before anything that may panic runs.
+func (r *run[T]) admit() (ticket, transition, Result[T], bool) {
 	e, c := r.e, r.c
-	var tk ticket
+	var (
+		tk ticket
+		tr transition
+	)
 	if e.breakers != nil && c.Key != "" {
-		t, tr, err := e.breakers.admit(c.Key, r.now())
-		r.report(tr)
+		t, trn, err := e.breakers.admit(c.Key, r.now())
 		if err != nil {
+			r.report(trn)
 			if h := e.hooks.OnBreakerReject; h != nil {
 				var coe *CircuitOpenError
 				errors.As(err, &coe)
 				h(BreakerRejectEvent{Event: r.event(), State: coe.State})
 			}
-			return ticket{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
+			return ticket{}, transition{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
 		}
-		tk = t
+		tk, tr = t, trn
 	}
 	if tk.Probe() {
-		r.probe = true
+		r.probe, r.probeHeld = true, true
 		r.maxAttempts = 1
 	}
+	return tk, tr, Result[T]{}, true
+}
+
+// prepare reports the breaker's transition of admit (tr) and lets the
+// operation prepare the call admitted with tk; it reports false with the
+// call's result when the call ends here.
+func (r *run[T]) prepare(tk ticket, tr transition) (Result[T], bool) {
+	e, c := r.e, r.c
+	r.report(tr)
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
+		r.probeHeld = false
 		r.report(e.breakers.done(tk, outcomeIgnore, e.seconds.Time()))
-		return ticket{}, r.end(Result[T]{Err: err}, ReasonNotRetryable), false
+		return r.end(Result[T]{Err: err}, ReasonNotRetryable), false
 	}
 	if n < r.maxAttempts {
 		r.maxAttempts = max(1, n)
@@ -45,7 +60,24 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 	if r.probe {
 		r.limitReason = ReasonCircuitOpen
 	}
-	return tk, Result[T]{}, true
+	return Result[T]{}, true
+}
+
+// unwindProbe returns the probe slot that ticket t holds when the call is
+// unwound by a panic (of a hook, Prepare, Do or Classify, which propagate)
+// before its one attempt settled: without it, the half-open breaker would
+// count the probe in flight forever and reject every later request. The
+// probe counts as neither success nor failure, so the next request is
+// admitted as a probe again. It is deferred only for a probe, so a call
+// through a closed breaker pays nothing for it; on a call that returns it
+// finds the slot already returned and does nothing.
+func (r *run[T]) unwindProbe(t ticket) {
+	if !r.probeHeld {
+		return
+	}
+	r.probeHeld = false
+	r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()) // no transition: the outcome is ignored
+	r.first.own.cancel(ErrAttemptLost)                      // the probe's attempt, if it had its own context
 }
 
 // now is the call's start when it was read (see Engine.timed), else the

@@ -94,6 +94,7 @@ type callState[T any] struct {
 	maxAttempts int
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
+	probeHeld   bool // the call holds a probe slot its attempt has not settled (see unwindProbe)
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
@@ -215,8 +216,14 @@ func (r *run[T]) execute() Result[T] {
 		return r.end(Result[T]{Err: err}, ReasonCanceled)
 	}
 
-	ticket, res, ok := r.admit()
+	ticket, tr, res, ok := r.admit()
 	if !ok {
+		return res
+	}
+	if ticket.Probe() {
+		defer r.unwindProbe(ticket)
+	}
+	if res, ok := r.prepare(ticket, tr); !ok {
 		return res
 	}
 	e.budget.Deposit(r.now())
@@ -351,6 +358,9 @@ func (a *attempt[T]) outcome() outcome {
 // settle reports a finished attempt to its breaker and to OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 	if a.ticket.b != nil {
+		if a.ticket.probe {
+			r.probeHeld = false
+		}
 		r.report(r.e.breakers.done(a.ticket, bo, r.e.seconds.Time()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
