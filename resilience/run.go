@@ -94,7 +94,7 @@ type callState[T any] struct {
 	maxAttempts int
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
-	probeHeld   bool // the call holds a probe slot its attempt has not settled (see unwindProbe)
+	probeHeld   bool          // the call holds a probe slot its attempt has not settled (see unwindProbe)
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
