@@ -254,3 +254,50 @@ func TestHTTP2ConnectionLossIsRetryable(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptTimeoutGiveUpIsToldFromCallerDeadline: the give-up after
+// per-attempt timeouts matches ErrAttemptTimeout and, an attempt's timeout
+// being a deadline, context.DeadlineExceeded, while the caller's context is
+// alive; the caller's own deadline gives its context's error, which does not
+// match ErrAttemptTimeout. ClassifyError tells them apart by that.
+func TestAttemptTimeoutGiveUpIsToldFromCallerDeadline(t *testing.T) {
+	hang := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	t.Run("per-attempt timeouts", func(t *testing.T) {
+		fc := newClock()
+		tr := transport.New(hang, noDelay, transport.WithClock(fc), transport.WithMaxAttempts(2),
+			transport.WithPerAttemptTimeout(time.Second))
+		ctx := context.Background()
+		ch := goRoundTrip(tr, newRequest(t, ctx, http.MethodGet, "http://svc.test/", nil))
+		for n := 1; n <= 2; n++ {
+			waitArmed(t, fc, n)
+			fc.Advance(time.Second)
+		}
+		r := recv(t, ch, "the give-up")
+		if r.err == nil {
+			t.Fatal("no error")
+		}
+		if !errors.Is(r.err, transport.ErrAttemptTimeout) || !errors.Is(r.err, context.DeadlineExceeded) || ctx.Err() != nil {
+			t.Errorf("err %v: ErrAttemptTimeout %v, DeadlineExceeded %v, caller's ctx %v; want true, true, alive",
+				r.err, errors.Is(r.err, transport.ErrAttemptTimeout), errors.Is(r.err, context.DeadlineExceeded), ctx.Err())
+		}
+		if c := transport.ClassifyError(r.err); c != transport.ClassAttemptTimeout {
+			t.Errorf("class %v, want attempt_timeout", c)
+		}
+	})
+	t.Run("caller's deadline", func(t *testing.T) {
+		tr := transport.New(hang, noDelay, transport.WithMaxAttempts(2), transport.WithPerAttemptTimeout(time.Hour))
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://svc.test/", nil))
+		if errors.Is(err, transport.ErrAttemptTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v: ErrAttemptTimeout %v, DeadlineExceeded %v; want false, true",
+				err, errors.Is(err, transport.ErrAttemptTimeout), errors.Is(err, context.DeadlineExceeded))
+		}
+		if c := transport.ClassifyError(err); c != transport.ClassDeadline {
+			t.Errorf("class %v, want deadline", c)
+		}
+	})
+}
