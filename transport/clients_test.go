@@ -301,3 +301,57 @@ func TestAttemptTimeoutGiveUpIsToldFromCallerDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestPanickingOnAttemptStartLeavesNoProbeSlot: OnAttemptStart panicking
+// on a half-open breaker's probe propagates to the caller, and returns the
+// probe slot as it unwinds: the next request to the host is admitted as a
+// probe, instead of being rejected (half-open) for good.
+func TestPanickingOnAttemptStartLeavesNoProbeSlot(t *testing.T) {
+	fc := newClock()
+	s := newScript(t, reply(503), reply(503), reply(200))
+	host := hostOf(t, s.URL)
+	var boom atomic.Bool
+	var probes atomic.Int32
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithMaxAttempts(2),
+		transport.WithCircuitBreaker(breakerCfg),
+		transport.WithHooks(transport.Hooks{OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
+			if e.Probe {
+				probes.Add(1)
+				if boom.Load() {
+					panic("hook")
+				}
+			}
+			return ctx
+		}}))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if got := tr.BreakerState(host); got != resilience.BreakerOpen {
+		t.Fatalf("breaker %v after two 503s, want open", got)
+	}
+	fc.Advance(breakerCfg.OpenDuration)
+
+	boom.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the hook's panic did not propagate")
+			}
+		}()
+		tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil))
+	}()
+	boom.Store(false)
+
+	resp, err = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil))
+	if err != nil {
+		t.Fatalf("request after the panic: %v; want it admitted as a probe", err)
+	}
+	if b := readBody(t, resp); b != "reply 200" || probes.Load() != 2 {
+		t.Errorf("got %q after %d probes, want reply 200 from the second probe", b, probes.Load())
+	}
+	if got := tr.BreakerState(host); got != resilience.BreakerClosed {
+		t.Errorf("breaker %v after a successful probe, want closed", got)
+	}
+}
