@@ -69,8 +69,8 @@ func (r *run[T]) prepare(tk ticket, tr transition) (Result[T], bool) {
 // count the probe in flight forever and reject every later request. The
 // probe counts as neither success nor failure, so the next request is
 // admitted as a probe again. It is deferred only for a probe, so a call
-// through a closed breaker pays nothing for it; on a call that returns it
-// finds the slot already returned and does nothing.
+// through a closed breaker (or none) runs no defer for it; on a call that
+// returns it finds the slot already returned and does nothing.
 func (r *run[T]) unwindProbe(t ticket) {
 	if !r.probeHeld {
 		return
