@@ -194,7 +194,9 @@ func WithHooks(h Hooks) Option {
 // Over HTTP/2 a retry may go back onto the connection that the timed-out
 // attempt was on: http.Transport keeps a connection that stopped answering
 // in its pool (a cut-off attempt only resets its stream) until the
-// connection's health check closes it, and with no health check, for good.
+// connection's health check closes it; with no health check, until TCP
+// gives up on it (minutes), or never, when a stalled peer or proxy still
+// acknowledges packets.
 // Turn the check on (http.Transport's HTTP2 field, an http.HTTP2Config
 // with SendPingTimeout, and PingTimeout, which defaults to 15s) and give
 // requests attempts enough to outlast it: the attempt in flight when the
