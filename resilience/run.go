@@ -95,6 +95,8 @@ type callState[T any] struct {
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
 	host        *host         // the key's state, when the engine keeps any and the key is tracked
+	probeHeld   bool          // the call holds a probe slot its attempt has not settled (see unwindProbe)
+	permitHeld  bool          // the call holds its first attempt's permit, not yet taken over by the attempt (see unwindPermit)
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
@@ -216,8 +218,17 @@ func (r *run[T]) execute() Result[T] {
 		return r.end(Result[T]{Err: err}, ReasonCanceled)
 	}
 
-	ticket, res, ok := r.admit()
+	ticket, tr, res, ok := r.admit()
 	if !ok {
+		return res
+	}
+	if ticket.Probe() {
+		defer r.unwindProbe(ticket)
+	}
+	if l := r.limiter(); l != nil {
+		defer r.unwindPermit(l)
+	}
+	if res, ok := r.prepare(&ticket, tr); !ok {
 		return res
 	}
 	e.budget.Deposit(r.now())
@@ -259,6 +270,9 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	// what is not, rather than assign it whole, which would clear every
 	// pointer slot again under the write barrier.
 	a.ticket = t
+	if k == KindInitial {
+		r.permitHeld = false // the attempt returns it from now on
+	}
 	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
@@ -380,6 +394,9 @@ func (a *attempt[T]) outcome() outcome {
 // settle reports a finished attempt to its breaker and to OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 	if a.ticket.b != nil {
+		if a.ticket.probe {
+			r.probeHeld = false
+		}
 		r.report(r.e.breakers.done(a.ticket, bo, r.e.seconds.Time()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {

@@ -91,6 +91,14 @@ func invalid(option string, format string, args ...any) {
 // WithMaxAttempts sets how many attempts a request may make, retries and
 // hedges together (default 3). 1 disables retries and hedging. It panics if
 // n < 1.
+//
+// It bounds gotry's attempts, each one RoundTrip of the base, not what the
+// base sends within one: http.Transport itself sends an idempotent request
+// (including one marked by an Idempotency-Key entry) once more, on a new
+// connection, when a reused connection breaks before any byte of the
+// response, so a server may see up to twice n arrivals. An SDK's own
+// retries (an OTLP exporter's, the AWS SDK's) are new requests to gotry,
+// each with n attempts of its own: see the package's OTLP exporter example.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		invalid("WithMaxAttempts", "attempts must be at least 1, got %d", n)
@@ -240,6 +248,18 @@ func WithHooksFor(f func(t *Transport) Hooks) Option {
 // WithPerAttemptTimeout bounds each attempt until its response headers
 // arrive (default none). An attempt that times out is retried; the response
 // body of a successful attempt is never cut off by it. It panics if d < 0.
+//
+// Over HTTP/2 a retry may go back onto the connection that the timed-out
+// attempt was on: http.Transport keeps a connection that stopped answering
+// in its pool (a cut-off attempt only resets its stream) until the
+// connection's health check closes it; with no health check, until TCP
+// gives up on it (minutes), or never, when a stalled peer or proxy still
+// acknowledges packets.
+// Turn the check on (http.Transport's HTTP2 field, an http.HTTP2Config
+// with SendPingTimeout, and PingTimeout, which defaults to 15s) and give
+// requests attempts enough to outlast it: the attempt in flight when the
+// check closes the connection fails with "http2: client connection lost",
+// which is retried (ClassConnectionClosed), on a new connection.
 func WithPerAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		invalid("WithPerAttemptTimeout", "timeout must not be negative, got %v", d)
@@ -307,7 +327,12 @@ func WithMaxRetainedBody(n int64) Option {
 
 // WithNonIdempotentRetries lets POST, PATCH and other non-idempotent requests
 // be retried and hedged (default false). Enable it only when the server
-// deduplicates; an Idempotency-Key header already makes one request eligible.
+// deduplicates, or when sending a request twice does no harm (an OTLP
+// export, on a transport of the exporter's own); an Idempotency-Key or
+// X-Idempotency-Key header already makes one request eligible, and so does
+// an entry for either with no value (req.Header["Idempotency-Key"] = nil,
+// which net/http documents as marking a request idempotent without sending
+// the header).
 func WithNonIdempotentRetries(on bool) Option {
 	return optionFunc(func(c *config) { c.nonIdempotent = on })
 }

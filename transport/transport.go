@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -125,7 +126,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp := res.Value
 	if res.NeedsFinish() {
-		track(resp, res.Finisher())
+		track(resp, req.Method, res.Finisher())
 	}
 	return resp, nil
 }
@@ -210,7 +211,17 @@ func (c *call) idempotent() bool {
 		return true
 	}
 	h := c.req.Header
-	return hasHeader(h, "Idempotency-Key") || hasHeader(h, "X-Idempotency-Key")
+	return idempotencyKey(h, "Idempotency-Key") || idempotencyKey(h, "X-Idempotency-Key")
+}
+
+// idempotencyKey reports whether h marks its request idempotent under the
+// canonical key: with a non-empty value, or with an entry that has no value
+// at all (h[key] = nil), which net/http documents as marking a request
+// idempotent without sending the header (Prometheus' API client does so on
+// every POST query). An empty string value does not count.
+func idempotencyKey(h http.Header, key string) bool {
+	v, ok := h[key]
+	return ok && (len(v) == 0 || v[0] != "")
 }
 
 // hasHeader reports whether h has a non-empty value for the canonical key.
@@ -299,12 +310,24 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 		if header == nil {
 			header = c.NewCarrier(a).(http.Header)
 		}
-		header[cfg.attemptHeader] = []string{attemptHeaderValue(a)}
+		setAttemptHeader(header, cfg.attemptHeader, attemptHeaderValue(a))
 	}
 	if header != nil {
 		out.Header = header
 	}
 	return c.send(out)
+}
+
+// setAttemptHeader sets h's canonical key to v, in the attempt's own copy of
+// the headers, and removes the key's every other spelling: a caller's
+// h["gotry-attempt"] is replaced, not sent beside gotry's value.
+func setAttemptHeader(h http.Header, key, v string) {
+	for k := range h {
+		if k != key && strings.EqualFold(k, key) {
+			delete(h, k)
+		}
+	}
+	h[key] = []string{v}
 }
 
 // attemptHeaderValue is WithAttemptHeader's value for a: "2; retry".
