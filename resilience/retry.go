@@ -39,6 +39,8 @@ type retrierConfig struct {
 	ratio   float64
 	minPS   int
 	breaker *BreakerConfig
+	limit   *ConcurrencyLimit
+	maxKeys int
 	hooks   []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
 	retryIf func(error) bool
 	clock   clock.Clock // nil: the wall clock
@@ -98,6 +100,28 @@ func WithBreaker(cfg BreakerConfig) Option {
 	defer renamePanic("WithBreaker")
 	cfg.withDefaults() // validates
 	return optionFunc(func(c *retrierConfig) { c.breaker = &cfg })
+}
+
+// WithConcurrencyLimit turns on an adaptive concurrency limit per call key
+// (default off; see ConcurrencyLimit): a call over it waits briefly, then
+// fails at once with an error matching ErrOverloaded without running fn;
+// retries and hedges need a permit too. For Retry, what teaches the limit
+// congestion is its per-attempt timeouts (WithPerAttemptTimeout) and the
+// latency of fn's results. It panics, naming the field, on nonsense.
+func WithConcurrencyLimit(cfg ConcurrencyLimit) Option {
+	defer renamePanic("WithConcurrencyLimit")
+	cfg.withDefaults() // validates
+	return optionFunc(func(c *retrierConfig) { c.limit = &cfg })
+}
+
+// WithMaxKeys bounds how many call keys the breakers and the concurrency
+// limit track, together (transport.WithMaxHosts for the transport). Default
+// DefaultMaxKeys. It panics when n < 1.
+func WithMaxKeys(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("resilience: WithMaxKeys: n must be at least 1, got %d", n))
+	}
+	return optionFunc(func(c *retrierConfig) { c.maxKeys = n })
 }
 
 // renamePanic, deferred by an option constructor, re-panics a validation
@@ -166,11 +190,12 @@ func NewRetrier(opts ...Option) *Retrier {
 	for _, f := range c.hooks {
 		hooks = Combine(hooks, f(r))
 	}
-	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker, Hooks: hooks, Clock: c.clock})
+	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker,
+		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock})
 	return r
 }
 
-// Stats returns a snapshot of the retrier's budget and breakers (see
+// Stats returns a snapshot of the retrier's budget, breakers and limits (see
 // Engine.Stats; its Hosts are the call keys). For gauges: it allocates.
 func (r *Retrier) Stats() Stats { return r.engine.Stats() }
 
