@@ -83,9 +83,26 @@
 // attempt ends. One success closes it, one failure opens it again. A
 // refused call fails with an error matching [ErrCircuitOpen]. The breaker is
 // asked before every attempt; if it opens during a call, no further attempt
-// launches. State changes lazily, with no timer or goroutine, and memory is
-// bounded by MaxBreakers (its doc gives the eviction order). [BreakerState]
+// launches. State changes lazily, with no timer or goroutine. [BreakerState]
 // prints as closed, open or half-open.
+//
+// # Per-key state
+//
+// An engine keeps what it knows of each key (its breaker, its adaptive
+// hedging state, its concurrency limit) in one entry per key, bounded by
+// EngineConfig.MaxKeys exactly (WithMaxKeys for a Retrier,
+// transport.WithMaxHosts for the transport). To make room, idle keys go
+// first, then busy ones, then half-open breakers, least recently used first
+// within each; a key whose breaker is open stays until its OpenDuration
+// ends, and while every key is such a one a new key is served untracked
+// (Stats.UntrackedAdmissions). [Engine.Stats] is a snapshot of all of it.
+//
+// # Concurrency limit
+//
+// [ConcurrencyLimit] bounds the attempts in flight per key, learning the
+// bound from latency and overload answers, so that a downstream whose
+// capacity drops keeps being sent what it can answer in time; the excess
+// is shed at once with [ErrOverloaded]. Its doc gives the model.
 //
 // # Hedging
 //

@@ -43,7 +43,7 @@
 // instead when otelhttp makes the attempt spans, so no attempt counts
 // twice); dashboards built for OpenTelemetry HTTP clients work on them.
 // Labels follow the HTTP conventions plus gotry.* ones; gotry.transport
-// names the downstream when the hooks come from NamedHooks. They never carry
+// names the downstream when the wiring was given a Name. They never carry
 // a URL, path or attempt number, and server.address is bounded by
 // WithHostLimit (past it, hosts fold into OtherHost). Only the latency
 // histograms take exemplars (the trace_id and span_id of a sampled request),

@@ -136,8 +136,8 @@
 // downstream's latency moves, or one transport calls hosts of different
 // speeds; keep a fixed delay when you want the hedge at an exact moment. A
 // request's Policy.HedgeDelay still overrides the learned delay.
-// [Transport.EachHedgeDelay] reports each host's current delay and
-// [Transport.MaxExtraLoad] the cap; a [resilience.HedgeEvent] says which
+// [Transport.Stats] reports each host's current delay (HostStats.HedgeDelay)
+// and the cap (Stats.MaxExtraLoad); a [resilience.HedgeEvent] says which
 // delay triggered the hedge and whether it was learned.
 //
 // # Retry budget
@@ -157,14 +157,13 @@
 //
 // # Circuit breaker
 //
-// [WithCircuitBreaker] keeps one breaker per host, configured by a
+// [WithBreaker] keeps one breaker per host, configured by a
 // [resilience.BreakerConfig] whose zero fields take their defaults. The host
 // is req.URL.Host normalised so that every spelling of one server shares a
 // breaker: lower case, an IPv6 literal in canonical form, and the scheme's
 // default port dropped (example.test, EXAMPLE.test and example.test:80 are
 // one breaker for http; example.test:8080 is another). That key is the one
-// hooks report and [Transport.BreakerState] and [Transport.EachBreaker]
-// take.
+// hooks report and [Transport.Stats] lists (HostStats.Key).
 //
 //   - Retryable results count as failures; non-retryable responses,
 //     4xx included, as successes. Non-retryable errors without a response,
@@ -183,9 +182,38 @@
 //     request itself was refused.
 //   - State changes lazily: no timer and no goroutine per breaker. No hook
 //     is called while a breaker's lock is held, so a state-change hook may
-//     read BreakerState. Memory is bounded by MaxBreakers; an open breaker is
+//     read Stats. Memory is bounded by [WithMaxHosts]; an open breaker is
 //     never evicted before its OpenDuration ends, and a new host that finds
-//     no room is served untracked ([Transport.UntrackedAdmissions]).
+//     no room is served untracked (Stats.UntrackedAdmissions).
+//
+// # Overload: the concurrency limit
+//
+// [WithConcurrencyLimit] keeps an adaptive limit per host on the attempts
+// in flight to it, learned from its latency and its overload answers (503,
+// 429, per-attempt timeouts); [resilience.ConcurrencyLimit] gives the
+// model. Turn it on in front of a downstream that can be overloaded: when
+// its capacity drops, the requests it can still answer in time keep being
+// answered, at about its capacity, and the excess fails at once, locally,
+// instead of every request queueing there until it times out (and the
+// retries of those timeouts adding to the queue). Below the downstream's
+// capacity it sheds nothing.
+//
+//   - A request over the limit waits briefly for a permit (MaxWait, never
+//     past its deadline), then is shed: RoundTrip returns an error
+//     matching [resilience.ErrOverloaded] (an *[resilience.OverloadError]
+//     naming the limit and what was in flight), nothing is sent, the body
+//     is closed, and the give-up reason is "overloaded". Nothing of the
+//     request is read before the permit is granted.
+//   - Retries and hedges need a permit too and never wait: a hedge that
+//     finds none is not sent; a retry that finds none ends the request with
+//     the answer it had, as an exhausted budget does.
+//   - Policy.Criticality orders requests (sheddable ones are shed once
+//     three quarters of the limit is in use, critical ones wait ahead of
+//     the rest); Policy.NoLimit exempts one.
+//   - [Transport.Stats] gives each host's limit, in-flight count and
+//     sheds; OnShed and OnLimitWait fire for each shed and each wait, and
+//     package telemetry turns them into gauges, a counter, span events and
+//     log lines.
 //
 // # Giving up
 //
@@ -246,6 +274,54 @@
 // ("1; initial", "2; retry", "3; hedge"), as Envoy's x-envoy-attempt-count
 // does.
 //
+// # Under SDKs and other clients
+//
+// The transport goes under any client that takes an http.RoundTripper or an
+// *http.Client, and decides per request, as for any caller.
+//
+//   - A request is retried when it is idempotent: GET, HEAD, OPTIONS,
+//     TRACE, PUT, DELETE, or any method with an Idempotency-Key or
+//     X-Idempotency-Key entry, including one with no value
+//     (req.Header["Idempotency-Key"] = nil), which net/http documents as
+//     marking a request idempotent without sending the header. Prometheus'
+//     API client marks its POST queries this way, so they are retried.
+//   - Other POSTs are sent once: OTLP exports, most AWS API calls, remote
+//     write. [WithNonIdempotentRetries], or Policy.RetryNonIdempotent
+//     through [WithPolicy], allows repeating them.
+//   - An SDK's own retries are new requests here. When both layers retry,
+//     attempts multiply (up to MaxAttempts × the SDK's attempts); the
+//     budget only refuses this transport's retries. Pick one layer: let
+//     the SDK retry over a transport of its own with WithMaxAttempts(1)
+//     (keeping the breaker, the limit, telemetry and timeouts), or turn the
+//     SDK's retries off and let the transport retry.
+//   - OTLP/HTTP exporters: the safe setup is the exporter's retries off
+//     (otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})),
+//     a transport of its own with WithNonIdempotentRetries(true) and
+//     WithPerAttemptTimeout, and, if it carries gotry's telemetry, a
+//     telemetry.New(telemetry.WithTracerProvider(noop.NewTracerProvider()))
+//     of its own: telemetry on an exporter's transport that exports through
+//     the same provider traces its own exports, for ever. See the
+//     OtlpExporter example. A resend after a connection was lost
+//     mid-request may duplicate spans, which OTLP allows.
+//   - Never give an SDK a static idempotency-key header: every request
+//     would carry the same key and a deduplicating server would drop all
+//     but the first. Set a fresh key (or a nil entry) per request in a
+//     RoundTripper over this one.
+//   - MaxAttempts bounds this transport's attempts, not what http.Transport
+//     sends within one: it resends an idempotent request once on a new
+//     connection when a reused one breaks before the response, so a
+//     server may see up to twice MaxAttempts arrivals.
+//   - HTTP/2: the errors net/http's HTTP/2 client returns for a lost
+//     connection ("http2: client connection lost" and three others, an
+//     exact list) are retried; they are the one exception to classifying
+//     errors by type. Without a health check a stalled connection stays
+//     pooled, and retries after per-attempt timeouts go back onto it: set
+//     http.Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: ...,
+//     PingTimeout: ...} and allow enough attempts to outlast it.
+//   - After per-attempt timeouts the error matches both [ErrAttemptTimeout]
+//     and context.DeadlineExceeded; test ErrAttemptTimeout first to tell it
+//     from the caller's own deadline, which matches only the latter.
+//
 // # Promises
 //
 //   - A non-idempotent request is sent at most once unless you allow more
@@ -259,7 +335,7 @@
 //     errors never repeat request headers or bodies.
 //   - Retries and hedges together never exceed MaxAttempts; every response
 //     body the transport receives is closed, losers included; no goroutine
-//     outlives a request; per-host breaker memory is bounded by MaxBreakers.
+//     outlives a request; per-host memory is bounded by WithMaxHosts.
 //
 // # Usage notes
 //
