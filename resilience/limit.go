@@ -20,39 +20,43 @@ import (
 // capacity instead of collapsing into a queue of requests that time out.
 //
 // The model, per key, updated once per window of results (at least 10
-// results and max(50ms, 4 × the no-load latency); a window in which
-// attempts found the limit reached ends after 4 no-load latencies):
+// results and max(50ms, 4 × the no-load latency); a window in which an
+// attempt found the limit reached ends after 4 no-load latencies):
 //
 //   - The no-load latency is the mean time to a good result (one that is
-//     not an overload answer or a timeout) while this client is not
-//     queueing at the downstream: a window whose mean is lower replaces it
-//     at once; a window that did not fill the limit moves it an eighth of
-//     the way toward its own mean; a window that filled the limit leaves
-//     it (its latency may be this client's own queue), except for a probe.
+//     not an overload answer or a timeout) while this client builds no
+//     queue at the downstream: a window whose mean is lower replaces it at
+//     once; a window that did not fill the limit moves it an eighth of the
+//     way toward its own mean; a window that filled the limit leaves it
+//     (its latency may be this client's own queue), except for a probe.
 //   - The delivery rate is the good results per second, its peak taken over
 //     the last 8 windows.
 //   - Their product (Little's law) estimates how many attempts the
-//     downstream serves at once without queueing; the target limit is
+//     downstream serves at once without queueing. The target limit is
 //     twice that plus 4 (MinLimit when nothing good came back), so a
 //     downstream at its capacity holds a queue of about as many attempts
-//     as it serves, and never an unbounded one.
-//   - A window that filled the limit with a mean latency over twice the
-//     no-load latency, or whose results are more than 10% overload answers
-//     (Verdict.Overload: 503 and 429 for the transport, and per-attempt
-//     timeouts), is congested; two congested windows in a row drop the
-//     limit to the target (one alone may be a pause of this process).  A window that filled the
-//     limit without congestion doubles it (up to MaxLimit), so a new or
-//     busier key finds its level in a few windows. Otherwise the limit
-//     follows twice the peak in flight over the last 8 windows plus 4,
-//     never below the target or InitialLimit.
+//     as it serves, never an unbounded one.
+//   - A window is congested when it filled the limit with a mean latency
+//     over twice the no-load latency, or when over 10% of its results were
+//     overload answers (Verdict.Overload: 503 and 429 for the transport)
+//     or per-attempt timeouts. Two congested windows in a row drop the
+//     limit to the target; one alone may be a pause of this process.
+//   - A window that filled the limit without congestion raises it: to
+//     twice its value (at least the target) when its latency shows no
+//     queue (a mean up to 1.5 × the no-load latency), else by an eighth;
+//     so a new or busier key finds its level within a few windows.
+//   - Otherwise the limit follows twice the peak in flight over the last 8
+//     windows plus 4, never below the target or InitialLimit.
 //   - After three windows in a row congested by latency (and at most every
-//     10th window) comes a probe, twice as long: the limit is held at the estimate itself, so that any
-//     queue this client built at the downstream drains, and the mean
-//     latency of the attempts sent during the probe becomes the no-load
-//     latency (at most twice the one before: the probe's first attempts
-//     may still meet some of the queue). This is how the limit follows a downstream that got slower
-//     without mistaking its own queue for that; at the right estimate a
-//     probe costs nothing, since the downstream is still kept busy.
+//     10th window) comes a probe, twice as long: the limit is held at the
+//     estimate itself, so that the queue this client built at the
+//     downstream drains, and the mean latency of the attempts sent during
+//     the probe becomes the no-load latency (at most twice the one before:
+//     the probe's first attempts may still meet some of the queue). This is
+//     how the limit follows a downstream that got slower without mistaking
+//     its own queue for that; at an estimate at or above the downstream's
+//     own concurrency a probe costs nothing, since the downstream is still
+//     kept busy.
 //
 // A first attempt that finds the limit reached waits for a permit up to
 // MaxWait, never past its context's deadline, then is shed with an
@@ -81,9 +85,8 @@ type ConcurrencyLimit struct {
 	// MaxWait is how long a first attempt that finds the limit reached
 	// waits for a permit before it is shed. 0 means four times the key's
 	// no-load latency (at least 1ms, at most 100ms; 100ms until it is
-	// known); negative means never wait.
-	// The wait always ends at the call's deadline. At most as many
-	// attempts wait as the limit.
+	// known); negative means never wait. The wait always ends at the
+	// call's deadline. At most as many attempts wait as the limit.
 	MaxWait time.Duration
 }
 
@@ -184,6 +187,7 @@ const (
 	limitHeadroom      = 4
 	limitCongestedRTT  = 2.0 // mean latency over this × no-load latency is congestion
 	limitCongestedLoad = 0.1 // overload answers over this fraction of results is congestion
+	limitClearRTT      = 1.5 // mean latency up to this × no-load latency shows no queue
 )
 
 // limiter is the concurrency limit of one key.
@@ -499,8 +503,10 @@ func (l *limiter) closeLocked(el time.Duration) {
 	case congested && l.hot >= limitHotWindows:
 		lim = min(lim, target)
 	case congested: // one window may be a stall (a pause of this process, say): wait for the next
+	case filled && float64(mean) <= limitClearRTT*float64(l.base):
+		lim = max(target, 2*lim) // no sign of a queue: room to grow
 	case filled:
-		lim = max(target, 2*lim)
+		lim = max(target, lim+max(lim/8, 1)) // some queueing already: gently
 	default:
 		lim = max(target, min(lim, 2*peak+limitHeadroom), int32(cfg.InitialLimit))
 	}

@@ -67,7 +67,7 @@ func TestLimitShedsNothingInSteadyState(t *testing.T) {
 	for _, m := range []overloadModel{
 		with(capacityDrop, func(m *overloadModel) { m.dropBy, m.length, m.seed = 1, 30*time.Second, 5 }),
 		with(capacityDrop, func(m *overloadModel) { m.dropBy, m.length, m.sigma, m.seed = 1, 30*time.Second, 1, 6 }),
-		with(capacityDrop, func(m *overloadModel) { m.dropBy, m.length, m.sigma, m.load, m.seed = 1, 30*time.Second, 0.5, 0.9, 8 }),
+		with(capacityDrop, func(m *overloadModel) { m.dropBy, m.length, m.sigma, m.load, m.seed = 1, 30*time.Second, 0.5, 0.8, 8 }),
 	} {
 		r := m.run()
 		shed, offered := total(r.shed, 1, len(r.shed)), total(r.offered, 1, len(r.offered))
