@@ -357,3 +357,44 @@ func BenchmarkRetrySucceedsFirstTime(b *testing.B) {
 		}
 	}
 }
+
+// TestRetrierConcurrencyLimit: over the limit, Retry fails at once with an
+// error matching ErrOverloaded without running fn; WithMaxKeys bounds the
+// keys; both options name themselves on nonsense.
+func TestRetrierConcurrencyLimit(t *testing.T) {
+	r := NewRetrier(WithMaxKeys(4), WithConcurrencyLimit(ConcurrencyLimit{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, MaxWait: -1}))
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Retry(context.Background(), r, "db", func(context.Context) (int, error) {
+			close(held)
+			<-release
+			return 1, nil
+		})
+		done <- err
+	}()
+	<-held
+	ran := false
+	_, err := Retry(context.Background(), r, "db", func(context.Context) (int, error) { ran = true; return 1, nil })
+	if !errors.Is(err, ErrOverloaded) || ran {
+		t.Errorf("Retry at the limit: %v (fn ran: %v), want ErrOverloaded without running fn", err, ran)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := r.Stats().Host("db"); !ok || h.Limit != 1 || h.Shed != 1 || h.InFlight != 0 {
+		t.Errorf("Stats for db: %+v, want limit 1, 1 shed, nothing in flight", h)
+	}
+	for _, c := range []struct {
+		f    func()
+		want string
+	}{
+		{func() { WithConcurrencyLimit(ConcurrencyLimit{MaxLimit: -1}) }, "WithConcurrencyLimit: ConcurrencyLimit.MaxLimit"},
+		{func() { WithMaxKeys(0) }, "WithMaxKeys"},
+	} {
+		if msg := panicMessage(c.f); !strings.Contains(msg, c.want) {
+			t.Errorf("panic %q, want it to contain %q", msg, c.want)
+		}
+	}
+}
