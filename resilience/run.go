@@ -124,6 +124,13 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	if e.plain && c.Policy.PerAttemptTimeout <= 0 && !c.Policy.hedging(e) {
 		return executePlain(ctx, e, &c)
 	}
+	return executeRun(ctx, e, c)
+}
+
+// executeRun runs c on a run state: the general path, which executePlain
+// repeats for its first attempt (TestPlainAgreesWithGeneral holds the two
+// to the same outcomes).
+func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx // r is zero: see getRun
 	if e.timed {
