@@ -32,7 +32,6 @@ type Engine struct {
 	hooks    Hooks
 	hedgers  *hedgers       // adaptive hedging state per key; nil when not configured
 	seconds  *clock.Seconds // the current second, for the budget's deposits (see clock.Seconds)
-	queues   *clock.Queues  // inline hedge delays and per-attempt timeouts (see timers.go)
 	// timed: something wants each call's start time (a call hook,
 	// adaptive hedging); otherwise a call reads no clock on its success
 	// path (the budget and a closed breaker make do with the second).
@@ -79,7 +78,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		cfg.Clock = clock.Real()
 	}
 	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks,
-		seconds: clock.SecondsOf(cfg.Clock), queues: clock.QueuesOf(cfg.Clock)}
+		seconds: clock.SecondsOf(cfg.Clock)}
 	if cfg.Breaker != nil {
 		e.breakers = newBreakerSet(*cfg.Breaker)
 		e.breakers.clk = cfg.Clock // exact times for transitions; calls pass the current second

@@ -66,7 +66,7 @@ func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
 func (r *run[T]) inlineReturned(a *attempt[T]) {
 	ht := a.ht
 	a.ht = nil
-	if ht.t.Stop() { // answered within the delay: no hedge, nobody else involved
+	if ht.stop() { // answered within the delay: no hedge, nobody else involved
 		if r.lingering { // an earlier timer's callback may still look
 			r.mu.Lock()
 			r.inline, r.ht = nil, nil
@@ -104,7 +104,6 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 	ht := r.spareHT
 	if ht == nil {
 		ht = new(hedgeTimer)
-		ht.t.F = ht.fire
 	}
 	r.spareHT = nil
 	ht.target = &r.self
@@ -118,11 +117,11 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 		r.mu.Unlock()
 	} else {
 		// No timer of this call ever fired, so no other goroutine knows r;
-		// arming ht publishes these to its callback (the queue's lock
+		// arming ht publishes these to its callback (arming a timer
 		// orders the two).
 		r.inline, r.ht = a, ht
 	}
-	r.e.queues.Arm(&ht.t, r.hedgeDelay)
+	ht.arm(r.e.clock, r.hedgeDelay)
 	return ht
 }
 
@@ -134,11 +133,11 @@ func (r *run[T]) inlinePanicked(a *attempt[T]) {
 	r.inline = nil
 	r.waitAdmission()
 	if r.ht != nil {
-		r.ht.t.Stop()
+		r.ht.stop()
 		r.ht = nil
 	}
 	if a.timer != nil { // armed late by the hedge timer's callback
-		a.timer.t.Stop()
+		a.timer.stop()
 	}
 	r.lingering = true
 	if r.concurrent && !r.decided {

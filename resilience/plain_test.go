@@ -48,7 +48,7 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 		ratio := rapid.SampledFrom([]float64{0, 0.1, 1}).Draw(t, "ratio")
 		minPerSec := rapid.IntRange(0, 2).Draw(t, "minPerSec")
 
-		run := func(path func(context.Context, *Engine, Call[int]) Result[int]) plainOutcome {
+		run := func(path func(context.Context, *Engine, Call[int]) Result[int]) []string {
 			var out plainOutcome
 			clk := &instantClock{now: time.Unix(1_700_000_000, 0)}
 			e := NewEngine(EngineConfig{BudgetRatio: ratio, BudgetMinPerSec: minPerSec, Clock: clk, Hooks: out.hooks()})
@@ -67,12 +67,12 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 			out.addErr(res.Err)
 			res.Finish(nil)
 			out.add("budget %.3f", e.BudgetTokens())
-			return out
+			return out.log
 		}
 		plain := run(func(ctx context.Context, e *Engine, c Call[int]) Result[int] { return executePlain(ctx, e, &c) })
 		general := run(executeRun[int])
-		if !slices.Equal(plain.log, general.log) {
-			t.Fatalf("executePlain and the general path disagree\nplain:   %q\ngeneral: %q", plain.log, general.log)
+		if !slices.Equal(plain, general) {
+			t.Fatalf("executePlain and the general path disagree\nplain:   %q\ngeneral: %q", plain, general)
 		}
 	})
 }

@@ -428,7 +428,7 @@ func (r *run[T]) loop(caller bool) Result[T] {
 			r.decide()
 			a.own.cancel(ErrAttemptLost)
 			if a.timer != nil {
-				a.timer.t.Stop()
+				a.timer.stop()
 			}
 			r.release(r.retained)
 			r.retained = nil

@@ -48,8 +48,8 @@ func NowFrom(c Clock, t time.Time) time.Time {
 	return c.Now()
 }
 
-// isReal reports whether c is the real clock (what SecondsOf and QueuesOf
-// share process-wide).
+// isReal reports whether c is the real clock (what SecondsOf shares
+// process-wide).
 func isReal(c Clock) bool {
 	_, ok := c.(realClock)
 	return ok
