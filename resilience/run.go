@@ -29,9 +29,9 @@ type attempt[T any] struct {
 	err                 error
 	verd                Verdict
 	kept                bool // Retain has run on v
-	// lingering: the per-attempt timeout fired, and its callback (which
+	// timedOut: the per-attempt timeout fired, and its callback (which
 	// calls cancel) may still be running: the attempt must not be reused.
-	lingering bool
+	timedOut bool
 
 	panicked *attemptPanic // set when the attempt panicked on its own goroutine
 }
@@ -39,52 +39,26 @@ type attempt[T any] struct {
 // attemptPanic carries a panic from an attempt's goroutine to the caller's.
 type attemptPanic struct{ value any }
 
-// run is the state of one Execute. Fields are owned by the goroutine
-// running Execute, except where noted.
+// run is the state of one Execute. A call lives in one of three modes,
+// and moves only forward through them:
 //
-// A run that never handed over is pooled when its call returns (see
-// Execute). Only its callState is cleared then: the rest is either kept on
-// purpose (self, spareHT) or set only by a handover, after which the run is
-// never pooled, so it is still zero. Clearing a pooled struct costs a write
-// barrier per pointer slot while the collector marks; the handover part's
-// slots (the driver's result, the attempt lists) would be most of them.
-// TestPooledRunIsClear checks that a pooled run holds nothing of its call.
+//   - sequential (no hedging): the caller's goroutine runs every attempt
+//     and the loop; nothing else ever sees r.
+//   - inline (a Cancelable call that hedges, until a hedge fires): as
+//     sequential, with a hedge timer armed while an attempt runs. Its
+//     callback (hedgeFired) may run on another goroutine, so inline, ht and
+//     admitting are guarded by mu, and are written without it only while
+//     no timer of the call ever fired (lingering false: see armInline).
+//   - concurrent (after a handover, or a hedging call that is not
+//     Cancelable from the start): a driver goroutine runs the loop, every
+//     attempt runs on a goroutine of its own, and mu guards decided,
+//     active and done, which they share. The caller's goroutine touches
+//     nothing but its own inline attempt until finished is closed.
+//
+// Every other field belongs to the goroutine driving the call. A run is
+// pooled when its call returns only if no other goroutine may still touch
+// it (see poolable); it is then cleared whole but for its spare hedge timer.
 type run[T any] struct {
-	callState[T]
-
-	// Kept when the run is pooled; neither holds a value of a call.
-	self hedgeFirer // r, for its hedge timers to call back
-	// spareHT is a stopped hedge timer of this run's, for its next inline
-	// attempt, so a hedging call takes no timer from a pool. A timer that
-	// fired is never spare (its callback may still run), and a run whose
-	// timer fired is not pooled.
-	spareHT *hedgeTimer
-
-	// Set only by a handover (or a call concurrent from the start), so
-	// zero in every pooled run.
-	wake       chan struct{} // signalled (capacity 1) when done grows
-	timer      clock.Timer   // the driver's hedge timer
-	cond       sync.Cond     // on mu: signals the end of admitting (set up when first needed)
-	finished   chan struct{}
-	final      Result[T]     // the driver's result, once finished is closed
-	finalPanic *attemptPanic // or the panic that ended the driver
-
-	// After a handover, attempt goroutines and the driver share these.
-	// Both lists hold only attempts in flight or finished and not yet
-	// taken, so the memory of a call is bounded by its attempts in flight,
-	// never by MaxAttempts. Before a handover mu also guards some of
-	// callState's hedging fields (see there).
-	mu        sync.Mutex     // guards decided, active and done
-	decided   bool           // the call has returned; late attempts release themselves
-	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
-	done      []*attempt[T]  // finished attempts waiting for the loop, oldest first
-	activeBuf [4]*attempt[T] // backs active for the common small case
-	doneBuf   [2]*attempt[T] // backs done for the common small case
-}
-
-// callState is the part of a run that a call sets whether or not it hands
-// over: what putRun clears.
-type callState[T any] struct {
 	e      *Engine
 	c      Call[T]
 	parent context.Context // the caller's context
@@ -106,17 +80,41 @@ type callState[T any] struct {
 
 	ready *attempt[T] // the finished attempt, while the caller drives
 
-	// Hedging before a handover (see hedge.go): mu guards inline, ht,
-	// concurrent and admitting; lingering and handedOff are the caller's own.
+	// Inline mode (see hedge.go).
+	self       hedgeFirer  // r, for its hedge timers to call back
+	spareHT    *hedgeTimer // a stopped hedge timer, for the next inline attempt (kept when pooled)
 	inline     *attempt[T] // the attempt the caller is running with a hedge timer armed
 	ht         *hedgeTimer // that timer
-	concurrent bool        // handed over: a driver goroutine runs the loop, attempts run on goroutines
 	admitting  bool        // a fired hedge timer is admitting a hedge; cond signals the end
-	lingering  bool        // a timer's callback may still touch r after the call: r is not pooled
+	cond       sync.Cond   // on mu: signals the end of admitting (set up when first needed)
+	lingering  bool        // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
 	handedOff  bool        // the caller's part is done: it waits for the driver's result
+	concurrent bool        // concurrent mode: set once, under mu (or before any other goroutine knows r)
+
+	// Concurrent mode. Both lists hold only attempts in flight or finished
+	// and not yet taken, so the memory of a call is bounded by its
+	// attempts in flight, never by MaxAttempts.
+	mu         sync.Mutex     // guards decided, active and done; in inline mode, inline, ht and admitting
+	decided    bool           // the call has returned; late attempts release themselves
+	active     []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
+	done       []*attempt[T]  // finished attempts waiting for the loop, oldest first
+	activeBuf  [4]*attempt[T] // backs active for the common small case
+	doneBuf    [2]*attempt[T] // backs done for the common small case
+	wake       chan struct{}  // signalled (capacity 1) when done grows
+	timer      clock.Timer    // the driver's hedge timer
+	finished   chan struct{}  // closed when the driver has its result
+	final      Result[T]      // the driver's result, once finished is closed
+	finalPanic *attemptPanic  // or the panic that ended the driver
 
 	first attempt[T] // the first attempt, allocated with the run
 }
+
+// poolable reports, as the call returns to its caller, whether no other
+// goroutine may still touch r: not after a handover (late attempts), nor
+// after a hedge timer fired (its callback), nor after the first attempt's
+// timeout fired (its callback reads r.first.own). Later attempts are
+// allocated on their own and never reused, so their timeouts do not count.
+func (r *run[T]) poolable() bool { return !r.concurrent && !r.lingering && !r.first.timedOut }
 
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
@@ -132,7 +130,7 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // to the same outcomes).
 func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r := getRun[T](e)
-	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx // r is zero: see getRun
+	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx
 	if e.timed {
 		r.start = e.clock.Now()
 	}
@@ -142,7 +140,7 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	// are copies), so the state can be reused. After a handover late
 	// attempts may still hold r, and after a timer fired its callback may:
 	// r is then left to the garbage collector.
-	res.Detached = r.concurrent || r.lingering || r.first.lingering
+	res.Detached = !r.poolable()
 	if !res.Detached {
 		putRun(e, r)
 	}
@@ -183,20 +181,19 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		return Result[T]{Err: err}
 	}
 	r := getRun[T](e)
-	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx // r is zero: see getRun
+	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx
 	r.maxAttempts, r.limitReason, r.launched, r.inflight = limit, limitReason, 1, 1
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.loop(true)
-	if !r.first.lingering {
+	if r.poolable() {
 		putRun(e, r)
 	}
 	return res
 }
 
-// getRun takes a finished run from e's pool, or makes one: either way its
-// callState is zero (putRun clears it before pooling the run), so a call
-// sets only the fields it starts with.
+// getRun takes a finished run from e's pool, or makes one: either way it
+// is zero but for a spare hedge timer.
 func getRun[T any](e *Engine) *run[T] {
 	if r, ok := e.runs.Get().(*run[T]); ok { // another T's run is dropped
 		return r
@@ -204,10 +201,12 @@ func getRun[T any](e *Engine) *run[T] {
 	return new(run[T])
 }
 
-// putRun clears r's call state, so the pool holds no caller's values, and
-// pools it. Only a run that never handed over may be pooled (see run).
+// putRun clears r, so the pool holds no caller's values, and pools it. Only
+// a poolable run may be pooled.
 func putRun[T any](e *Engine, r *run[T]) {
-	r.callState = callState[T]{}
+	ht := r.spareHT
+	*r = run[T]{}
+	r.spareHT = ht
 	e.runs.Put(r)
 }
 
@@ -261,11 +260,7 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	if r.launched > 1 {
 		a = new(attempt[T])
 	}
-	// a is zero (a new attempt, or the first of a run from getRun): set
-	// what is not, rather than assign it whole, which would clear every
-	// pointer slot again under the write barrier.
-	a.ticket = t
-	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
+	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
 		ctx, a.own = newOwnCtx(r.ctx)
@@ -325,9 +320,9 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		r.inlineReturned(a)
 	}
 	if a.timer != nil && !e.stopTimeout(a.timer) {
-		a.lingering = true
+		a.timedOut = true
 	}
-	if a.lingering && r.parent.Err() == nil {
+	if a.timedOut && r.parent.Err() == nil {
 		// The timeout fired (its cancel may still be on its way): the
 		// attempt, and any body it returned, is cut off.
 		if a.err == nil {

@@ -171,22 +171,7 @@ type call struct {
 // clear drops what c holds of its request, so the pool keeps none of a
 // caller's values, and readies it for the next call: every field is zero
 // but t, which stays c's transport (calls are pooled per transport).
-// Pointers are cleared one by one, and only when set: assigning the struct
-// whole would clear every pointer slot under the write barrier while the
-// collector marks.
-func (c *call) clear() {
-	c.req, c.cl = nil, nil
-	if c.getBody != nil {
-		c.getBody = nil
-	}
-	if c.first != nil {
-		c.first = nil
-	}
-	if c.policyErr != nil {
-		c.policyErr = nil
-	}
-	c.nonIdempotentOK, c.firstIsOriginal, c.bodyFresh = false, false, false
-}
+func (c *call) clear() { *c = call{t: c.t} }
 
 // override applies the request's Policy rp to p, the transport's settings.
 func (c *call) override(p *resilience.Policy, rp Policy) error {
@@ -251,9 +236,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	}
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
-	if c.req.Body != nil { // (a pointer store costs a write barrier while the GC runs)
-		c.first = c.req.Body
-	}
+	c.first = c.req.Body
 	c.firstIsOriginal = true
 	c.bodyFresh = false
 	if n <= 1 {
