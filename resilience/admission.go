@@ -1,11 +1,6 @@
 package resilience
 
-import (
-	"errors"
-	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
-)
+import "errors"
 
 // Admission: the breaker and the budget decide whether a call, and each
 // further attempt, may go ahead. Refusals fire their hooks here.
@@ -16,7 +11,7 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 	e, c := r.e, r.c
 	var tk ticket
 	if e.breakers != nil && c.Key != "" {
-		t, tr, err := e.breakers.admit(c.Key, r.now())
+		t, tr, err := e.breakers.admit(c.Key, e.seconds.Time())
 		r.report(tr)
 		if err != nil {
 			if h := e.hooks.OnBreakerReject; h != nil {
@@ -46,24 +41,6 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 		r.limitReason = ReasonCircuitOpen
 	}
 	return tk, Result[T]{}, true
-}
-
-// now is the call's start when it was read (see Engine.timed), else the
-// current second: what the budget and a closed breaker need.
-func (r *run[T]) now() time.Time {
-	if r.e.timed {
-		return r.start
-	}
-	return r.e.seconds.Time()
-}
-
-// clockNow reads the engine's clock for the call's timing: cheaply, from the
-// call's start (see clock.NowFrom), when the call was timed from its start.
-func (r *run[T]) clockNow() time.Time {
-	if r.start.IsZero() {
-		return r.e.clock.Now()
-	}
-	return clock.NowFrom(r.e.clock, r.start)
 }
 
 // report forwards a breaker transition to the hook, in the call's context.

@@ -225,7 +225,7 @@ func (r *run[T]) execute() Result[T] {
 	if !ok {
 		return res
 	}
-	e.budget.Deposit(r.now())
+	e.budget.Deposit(e.seconds.Time())
 	if r.c.Policy.adaptive(e) && r.c.Key != "" {
 		r.hk = e.hedgers.get(r.c.Key, r.start)
 	}
@@ -292,7 +292,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	// Timing costs two clock reads; only hooks and adaptive hedging want it.
 	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
 	if timed {
-		a.start = r.clockNow()
+		a.start = e.clock.Now()
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
 		if cr, ok := r.c.Op.(carrier); ok {
@@ -304,7 +304,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	}
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
 	if timed {
-		now := r.clockNow()
+		now := e.clock.Now()
 		a.dur = now.Sub(a.start)
 		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
 			// The key's latency is its calls' first attempts: what a call
