@@ -2,7 +2,6 @@ package resilience
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 
@@ -36,9 +35,6 @@ type Engine struct {
 	// adaptive hedging); otherwise a call reads no clock on its success
 	// path (the budget and a closed breaker make do with the second).
 	timed bool
-	// keyed: calls need their Key (for the breaker, adaptive hedging or a
-	// hook); see Keyed.
-	keyed bool
 	// plain: no hook can fire before a call's first result is judged or
 	// when it ends, and there is no breaker or adaptive state, so a call's
 	// first attempt can run with no run state at all (see Execute).
@@ -91,21 +87,8 @@ func NewEngine(cfg EngineConfig) *Engine {
 	}
 	h := &e.hooks
 	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.hedgers != nil
-	e.keyed = e.breakers != nil || e.hedgers != nil || !e.hooks.empty()
 	e.plain = !e.timed && e.breakers == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
-}
-
-// empty reports whether no hook is set. (By reflection, once per engine, so
-// a new hook needs no edit here.)
-func (h Hooks) empty() bool {
-	v := reflect.ValueOf(h)
-	for i := range v.NumField() {
-		if !v.Field(i).IsNil() {
-			return false
-		}
-	}
-	return true
 }
 
 // EachHedgeDelay calls fn for every key tracked by adaptive hedging with its
@@ -160,11 +143,6 @@ func (e *Engine) UntrackedAdmissions() uint64 {
 	}
 	return e.breakers.Untracked()
 }
-
-// Keyed reports whether the engine uses a Call's Key: for its breakers, its
-// adaptive hedging state or its hooks. When it does not, an adapter may leave
-// the key empty rather than compute it.
-func (e *Engine) Keyed() bool { return e.keyed }
 
 // Hooks returns the engine's hooks.
 func (e *Engine) Hooks() Hooks { return e.hooks }

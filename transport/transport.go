@@ -19,7 +19,6 @@ type Transport struct {
 	cfg    config
 	engine *resilience.Engine
 	policy resilience.Policy // the transport's own settings as an engine Policy, built once
-	keyed  bool              // the engine uses each call's key (see resilience.Engine.Keyed)
 	calls  sync.Pool         // *call of finished requests that were not hedged, for reuse
 }
 
@@ -59,7 +58,6 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		PerAttemptTimeout: cfg.perAttemptTimeout,
 		MaxRetryAfter:     cfg.maxRetryAfter,
 	}
-	t.keyed = t.engine.Keyed()
 	return t
 }
 
@@ -131,9 +129,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// loser. (A direct map lookup: the key is canonical.)
 		rc.Policy.MaxHedges = 0
 	}
-	if t.keyed { // the breaker's key, and the host in events: only for an engine that uses it
-		rc.Key = hostKey(req.URL)
-	}
+	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
 	res := resilience.Execute(req.Context(), t.engine, rc)
 	if c.bodyFresh {
 		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
