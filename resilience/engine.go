@@ -218,6 +218,27 @@ type AttemptInfo struct {
 	Carrier any
 }
 
+// prompt may be implemented by an Operation whose Do returns promptly once
+// its context is cancelled (an HTTP round trip over http.Transport does);
+// CancelsPromptly is the promise, and does nothing. A hedging call then
+// runs each attempt on the caller's goroutine until a hedge actually fires,
+// so hedging costs no goroutine or channel on the success path; a hedge
+// that wins cancels the caller's attempt and is returned once that attempt
+// has returned. Without the promise every attempt of a hedging call runs on
+// a goroutine of its own, so a winner is returned at once even while a
+// loser ignores its cancellation.
+type prompt interface{ CancelsPromptly() }
+
+// recycler may be implemented by an Operation that its adapter reuses from
+// call to call (the transport pools its own). The engine calls Recycle as
+// Execute returns, on the caller's goroutine, when nothing but the caller
+// can use the Operation any more: every attempt ran on the caller's
+// goroutine and no timer's callback may still run. Otherwise it never
+// calls it (after a hedge fired, a late attempt may still be using the
+// Operation), and the Operation is left to the garbage collector. The
+// adapter must not touch the Operation after Execute returns either way.
+type recycler interface{ Recycle() }
+
 // carrier may be implemented by an Operation whose attempts carry metadata
 // of their own that hooks may write (the transport: each attempt's copy of
 // the request headers, for trace context). The engine calls NewCarrier
@@ -268,15 +289,6 @@ type Call[T any] struct {
 	Policy Policy
 	// Op makes and judges the attempts.
 	Op Operation[T]
-	// Cancelable promises that Op.Do returns promptly once its context is
-	// cancelled (an HTTP round trip over http.Transport does). A hedging
-	// call then runs each attempt on the caller's goroutine until a hedge
-	// actually fires, so hedging costs no goroutine or channel on the
-	// success path; a hedge that wins cancels the caller's attempt and is
-	// returned once that attempt has returned. Without the promise every
-	// attempt of a hedging call runs on a goroutine of its own, so a winner
-	// is returned at once even while a loser ignores its cancellation.
-	Cancelable bool
 }
 
 // Result is what Execute returns.
@@ -294,13 +306,6 @@ type Result[T any] struct {
 	Attempt int
 	// Context is that attempt's context.
 	Context context.Context
-	// Detached reports that something besides the caller may still use
-	// the Operation after Execute returned: an attempt on a goroutine of
-	// its own (a hedge fired, or a hedging call that is not Cancelable), or
-	// a timer's callback that fired as its attempt answered. Otherwise
-	// every attempt ran on the caller's goroutine and nothing holds the
-	// Operation any more.
-	Detached bool
 
 	fin Finisher // what Finish does
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/MrVSiK/gotry/internal/clock"
 )
 
-// Hedging, in two phases, for a Cancelable call (any other hedging call
-// runs every attempt on a goroutine of its own, with the caller driving).
+// Hedging, in two phases, for a call whose Operation cancels promptly (see
+// prompt; any other hedging call runs every attempt on a goroutine of its
+// own, with the caller driving).
 //
 // Until a hedge fires, a hedging call costs what a sequential one does: the
 // caller's goroutine runs each attempt itself ("inline"), with a pooled

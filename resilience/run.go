@@ -44,13 +44,13 @@ type attemptPanic struct{ value any }
 //
 //   - sequential (no hedging): the caller's goroutine runs every attempt
 //     and the loop; nothing else ever sees r.
-//   - inline (a Cancelable call that hedges, until a hedge fires): as
+//   - inline (a hedging call whose Op is prompt, until a hedge fires): as
 //     sequential, with a hedge timer armed while an attempt runs. Its
 //     callback (hedgeFired) may run on another goroutine, so inline, ht and
 //     admitting are guarded by mu, and are written without it only while
 //     no timer of the call ever fired (lingering false: see armInline).
 //   - concurrent (after a handover, or a hedging call that is not
-//     Cancelable from the start): a driver goroutine runs the loop, every
+//     prompt, from the start): a driver goroutine runs the loop, every
 //     attempt runs on a goroutine of its own, and mu guards decided,
 //     active and done, which they share. The caller's goroutine touches
 //     nothing but its own inline attempt until finished is closed.
@@ -119,32 +119,39 @@ func (r *run[T]) poolable() bool { return !r.concurrent && !r.lingering && !r.fi
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
 func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
+	var res Result[T]
+	var free bool
 	if e.plain && c.Policy.PerAttemptTimeout <= 0 && !c.Policy.hedging(e) {
-		return executePlain(ctx, e, &c)
+		res, free = executePlain(ctx, e, &c)
+	} else {
+		res, free = executeRun(ctx, e, c)
 	}
-	return executeRun(ctx, e, c)
+	if rc, ok := c.Op.(recycler); ok && free {
+		rc.Recycle()
+	}
+	return res
 }
 
 // executeRun runs c on a run state: the general path, which executePlain
 // repeats for its first attempt (TestPlainAgreesWithGeneral holds the two
-// to the same outcomes).
-func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
+// to the same outcomes). It reports free when nothing but the caller can
+// use c.Op any more (see recycler).
+func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) (res Result[T], free bool) {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx
 	if e.timed {
 		r.start = e.clock.Now()
 	}
-	res := r.execute()
+	res = r.execute()
 	// Unless a hedge fired, every attempt ran on this goroutine and nothing
 	// of r outlives the call (results, events and the winner's cancel func
 	// are copies), so the state can be reused. After a handover late
 	// attempts may still hold r, and after a timer fired its callback may:
 	// r is then left to the garbage collector.
-	res.Detached = !r.poolable()
-	if !res.Detached {
+	if free = r.poolable(); free {
 		putRun(e, r)
 	}
-	return res
+	return res, free
 }
 
 // executePlain runs a call on a plain engine (see Engine.plain) whose policy
@@ -154,14 +161,14 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // result that is not retryable returns at once, exactly as the general path
 // would return it. Only a retryable first result takes a run state, which
 // carries on from there as the general path does after a first attempt.
-func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
+func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) (Result[T], bool) {
 	if err := ctx.Err(); err != nil {
-		return Result[T]{Err: err}
+		return Result[T]{Err: err}, true
 	}
 	limit := max(1, c.Policy.MaxAttempts)
 	n, why, err := c.Op.Prepare(limit)
 	if err != nil {
-		return Result[T]{Err: err}
+		return Result[T]{Err: err}, true
 	}
 	limitReason := ReasonAttemptsExhausted
 	if n < limit {
@@ -174,11 +181,11 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if !verd.Retryable {
 		switch {
 		case err == nil:
-			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
+			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}, true
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
-			return Result[T]{Err: ctx.Err()}
+			return Result[T]{Err: ctx.Err()}, true
 		}
-		return Result[T]{Err: err}
+		return Result[T]{Err: err}, true
 	}
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx
@@ -186,10 +193,11 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.loop(true)
-	if r.poolable() {
+	free := r.poolable()
+	if free {
 		putRun(e, r)
 	}
-	return res
+	return res, free
 }
 
 // getRun takes a finished run from e's pool, or makes one: either way it
@@ -235,7 +243,7 @@ func (r *run[T]) execute() Result[T] {
 		r.hk.deposit()
 		r.hedgeDelay = r.hk.current(r.start)
 	}
-	if r.hedging && !r.c.Cancelable {
+	if _, ok := r.c.Op.(prompt); r.hedging && !ok {
 		// Attempts that may ignore their cancellation run on goroutines
 		// of their own from the start, with the caller as the driver.
 		r.goConcurrent()
@@ -272,7 +280,7 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	case !r.hedging:
 		r.exec(ctx, a)
 		r.ready = a
-	case !r.concurrent: // (only a Cancelable call is not concurrent from the start)
+	case !r.concurrent: // (only a prompt Op's call is not concurrent from the start)
 		r.handedOff = r.runInline(ctx, a)
 	default:
 		r.mu.Lock()

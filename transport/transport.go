@@ -117,9 +117,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.req, c.bodyFresh = req, true // c is clear: see clear
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
-	// Cancelable: a RoundTripper honours its request's context (see the
-	// package doc on hedging).
-	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c, Cancelable: true}
+	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
 	c.cl = t.cfg.classifier
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)
@@ -130,15 +128,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rc.Policy.MaxHedges = 0
 	}
 	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
+	// c is not touched after this: the engine recycles it (see Recycle)
+	// when nothing else can use it, and a late attempt may be using it
+	// otherwise.
 	res := resilience.Execute(req.Context(), t.engine, rc)
-	if c.bodyFresh {
-		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
-	}
-	if !res.Detached {
-		// Every attempt ran on this goroutine and none holds c.
-		c.clear()
-		t.calls.Put(c)
-	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
@@ -168,6 +161,24 @@ type call struct {
 // caller's values, and readies it for the next call: every field is zero
 // but t, which stays c's transport (calls are pooled per transport).
 func (c *call) clear() { *c = call{t: c.t} }
+
+// Recycle readies c for the next request and pools it; the engine calls it
+// as Execute returns when no attempt or timer can still use c (a hedge
+// fired: a late attempt may; c is then left to the garbage collector). It
+// is also where req.Body is closed when no attempt took it (a breaker
+// rejection, a cancellation before the first attempt, an invalid Policy):
+// such a call launched no attempt, so it is always recycled.
+func (c *call) Recycle() {
+	c.closeBody()
+	c.clear()
+	c.t.calls.Put(c)
+}
+
+// CancelsPromptly promises the engine that Do returns once its context is
+// cancelled, as a RoundTripper honours its request's context, so a hedging
+// request runs its attempts on the caller's goroutine until a hedge fires
+// (see the package doc on hedging).
+func (*call) CancelsPromptly() {}
 
 // override applies the request's Policy rp to p, the transport's settings.
 func (c *call) override(p *resilience.Policy, rp Policy) error {
