@@ -314,17 +314,14 @@ type Result[T any] struct {
 // HTTP: when the response body is closed or read to EOF): it cancels the
 // attempt's own context, if it has one, and fires OnResultDone with err (an
 // error that ended the use early, or nil). Call it once for a result with a
-// Value; it does nothing for one without, or when NeedsFinish is false.
+// Value; it does nothing for one without.
 func (r *Result[T]) Finish(err error) { r.fin.Finish(err) }
 
 // Finisher returns what Finish does, in a few words, for an adapter that
 // keeps it until the value's use ends (the transport keeps one in every
-// response body it wraps).
-func (r *Result[T]) Finisher() Finisher { return r.fin }
-
-// NeedsFinish reports whether Finish does anything, so an adapter can spare
-// arranging to call it (for HTTP: wrapping the response body).
-func (r *Result[T]) NeedsFinish() bool { return r.fin.Needed() }
+// response body it wraps), and whether it does anything at all, so the
+// adapter can spare arranging to call it (for HTTP: wrapping the body).
+func (r *Result[T]) Finisher() (f Finisher, needed bool) { return r.fin, r.fin.needed() }
 
 // Finisher ends a returned result: see Result.Finish. The zero value does
 // nothing. It is a value of a few words, kept whole (an adapter stores it
@@ -352,5 +349,5 @@ func (f *Finisher) Finish(err error) {
 	}
 }
 
-// Needed reports whether Finish does anything.
-func (f *Finisher) Needed() bool { return f.own.set() || f.done.hook != nil }
+// needed reports whether Finish does anything.
+func (f *Finisher) needed() bool { return f.own.set() || f.done.hook != nil }

@@ -427,7 +427,7 @@ func testHedgeWins(t *testing.T, cancelable bool) {
 	}
 	fc.Advance(50 * time.Millisecond)
 	res := <-done
-	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.NeedsFinish() {
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.fin.needed() {
 		t.Fatalf("res %+v", res)
 	}
 	res.Finish(nil)

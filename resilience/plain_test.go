@@ -64,7 +64,7 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 			op := &plainOp{steps: steps, prep: prep, cancel: cancel, out: &out}
 			res, free := path(ctx, e, Call[int]{Key: "k", Op: op, Policy: pol})
 			out.add("result value=%d code=%d attempt=%d ownContext=%v needsFinish=%v free=%v",
-				res.Value, res.Code, res.Attempt, res.Context == ctx, res.NeedsFinish(), free)
+				res.Value, res.Code, res.Attempt, res.Context == ctx, res.fin.needed(), free)
 			out.addErr(res.Err)
 			res.Finish(nil)
 			out.add("budget %.3f", e.BudgetTokens())

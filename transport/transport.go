@@ -136,8 +136,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, res.Err
 	}
 	resp := res.Value
-	if res.NeedsFinish() {
-		track(resp, res.Finisher())
+	if end, ok := res.Finisher(); ok {
+		track(resp, end)
 	}
 	return resp, nil
 }
