@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 )
 
 // Retrier runs any func(context.Context) (T, error) with the same engine as
@@ -106,9 +106,10 @@ func WithHooks(h Hooks) RetrierOption {
 	return func(c *retrierConfig) { c.hooks = Combine(c.hooks, h) }
 }
 
-// WithClock runs the Retrier on c (default the wall clock; nil is ignored).
-// As transport.WithClock, it is gotry's one way to inject time, for tests
-// inside this module (clock is an internal package).
+// WithClock runs the Retrier on c: its backoff sleeps, hedge timers,
+// attempt timeouts, breaker and budget windows (default the wall clock; nil
+// is ignored). A test passes a clock.Fake and moves it on instead of
+// sleeping (see the clock package's example).
 func WithClock(c clock.Clock) RetrierOption {
 	return func(rc *retrierConfig) {
 		if c != nil {
