@@ -75,7 +75,7 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 		} else {
 			r.inline, r.ht = nil, nil
 		}
-		ht.target = nil
+		ht.r = nil
 		r.spareHT = ht // for the call's next inline attempt, or the run's next call
 		return
 	}
@@ -95,19 +95,16 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 
 // armInline arms a hedge timer for the inline attempt a, unless a is the
 // last attempt the call may make.
-func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
+func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer[T] {
 	if r.launched >= r.maxAttempts {
 		return nil
 	}
-	if r.self == nil {
-		r.self = r
-	}
 	ht := r.spareHT
 	if ht == nil {
-		ht = new(hedgeTimer)
+		ht = new(hedgeTimer[T])
 	}
 	r.spareHT = nil
-	ht.target = &r.self
+	ht.r = r
 	a.ht = ht
 	a.lateTimeout = r.c.Policy.PerAttemptTimeout > r.hedgeDelay
 	if r.lingering {
@@ -151,7 +148,7 @@ func (r *run[T]) inlinePanicked(a *attempt[T]) {
 // hedgeFired runs on the hedge timer's goroutine when the delay passed. If
 // the caller is still in its attempt and a hedge may launch, this goroutine
 // takes the call over and drives it to its end.
-func (r *run[T]) hedgeFired(ht *hedgeTimer) {
+func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	r.mu.Lock()
 	if r.ht != ht || r.inline == nil || r.decided {
 		r.mu.Unlock() // stale: the attempt answered first

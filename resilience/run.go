@@ -20,7 +20,7 @@ type attempt[T any] struct {
 	// of the timeout, if the attempt is still running when the hedge delay
 	// has passed; most attempts answer within the delay, and then one
 	// timer served both. handed: the callback took the call over.
-	ht                  *hedgeTimer
+	ht                  *hedgeTimer[T]
 	lateTimeout, handed bool
 	ticket              ticket
 	start               time.Time
@@ -81,15 +81,14 @@ type run[T any] struct {
 	ready *attempt[T] // the finished attempt, while the caller drives
 
 	// Inline mode (see hedge.go).
-	self       hedgeFirer  // r, for its hedge timers to call back
-	spareHT    *hedgeTimer // a stopped hedge timer, for the next inline attempt (kept when pooled)
-	inline     *attempt[T] // the attempt the caller is running with a hedge timer armed
-	ht         *hedgeTimer // that timer
-	admitting  bool        // a fired hedge timer is admitting a hedge; cond signals the end
-	cond       sync.Cond   // on mu: signals the end of admitting (set up when first needed)
-	lingering  bool        // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
-	handedOff  bool        // the caller's part is done: it waits for the driver's result
-	concurrent bool        // concurrent mode: set once, under mu (or before any other goroutine knows r)
+	spareHT    *hedgeTimer[T] // a stopped hedge timer, for the next inline attempt (kept when pooled)
+	inline     *attempt[T]    // the attempt the caller is running with a hedge timer armed
+	ht         *hedgeTimer[T] // that timer
+	admitting  bool           // a fired hedge timer is admitting a hedge; cond signals the end
+	cond       sync.Cond      // on mu: signals the end of admitting (set up when first needed)
+	lingering  bool           // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
+	handedOff  bool           // the caller's part is done: it waits for the driver's result
+	concurrent bool           // concurrent mode: set once, under mu (or before any other goroutine knows r)
 
 	// Concurrent mode. Both lists hold only attempts in flight or finished
 	// and not yet taken, so the memory of a call is bounded by its

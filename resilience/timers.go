@@ -9,7 +9,7 @@ import (
 // The engine's pooled timers: AfterFunc timers of the engine's clock, the
 // same code on the real clock and on a test's fake one. A timer made once
 // serves call after call (Reset, then Stop), its callback finding the call
-// (or attempt) of the moment through its target pointer, so arming one
+// (or attempt) of the moment through a pointer field, so arming one
 // makes no closure and no allocation. The pointer is a plain field: it is
 // set before the timer is armed (arming orders it before the callback) and
 // cleared only after a Stop that succeeded (the callback will not run). A
@@ -25,17 +25,14 @@ func (p *pooledTimer) stop() bool { return p.t.Stop() }
 
 // hedgeTimer is the timer of an inline attempt's hedge delay, kept with its
 // run (run.spareHT) rather than in a pool, so it is pooled with the run.
-type hedgeTimer struct {
+type hedgeTimer[T any] struct {
 	pooledTimer
-	target *hedgeFirer
+	r *run[T] // the call whose inline attempt it watches
 }
-
-// hedgeFirer is a call whose inline attempt a hedgeTimer watches.
-type hedgeFirer interface{ hedgeFired(ht *hedgeTimer) }
 
 // arm arms ht for d on c. (The method value ht.fire is made only with the
 // timer, once: made on every arm, it would be an allocation per call.)
-func (ht *hedgeTimer) arm(c clock.Clock, d time.Duration) {
+func (ht *hedgeTimer[T]) arm(c clock.Clock, d time.Duration) {
 	if ht.t == nil {
 		ht.t = c.AfterFunc(d, ht.fire)
 		return
@@ -43,9 +40,9 @@ func (ht *hedgeTimer) arm(c clock.Clock, d time.Duration) {
 	ht.t.Reset(d)
 }
 
-func (ht *hedgeTimer) fire() {
-	if p := ht.target; p != nil {
-		(*p).hedgeFired(ht)
+func (ht *hedgeTimer[T]) fire() {
+	if r := ht.r; r != nil {
+		r.hedgeFired(ht)
 	}
 }
 
