@@ -55,10 +55,40 @@ type attemptPanic struct{ value any }
 //     active and done, which they share. The caller's goroutine touches
 //     nothing but its own inline attempt until finished is closed.
 //
-// Every other field belongs to the goroutine driving the call. A run is
-// pooled when its call returns only if no other goroutine may still touch
-// it (see poolable); it is then cleared whole but for its spare hedge timer.
+// Every other field belongs to the goroutine driving the call.
+//
+// A run is pooled when its call returns only if no other goroutine may
+// still touch it (see poolable), so a pooled run never went concurrent: its
+// concurrent-mode fields are still zero, and putRun clears only its
+// callState. (Clearing the whole run, a kilobyte of pointer slots under the
+// garbage collector's write barrier, cost ≈ 45 ns of CPU time per armed
+// request, about 20% of a bare in-memory request: issue #22's A/B.)
+// TestFinishedCallsKeepNothingAlive checks that a pooled run keeps no
+// value of its call alive.
 type run[T any] struct {
+	callState[T]
+
+	spareHT *hedgeTimer[T] // a stopped hedge timer, for the next inline attempt (kept when pooled)
+
+	// Concurrent mode (cond: once a hedge timer fired). Both lists hold
+	// only attempts in flight or finished and not yet taken, so the memory
+	// of a call is bounded by its attempts in flight, never by MaxAttempts.
+	mu         sync.Mutex     // guards decided, active and done; in inline mode, inline, ht and admitting
+	cond       sync.Cond      // on mu: signals the end of admitting (set up when first needed)
+	decided    bool           // the call has returned; late attempts release themselves
+	active     []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
+	done       []*attempt[T]  // finished attempts waiting for the loop, oldest first
+	activeBuf  [4]*attempt[T] // backs active for the common small case
+	doneBuf    [2]*attempt[T] // backs done for the common small case
+	wake       chan struct{}  // signalled (capacity 1) when done grows
+	timer      clock.Timer    // the driver's hedge timer
+	finished   chan struct{}  // closed when the driver has its result
+	final      Result[T]      // the driver's result, once finished is closed
+	finalPanic *attemptPanic  // or the panic that ended the driver
+}
+
+// callState is the part of a run that any call may set: what putRun clears.
+type callState[T any] struct {
 	e      *Engine
 	c      Call[T]
 	parent context.Context // the caller's context
@@ -81,29 +111,12 @@ type run[T any] struct {
 	ready *attempt[T] // the finished attempt, while the caller drives
 
 	// Inline mode (see hedge.go).
-	spareHT    *hedgeTimer[T] // a stopped hedge timer, for the next inline attempt (kept when pooled)
 	inline     *attempt[T]    // the attempt the caller is running with a hedge timer armed
 	ht         *hedgeTimer[T] // that timer
 	admitting  bool           // a fired hedge timer is admitting a hedge; cond signals the end
-	cond       sync.Cond      // on mu: signals the end of admitting (set up when first needed)
 	lingering  bool           // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
 	handedOff  bool           // the caller's part is done: it waits for the driver's result
 	concurrent bool           // concurrent mode: set once, under mu (or before any other goroutine knows r)
-
-	// Concurrent mode. Both lists hold only attempts in flight or finished
-	// and not yet taken, so the memory of a call is bounded by its
-	// attempts in flight, never by MaxAttempts.
-	mu         sync.Mutex     // guards decided, active and done; in inline mode, inline, ht and admitting
-	decided    bool           // the call has returned; late attempts release themselves
-	active     []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
-	done       []*attempt[T]  // finished attempts waiting for the loop, oldest first
-	activeBuf  [4]*attempt[T] // backs active for the common small case
-	doneBuf    [2]*attempt[T] // backs done for the common small case
-	wake       chan struct{}  // signalled (capacity 1) when done grows
-	timer      clock.Timer    // the driver's hedge timer
-	finished   chan struct{}  // closed when the driver has its result
-	final      Result[T]      // the driver's result, once finished is closed
-	finalPanic *attemptPanic  // or the panic that ended the driver
 
 	first attempt[T] // the first attempt, allocated with the run
 }
@@ -199,8 +212,9 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) (Result[T],
 	return res, free
 }
 
-// getRun takes a finished run from e's pool, or makes one: either way it
-// is zero but for a spare hedge timer.
+// getRun takes a finished run from e's pool, or makes one: either way its
+// callState is zero and so is the rest, but for a spare hedge timer (see
+// run).
 func getRun[T any](e *Engine) *run[T] {
 	if r, ok := e.runs.Get().(*run[T]); ok { // another T's run is dropped
 		return r
@@ -208,12 +222,10 @@ func getRun[T any](e *Engine) *run[T] {
 	return new(run[T])
 }
 
-// putRun clears r, so the pool holds no caller's values, and pools it. Only
-// a poolable run may be pooled.
+// putRun clears r's callState, so the pool holds no caller's values, and
+// pools it. Only a poolable run may be pooled.
 func putRun[T any](e *Engine, r *run[T]) {
-	ht := r.spareHT
-	*r = run[T]{}
-	r.spareHT = ht
+	r.callState = callState[T]{}
 	e.runs.Put(r)
 }
 
@@ -267,7 +279,11 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	if r.launched > 1 {
 		a = new(attempt[T])
 	}
-	*a = attempt[T]{ticket: t, info: AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}}
+	// a is zero (a new attempt, or the first of a run from getRun): set
+	// what is not, rather than assign it whole, which would clear every
+	// pointer slot again under the write barrier.
+	a.ticket = t
+	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
 		ctx, a.own = newOwnCtx(r.ctx)
