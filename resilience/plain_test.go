@@ -18,7 +18,7 @@ import (
 // through both, each on an engine of its own built from the same
 // configuration, and compares everything a caller or an Operation can
 // observe: the Result, every Operation method called with its arguments
-// (and whether it may be recycled),
+// (Recycle included),
 // the hooks a plain engine may have, and the budget left afterwards.
 func TestPlainAgreesWithGeneral(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -49,7 +49,7 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 		ratio := rapid.SampledFrom([]float64{0, 0.1, 1}).Draw(t, "ratio")
 		minPerSec := rapid.IntRange(0, 2).Draw(t, "minPerSec")
 
-		run := func(path func(context.Context, *Engine, Call[int]) (Result[int], bool)) []string {
+		run := func(path func(context.Context, *Engine, Call[int]) Result[int]) []string {
 			var out plainOutcome
 			clk := &instantClock{now: time.Unix(1_700_000_000, 0)}
 			e := NewEngine(EngineConfig{BudgetRatio: ratio, BudgetMinPerSec: minPerSec, Clock: clk, Hooks: out.hooks()})
@@ -62,15 +62,15 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 				cancel()
 			}
 			op := &plainOp{steps: steps, prep: prep, cancel: cancel, out: &out}
-			res, free := path(ctx, e, Call[int]{Key: "k", Op: op, Policy: pol})
-			out.add("result value=%d code=%d attempt=%d ownContext=%v needsFinish=%v free=%v",
-				res.Value, res.Code, res.Attempt, res.Context == ctx, res.fin.needed(), free)
+			res := path(ctx, e, Call[int]{Key: "k", Op: op, Policy: pol})
+			out.add("result value=%d code=%d attempt=%d ownContext=%v needsFinish=%v",
+				res.Value, res.Code, res.Attempt, res.Context == ctx, res.fin.needed())
 			out.addErr(res.Err)
 			res.Finish(nil)
 			out.add("budget %.3f", e.BudgetTokens())
 			return out.log
 		}
-		plain := run(func(ctx context.Context, e *Engine, c Call[int]) (Result[int], bool) { return executePlain(ctx, e, &c) })
+		plain := run(func(ctx context.Context, e *Engine, c Call[int]) Result[int] { return executePlain(ctx, e, &c) })
 		general := run(executeRun[int])
 		if !slices.Equal(plain, general) {
 			t.Fatalf("executePlain and the general path disagree\nplain:   %q\ngeneral: %q", plain, general)
@@ -140,6 +140,8 @@ func (o *plainOp) Retain(_ context.Context, v int) int {
 }
 
 func (o *plainOp) Release(v int) { o.out.add("release %d", v) }
+
+func (o *plainOp) Recycle() { o.out.add("recycle") }
 
 // plainOutcome is the log of what a call did, in order.
 type plainOutcome struct {

@@ -131,39 +131,40 @@ func (r *run[T]) poolable() bool { return !r.concurrent && !r.lingering && !r.fi
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
 func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
-	var res Result[T]
-	var free bool
 	if e.plain && c.Policy.PerAttemptTimeout <= 0 && !c.Policy.hedging(e) {
-		res, free = executePlain(ctx, e, &c)
-	} else {
-		res, free = executeRun(ctx, e, c)
+		return executePlain(ctx, e, &c)
 	}
-	if rc, ok := c.Op.(recycler); ok && free {
+	return executeRun(ctx, e, c)
+}
+
+// recycle tells op, if it is a recycler, that nothing but the caller can
+// use it any more.
+func recycle[T any](op Operation[T]) {
+	if rc, ok := op.(recycler); ok {
 		rc.Recycle()
 	}
-	return res
 }
 
 // executeRun runs c on a run state: the general path, which executePlain
 // repeats for its first attempt (TestPlainAgreesWithGeneral holds the two
-// to the same outcomes). It reports free when nothing but the caller can
-// use c.Op any more (see recycler).
-func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) (res Result[T], free bool) {
+// to the same outcomes).
+func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx
 	if e.timed {
 		r.start = e.clock.Now()
 	}
-	res = r.execute()
+	res := r.execute()
 	// Unless a hedge fired, every attempt ran on this goroutine and nothing
 	// of r outlives the call (results, events and the winner's cancel func
 	// are copies), so the state can be reused. After a handover late
 	// attempts may still hold r, and after a timer fired its callback may:
 	// r is then left to the garbage collector.
-	if free = r.poolable(); free {
+	if r.poolable() {
 		putRun(e, r)
+		recycle(c.Op)
 	}
-	return res, free
+	return res
 }
 
 // executePlain runs a call on a plain engine (see Engine.plain) whose policy
@@ -173,14 +174,16 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) (res Result[T]
 // result that is not retryable returns at once, exactly as the general path
 // would return it. Only a retryable first result takes a run state, which
 // carries on from there as the general path does after a first attempt.
-func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) (Result[T], bool) {
+func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if err := ctx.Err(); err != nil {
-		return Result[T]{Err: err}, true
+		recycle(c.Op)
+		return Result[T]{Err: err}
 	}
 	limit := max(1, c.Policy.MaxAttempts)
 	n, why, err := c.Op.Prepare(limit)
 	if err != nil {
-		return Result[T]{Err: err}, true
+		recycle(c.Op)
+		return Result[T]{Err: err}
 	}
 	limitReason := ReasonAttemptsExhausted
 	if n < limit {
@@ -191,13 +194,14 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) (Result[T],
 	v, err := c.Op.Do(ctx, info)
 	verd := c.Op.Classify(v, err, info)
 	if !verd.Retryable {
+		recycle(c.Op) // every attempt ran here: nothing else holds c.Op
 		switch {
 		case err == nil:
-			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}, true
+			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
-			return Result[T]{Err: ctx.Err()}, true
+			return Result[T]{Err: ctx.Err()}
 		}
-		return Result[T]{Err: err}, true
+		return Result[T]{Err: err}
 	}
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx
@@ -205,11 +209,11 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) (Result[T],
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.loop(true)
-	free := r.poolable()
-	if free {
+	if r.poolable() {
 		putRun(e, r)
+		recycle(c.Op)
 	}
-	return res, free
+	return res
 }
 
 // getRun takes a finished run from e's pool, or makes one: either way its
