@@ -3,8 +3,6 @@ package resilience
 import (
 	"errors"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // Admission: the breaker, the concurrency limit and the budget decide
@@ -22,12 +20,12 @@ func (r *run[T]) admit() (ticket, transition, Result[T], bool) {
 		tr transition
 	)
 	if e.hosts != nil && c.Key != "" {
-		if r.host = e.hosts.get(c.Key, r.now()); r.host == nil {
+		if r.host = e.hosts.get(c.Key, e.seconds.Time()); r.host == nil {
 			e.hosts.untrackedCall()
 		}
 	}
 	if e.breakers != nil && c.Key != "" {
-		t, trn, err := e.breakers.allow(r.host, c.Key, r.now(), true)
+		t, trn, err := e.breakers.allow(r.host, c.Key, e.seconds.Time(), true)
 		if err != nil {
 			r.report(trn)
 			if h := e.hooks.OnBreakerReject; h != nil {
@@ -164,24 +162,6 @@ func (r *run[T]) shed(l *limiter, k AttemptKind, waited time.Duration) error {
 			Limit: lim, InFlight: n, Waited: waited})
 	}
 	return &OverloadError{Key: r.c.Key, Limit: lim, InFlight: n, Waited: waited}
-}
-
-// now is the call's start when it was read (see Engine.timed), else the
-// current second: what the budget and a closed breaker need.
-func (r *run[T]) now() time.Time {
-	if r.e.timed {
-		return r.start
-	}
-	return r.e.seconds.Time()
-}
-
-// clockNow reads the engine's clock for the call's timing: cheaply, from the
-// call's start (see clock.NowFrom), when the call was timed from its start.
-func (r *run[T]) clockNow() time.Time {
-	if r.start.IsZero() {
-		return r.e.clock.Now()
-	}
-	return clock.NowFrom(r.e.clock, r.start)
 }
 
 // report forwards a breaker transition to the hook, in the call's context.

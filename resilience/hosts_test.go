@@ -63,7 +63,7 @@ func TestAdaptiveStateIsKeptForEveryTrackedHost(t *testing.T) {
 	op := &countOp{}
 	for i := range 60 {
 		Execute(t.Context(), e, Call[int]{Key: fmt.Sprintf("h%d", i), Op: op,
-			Policy: Policy{MaxAttempts: 2, MaxHedges: 1, Adaptive: true}, Cancelable: true})
+			Policy: Policy{MaxAttempts: 2, MaxHedges: 1, Adaptive: true}})
 	}
 	st := e.Stats()
 	n := 0

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 )
 
 // Retrier runs any func(context.Context) (T, error) with the same engine as
@@ -153,9 +153,10 @@ func WithHooksFor(f func(r *Retrier) Hooks) Option {
 	return optionFunc(func(c *retrierConfig) { c.hooks = append(c.hooks, f) })
 }
 
-// WithClock runs the Retrier on c (default the wall clock; nil is ignored).
-// As transport.WithClock, it is gotry's one way to inject time, for tests
-// inside this module (clock is an internal package).
+// WithClock runs the Retrier on c: its backoff sleeps, hedge timers,
+// attempt timeouts, breaker and budget windows (default the wall clock; nil
+// is ignored). A test passes a clock.Fake and moves it on instead of
+// sleeping (see the clock package's example).
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(rc *retrierConfig) {
 		if c != nil {

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 )
 
 // DefaultGiveUpLogInterval is how often, at most, a give-up line is written
@@ -154,8 +154,8 @@ func WithoutURLQuery() Option {
 // ignored). Give it the transport's clock: with a clock set, request spans
 // carry the transport's times too; with the default, the SDK reads the
 // wall clock for them, as the transport does. Backoff spans always carry
-// the transport's times. As transport.WithClock, it is gotry's one way to
-// inject time, for tests inside this module (clock is an internal package).
+// the transport's times. A test passes the clock.Fake it gives the
+// transport.
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {

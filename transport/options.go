@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 )
 
@@ -375,11 +375,10 @@ func validHeaderName(s string) bool {
 
 // WithClock runs the transport on c: its backoff sleeps, hedge timers,
 // per-attempt timeouts, breaker and budget windows and Retry-After dates
-// (default the wall clock; nil is ignored). It is gotry's one way to inject
-// time, for its own tests in any package: clock is an internal package, so
-// only code inside this module can build a Clock (internal/clock/fakeclock
-// is the fake). Resilience's Retrier, telemetry and the kit take the same
-// option.
+// (default the wall clock; nil is ignored). A test passes a clock.Fake and
+// moves it on instead of sleeping (see the clock package's example); the
+// transport runs the same code on it as on the wall clock. Resilience's
+// Retrier, telemetry and the kit take the same option.
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {

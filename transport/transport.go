@@ -20,7 +20,6 @@ type Transport struct {
 	engine *resilience.Engine
 	hooks  Hooks             // every WithHooks and WithHooksFor, combined
 	policy resilience.Policy // the transport's own settings as an engine Policy, built once
-	keyed  bool              // the engine uses each call's key (see resilience.Engine.Keyed)
 	calls  sync.Pool         // *call of finished requests that were not hedged, for reuse
 }
 
@@ -67,7 +66,6 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		PerAttemptTimeout: cfg.perAttemptTimeout,
 		MaxRetryAfter:     cfg.maxRetryAfter,
 	}
-	t.keyed = t.engine.Keyed()
 	return t
 }
 
@@ -97,9 +95,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.req, c.bodyFresh = req, true // c is clear: see clear
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
-	// Cancelable: a RoundTripper honours its request's context (see the
-	// package doc on hedging).
-	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c, Cancelable: true}
+	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
 	c.cl = t.cfg.classifier
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)
@@ -109,24 +105,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// loser. (A direct map lookup: the key is canonical.)
 		rc.Policy.MaxHedges = 0
 	}
-	if t.keyed { // the breaker's key, and the host in events: only for an engine that uses it
-		rc.Key = hostKey(req.URL)
-	}
+	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
+	// c is not touched after this: the engine recycles it (see Recycle)
+	// when nothing else can use it, and a late attempt may be using it
+	// otherwise.
 	res := resilience.Execute(req.Context(), t.engine, rc)
-	if c.bodyFresh {
-		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
-	}
-	if !res.Detached {
-		// Every attempt ran on this goroutine and none holds c.
-		c.clear()
-		t.calls.Put(c)
-	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
 	resp := res.Value
-	if res.NeedsFinish() {
-		track(resp, req.Method, res.Finisher())
+	if end, ok := res.Finisher(); ok {
+		track(resp, req.Method, end)
 	}
 	return resp, nil
 }
@@ -149,22 +138,25 @@ type call struct {
 // clear drops what c holds of its request, so the pool keeps none of a
 // caller's values, and readies it for the next call: every field is zero
 // but t, which stays c's transport (calls are pooled per transport).
-// Pointers are cleared one by one, and only when set: assigning the struct
-// whole would clear every pointer slot under the write barrier while the
-// collector marks.
-func (c *call) clear() {
-	c.req, c.cl = nil, nil
-	if c.getBody != nil {
-		c.getBody = nil
-	}
-	if c.first != nil {
-		c.first = nil
-	}
-	if c.policyErr != nil {
-		c.policyErr = nil
-	}
-	c.nonIdempotentOK, c.firstIsOriginal, c.bodyFresh = false, false, false
+func (c *call) clear() { *c = call{t: c.t} }
+
+// Recycle readies c for the next request and pools it; the engine calls it
+// as Execute returns when no attempt or timer can still use c (a hedge
+// fired: a late attempt may; c is then left to the garbage collector). It
+// is also where req.Body is closed when no attempt took it (a breaker
+// rejection, a cancellation before the first attempt, an invalid Policy):
+// such a call launched no attempt, so it is always recycled.
+func (c *call) Recycle() {
+	c.closeBody()
+	c.clear()
+	c.t.calls.Put(c)
 }
+
+// CancelsPromptly promises the engine that Do returns once its context is
+// cancelled, as a RoundTripper honours its request's context, so a hedging
+// request runs its attempts on the caller's goroutine until a hedge fires
+// (see the package doc on hedging).
+func (*call) CancelsPromptly() {}
 
 // override applies the request's Policy rp to p, the transport's settings.
 func (c *call) override(p *resilience.Policy, rp Policy) error {
@@ -245,9 +237,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	}
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
-	if c.req.Body != nil { // (a pointer store costs a write barrier while the GC runs)
-		c.first = c.req.Body
-	}
+	c.first = c.req.Body
 	c.firstIsOriginal = true
 	c.bodyFresh = false
 	if n <= 1 {
