@@ -249,7 +249,7 @@ func TestLogsShedAggregated(t *testing.T) {
 	for range 100 {
 		shed("pay.example", resilience.KindInitial)
 	}
-	shed("pay.example", resilience.KindHedge)   // another kind: its own first line
+	shed("pay.example", resilience.KindHedge)    // another kind: its own first line
 	shed("shop.example", resilience.KindInitial) // another host: its own first line
 	clock.Advance(time.Second)
 	shed("pay.example", resilience.KindInitial)
