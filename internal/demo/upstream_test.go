@@ -62,7 +62,7 @@ func waitQueued(t *testing.T, u *Upstream, n int64) {
 // Capacity requests at once, queues up to Queue more, and answers a request
 // past that 503 at once; the queued one is served after the first.
 func TestCapacityDropQueuesThenRefuses(t *testing.T) {
-	u, c := dropUpstream(t, Drop{Capacity: 1, Service: 200 * time.Millisecond, Queue: 1})
+	u, c := dropUpstream(t, Drop{Capacity: 1, Service: 2 * time.Second, Queue: 1}) // long: the third request arrives while both are held
 	first := fetch(c)
 	waitQueued(t, u, 1)
 	second := fetch(c)
