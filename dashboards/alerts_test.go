@@ -29,6 +29,7 @@ func alertNames() []string {
 		"GotryRetryBudgetExhausted",
 		"GotryHedgeBudgetExhausted",
 		"GotryHighGiveUpRatio",
+		"GotryLoadShedding",
 	}
 }
 

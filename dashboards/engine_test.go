@@ -48,6 +48,11 @@ func syntheticSeries() string {
 		add(MetricBudgetRefusals, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="retry"`, host), "0+1x20")
 		add(MetricBreakerTransitions, fmt.Sprintf(`server_address=%q, gotry_breaker_from="closed", gotry_breaker_to="open"`, host), "0+1x20")
 		add(MetricBreakerRejections, fmt.Sprintf(`server_address=%q`, host), "0+5x20")
+		add(MetricLimitCurrent, fmt.Sprintf(`server_address=%q`, host), "24x20")
+		add(MetricLimitInFlight, fmt.Sprintf(`server_address=%q`, host), "24x20")
+		add(MetricLimitShed, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="initial", gotry_criticality="default"`, host), "0+4x20")
+		add(MetricLimitShed, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="hedge", gotry_criticality="default"`, host), "0+2x20")
+		add(requestCount, h+`, gotry_reason="overloaded"`, "0+4x20")
 	}
 	add(MetricBudgetTokens, `gotry_transport="default"`, "5x20")
 	add(MetricHedgeMaxExtraLoad, `gotry_transport="default"`, "0.05x20")

@@ -9,7 +9,7 @@ import "strings"
 // it, so a later check can compare it to what telemetry really exports.
 //
 // Names under gotry_ are gotry's own: OpenTelemetry has no semantic
-// convention for retries, hedges, budgets or breakers.
+// convention for retries, hedges, budgets, breakers or concurrency limits.
 // http_client_request_duration_seconds is the HTTP client conventions'
 // metric, which gotry records per attempt when it makes the attempt spans. The http_* and
 // server_* attributes and error_type follow the HTTP client semantic
@@ -69,6 +69,16 @@ const (
 	// MetricBreakerStateDuration is an asynchronous gauge per host of how
 	// long its breaker has been in its current state (the state a label).
 	MetricBreakerStateDuration = "gotry_breaker_state_duration_seconds"
+	// MetricLimitCurrent is a gauge (an up-down counter) of each host's
+	// adaptive concurrency limit, per transport with
+	// transport.WithConcurrencyLimit.
+	MetricLimitCurrent = "gotry_limit_current"
+	// MetricLimitInFlight is a gauge (an up-down counter) of the attempts in
+	// flight to each host under its concurrency limit.
+	MetricLimitInFlight = "gotry_limit_in_flight"
+	// MetricLimitShed counts the attempts the concurrency limit refused, by
+	// kind and criticality.
+	MetricLimitShed = "gotry_limit_shed_total"
 )
 
 // Label names. LabelJob and LabelInstance are target labels that Prometheus
@@ -97,6 +107,7 @@ const (
 	LabelBreakerState   = "gotry_breaker_state"
 	LabelBreakerFrom    = "gotry_breaker_from"
 	LabelBreakerTo      = "gotry_breaker_to"
+	LabelCriticality    = "gotry_criticality"
 )
 
 // Values of LabelReason. ReasonSuccess and ReasonNotRetryable end a request
@@ -111,6 +122,7 @@ const (
 	ReasonPastDeadline      = "past_deadline"
 	ReasonNotIdempotent     = "not_idempotent"
 	ReasonBodyNotReplayable = "body_not_replayable"
+	ReasonOverloaded        = "overloaded"
 	ReasonCanceled          = "canceled"
 )
 
@@ -119,6 +131,14 @@ const (
 	KindInitial = "initial"
 	KindRetry   = "retry"
 	KindHedge   = "hedge"
+)
+
+// Values of LabelCriticality: a request's criticality under the
+// concurrency limit (sheddable ones are shed first).
+const (
+	CriticalitySheddable = "sheddable"
+	CriticalityDefault   = "default"
+	CriticalityCritical  = "critical"
 )
 
 // Values of LabelAttemptOutcome. A hedge won when its outcome is
@@ -235,6 +255,9 @@ func Contract() []Metric {
 		{MetricAttemptsInFlight, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricRequestRetries, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelTransport}},
 		{MetricHTTPClientDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelTransport}},
+		{MetricLimitCurrent, Gauge, []string{LabelServer, LabelTransport}},
+		{MetricLimitInFlight, Gauge, []string{LabelServer, LabelTransport}},
+		{MetricLimitShed, Counter, []string{LabelServer, LabelAttemptKind, LabelCriticality, LabelTransport}},
 	}
 }
 
@@ -270,7 +293,7 @@ func GiveUpReasons() []string {
 	return []string{
 		ReasonAttemptsExhausted, ReasonBudgetExhausted, ReasonCircuitOpen,
 		ReasonRetryAfterTooLong, ReasonPastDeadline, ReasonNotIdempotent,
-		ReasonBodyNotReplayable, ReasonCanceled,
+		ReasonBodyNotReplayable, ReasonOverloaded, ReasonCanceled,
 	}
 }
 
@@ -288,6 +311,8 @@ func LabelValues(label string) []string {
 		return []string{DelayBackoff, DelayRetryAfter, DelayImmediate}
 	case LabelHedgeTrigger:
 		return []string{HedgeFixed, HedgeAdaptive}
+	case LabelCriticality:
+		return []string{CriticalitySheddable, CriticalityDefault, CriticalityCritical}
 	case LabelBreakerState, LabelBreakerFrom, LabelBreakerTo:
 		return []string{BreakerClosed, BreakerOpen, BreakerHalfOpen}
 	case LabelScope:

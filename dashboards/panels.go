@@ -384,3 +384,30 @@ func breakersRow() row {
 			t(sumBy(rate(selector(MetricBreakerRejections)), LabelServer), "{{"+LabelServer+"}}")),
 	}}
 }
+
+// overloadRow: each host's adaptive concurrency limit against what is in
+// flight under it, what the limit sheds, and the goodput it keeps.
+func overloadRow() row {
+	shed := selector(MetricLimitShed)
+	failing := selector(MetricLimitShed, notIn(LabelAttemptKind, KindHedge))
+	return row{title: "Overload", panels: []cog.Builder[dashboard.Panel]{
+		graph("Concurrency limit vs in flight by host",
+			"Each host's adaptive concurrency limit (gotry_limit_current, transport.WithConcurrencyLimit) against the attempts in flight under it (gotry_limit_in_flight), summed over the instances selected. In flight at the limit means attempts wait briefly or are shed; a limit that falls says the host got slower or answers 503/429.",
+			unitCount, 12,
+			t(sumBy(selector(MetricLimitCurrent), LabelServer), "{{"+LabelServer+"}} limit"),
+			t(sumBy(selector(MetricLimitInFlight), LabelServer), "{{"+LabelServer+"}} in flight")),
+		graph("Shed rate by kind",
+			"Attempts the concurrency limit refused per second (gotry_limit_shed_total), by gotry_attempt_kind and gotry_criticality: a shed initial attempt fails its request at once with gotry_reason=\"overloaded\" (nothing sent), a shed retry returns the last result, a shed hedge is not sent. Sustained initial or retry sheds fire GotryLoadShedding.",
+			unitPerSec, 12,
+			t(sumBy(rate(shed), LabelAttemptKind, LabelCriticality), "{{"+LabelAttemptKind+"}} {{"+LabelCriticality+"}}")),
+		graph("Shed per request by host",
+			"Initial and retry attempts shed per request, by host (GotryLoadShedding fires above 0.01 for 2 minutes). In steady state, below the host's capacity, the limit sheds nothing.",
+			unitRatio, 12,
+			t(div(sumBy(rate(failing), LabelServer), sumBy(rate(selector(requestCount)), LabelServer)), "{{"+LabelServer+"}}")),
+		graph("Goodput vs overloaded by host",
+			"Requests answered successfully per second (goodput) against requests failed fast as overloaded, by host: while the limit sheds, goodput should hold at what the host can serve.",
+			unitReqPerSec, 12,
+			t(sumBy(rate(selector(requestCount, eq(LabelReason, ReasonSuccess))), LabelServer), "{{"+LabelServer+"}} success"),
+			t(sumBy(rate(selector(requestCount, eq(LabelReason, ReasonOverloaded))), LabelServer), "{{"+LabelServer+"}} overloaded")),
+	}}
+}

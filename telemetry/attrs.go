@@ -69,6 +69,12 @@ const (
 	// KeyBreakerFrom and KeyBreakerTo (invented) are a transition's states.
 	KeyBreakerFrom = attribute.Key("gotry.breaker.from")
 	KeyBreakerTo   = attribute.Key("gotry.breaker.to")
+
+	// KeyCriticality (invented) is a request's criticality under the
+	// concurrency limit (resilience.Criticality's String): "sheddable",
+	// "default" or "critical". On gotry.limit.shed, and on the shed and
+	// wait span events and log lines.
+	KeyCriticality = attribute.Key("gotry.criticality")
 )
 
 // The other attribute keys, which only describe: the conventions' (under
@@ -134,6 +140,17 @@ const (
 	// (float) after which the hedge launched: the fixed delay, or the one
 	// adaptive hedging had learned for the host.
 	keyHedgeDelay = attribute.Key("gotry.hedge.delay")
+	// keyLimitCurrent (invented, span events and logs) is the host's
+	// concurrency limit when an attempt was shed or got its permit after
+	// waiting; the gauge gotry.limit.current reports it over time.
+	keyLimitCurrent = attribute.Key("gotry.limit.current")
+	// keyLimitInFlight (invented, span events and logs) is the attempts in
+	// flight to the host under its limit then.
+	keyLimitInFlight = attribute.Key("gotry.limit.in_flight")
+	// keyLimitWaited (invented, span events and logs) is how long, in
+	// seconds (float), the attempt waited for a permit (0 when it did not
+	// wait).
+	keyLimitWaited = attribute.Key("gotry.limit.waited")
 	// keySuppressed (invented, logs only) is how many like lines the rate
 	// limiter dropped since the previous one.
 	keySuppressed = attribute.Key("gotry.suppressed")

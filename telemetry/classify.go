@@ -21,6 +21,7 @@ const (
 	ErrorTypeDNSNotFound       = "dns_not_found"      // the host does not exist
 	ErrorTypeDNS               = "dns"                // another DNS failure
 	ErrorTypeTLS               = "tls"                // a certificate or TLS protocol failure
+	ErrorTypeOverloaded        = "overloaded"         // the concurrency limit shed the request: nothing was sent
 	ErrorTypeOther             = "_OTHER"             // anything else (the conventions' fallback)
 	// ErrorTypeAttemptLost is what resilience.ErrAttemptLost's ErrorType
 	// method returns: an attempt cancelled because another won. gotry's
@@ -57,6 +58,9 @@ func ErrorType(err error) string {
 		return ErrorTypeCircuitOpen
 	case transport.ClassAttemptTimeout:
 		return ErrorTypeAttemptTimeout
+	}
+	if errors.Is(err, resilience.ErrOverloaded) {
+		return ErrorTypeOverloaded
 	}
 	var typed interface{ ErrorType() string }
 	if errors.As(err, &typed) {

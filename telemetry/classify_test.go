@@ -38,6 +38,8 @@ func TestErrorType(t *testing.T) {
 	}{
 		{"nil", nil, ""},
 		{"breaker rejection", &resilience.CircuitOpenError{Key: "h", State: resilience.BreakerOpen}, ErrorTypeCircuitOpen},
+		{"shed by the concurrency limit", &resilience.OverloadError{Key: "h", Limit: 4, InFlight: 4}, ErrorTypeOverloaded},
+		{"give-up whose last attempt was shed", &resilience.Error{Err: &resilience.OverloadError{Key: "h"}}, ErrorTypeOverloaded},
 		{"per-attempt timeout (also a deadline)", errors.Join(resilience.ErrAttemptTimeout, context.DeadlineExceeded), ErrorTypeAttemptTimeout},
 		{"caller cancelled", fmt.Errorf("x: %w", context.Canceled), ErrorTypeCanceled},
 		{"caller deadline", context.DeadlineExceeded, ErrorTypeTimeout},

@@ -37,6 +37,19 @@
 // budget refusals, breaker rejections and breaker transitions are span
 // events on the request span.
 //
+// Overload (transport.WithConcurrencyLimit): an attempt the limit refuses is
+// a "gotry.limit.shed" event on the request span (gotry.attempt,
+// gotry.attempt.kind, gotry.criticality, the host's limit
+// gotry.limit.current, gotry.limit.in_flight and the seconds it waited,
+// gotry.limit.waited), and a first attempt that waited for its permit is a
+// "gotry.limit.wait" event with the same numbers. A request shed before any
+// attempt ends with gotry.reason "overloaded" and error.type "overloaded",
+// and has no attempt span: nothing was sent. The gauges gotry.limit.current
+// and gotry.limit.in_flight show each host's limit against what is in
+// flight, the counter gotry.limit.shed counts what was shed by kind and
+// criticality, and the give-up metrics and lines carry the reason
+// "overloaded"; shed lines (MsgShed) are aggregated per host and kind.
+//
 // Metrics are the gotry.* instruments listed in METRICS.md, with their
 // Prometheus names, and the HTTP client conventions'
 // http.client.request.duration per physical attempt (recorded by otelhttp
@@ -52,7 +65,8 @@
 //
 // Gauges (gotry.budget.tokens, gotry.breaker.state,
 // gotry.breaker.state.duration, gotry.hedge.delay,
-// gotry.hedge.max_extra_load) are read at each collection from one Stats
+// gotry.hedge.max_extra_load, gotry.limit.current, gotry.limit.in_flight)
+// are read at each collection from one Stats
 // snapshot of every transport and retrier the Telemetry was wired into. They
 // are registered with the meter once, at the first, and hold each source
 // weakly: a transport or retrier the program drops leaves the gauges once it
@@ -61,7 +75,8 @@
 // Logs go to zap (WithLogger) or slog (WithSlogLogger) with field keys equal
 // to the span attribute keys and trace_id/span_id, so logs, traces and
 // metrics join. Fields are built only when the level is enabled. Give-up
-// lines are aggregated per host and reason (WithGiveUpLogInterval).
+// lines are aggregated per host and reason, shed lines per host and attempt
+// kind (WithGiveUpLogInterval).
 //
 // gotry composes with otelhttp either way round; README.md shows both
 // recipes and the trace tree each produces. Inside gotry, otelhttp makes the

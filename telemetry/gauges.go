@@ -2,8 +2,8 @@ package telemetry
 
 // The gauges: what a Telemetry reads at each collection from every
 // transport and retrier it was wired into (budget tokens, breaker states
-// and their durations, the adaptive hedge delay and cap), each read from
-// one Stats snapshot.
+// and their durations, the adaptive hedge delay and cap, the concurrency
+// limit and what is in flight under it), each read from one Stats snapshot.
 
 import (
 	"context"
@@ -72,7 +72,8 @@ func (t *Telemetry) observe(s gaugeSource) {
 	g.once.Do(func() {
 		in := &t.inst
 		_, err := in.meter.RegisterCallback(t.collect,
-			in.budgetTokens, in.breakerState, in.breakerFor, in.hedgeDelay, in.hedgeMaxExtraLoad)
+			in.budgetTokens, in.breakerState, in.breakerFor, in.hedgeDelay, in.hedgeMaxExtraLoad,
+			in.limitCurrent, in.limitInFlight)
 		if err != nil {
 			otel.Handle(err)
 		}
@@ -135,7 +136,11 @@ func (t *Telemetry) collect(_ context.Context, o metric.Observer) error {
 // and delays are grouped by server.address (after the host guard): when
 // several ports of one host are tracked, the most severe breaker state
 // (open, then half-open; the longest held on a tie) and the longest delay
-// are reported. A retrier's are labelled gotry.operation, its key.
+// are reported. With a concurrency limit (Stats.Limited), each host's
+// limit (gotry.limit.current) and attempts in flight under it
+// (gotry.limit.in_flight), summed over the ports of one address: each port
+// has a limit of its own, and together they bound what the address gets. A
+// retrier's are labelled gotry.operation, its key.
 func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats) {
 	in := &t.inst
 	if tok := st.BudgetTokens; !math.IsInf(tok, 0) && !math.IsNaN(tok) {
@@ -148,6 +153,8 @@ func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats
 	}
 	worst := map[string]held{}
 	longest := map[string]time.Duration{}
+	type limited struct{ limit, inFlight int }
+	limits := map[string]limited{}
 	for _, h := range st.Hosts {
 		who := h.Key
 		if !s.op {
@@ -158,6 +165,12 @@ func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats
 			if prev, ok := worst[who]; !ok || severity(h.Breaker) > severity(prev.s) || (h.Breaker == prev.s && h.BreakerFor > prev.in) {
 				worst[who] = held{h.Breaker, h.BreakerFor}
 			}
+		}
+		if st.Limited {
+			l := limits[who]
+			l.limit += h.Limit
+			l.inFlight += h.InFlight
+			limits[who] = l
 		}
 		if st.MaxExtraLoad > 0 && h.HedgeDelay > 0 {
 			if prev, ok := longest[who]; !ok || h.HedgeDelay > prev {
@@ -177,6 +190,12 @@ func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats
 		var buf [3]attribute.KeyValue
 		attrs := append(buf[:0], kv, KeyBreakerState.String(breakerState(w.s)))
 		o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(attrs, s.name)...))
+	}
+	for who, l := range limits {
+		var buf [2]attribute.KeyValue
+		opt := metric.WithAttributes(named(append(buf[:0], label(who)), s.name)...)
+		o.ObserveInt64(in.limitCurrent, int64(l.limit), opt)
+		o.ObserveInt64(in.limitInFlight, int64(l.inFlight), opt)
 	}
 	if st.MaxExtraLoad > 0 {
 		var buf [2]attribute.KeyValue

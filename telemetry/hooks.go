@@ -135,6 +135,12 @@ func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
 		OnBudgetExhausted: func(e resilience.BudgetEvent) {
 			hs.callFor(e.Event).budgetExhausted(e.Context, e.Attempt, e.Kind)
 		},
+		OnShed: func(e resilience.ShedEvent) {
+			hs.callFor(e.Event).shed(e.Context, e)
+		},
+		OnLimitWait: func(e resilience.LimitWaitEvent) {
+			hs.callFor(e.Event).limitWait(e)
+		},
 		OnBreakerReject: func(e resilience.BreakerRejectEvent) {
 			hs.callFor(e.Event).breakerReject(e.Context, e.Attempt, e.State)
 		},
@@ -206,6 +212,27 @@ func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptK
 	c.recordBudgetRefusal(ctx, k)
 	c.event(eventBudget, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
 	c.logBudget(ctx, n, k)
+}
+
+// shed records an attempt the concurrency limit refused: counted in
+// gotry.limit.shed, an event on the request span, an aggregated log line.
+// A shed initial attempt also ends the request as "overloaded", which
+// OnCallEnd records as every give-up.
+func (c *call) shed(ctx context.Context, e resilience.ShedEvent) {
+	c.recordShed(ctx, e.Kind, e.Criticality)
+	c.event(eventShed, keyAttempt.Int(e.Attempt), KeyAttemptKind.String(e.Kind.String()),
+		KeyCriticality.String(e.Criticality.String()), keyLimitCurrent.Int(e.Limit),
+		keyLimitInFlight.Int(e.InFlight), keyLimitWaited.Float64(e.Waited.Seconds()))
+	c.logShed(ctx, e)
+}
+
+// limitWait records that the request's first attempt waited for a permit
+// of the concurrency limit and got one: an event on the request span (the
+// wait shows in the request's duration and in the gap before its first
+// attempt span).
+func (c *call) limitWait(e resilience.LimitWaitEvent) {
+	c.event(eventLimitWait, KeyCriticality.String(e.Criticality.String()), keyLimitCurrent.Int(e.Limit),
+		keyLimitInFlight.Int(e.InFlight), keyLimitWaited.Float64(e.Waited.Seconds()))
 }
 
 func (c *call) breakerReject(ctx context.Context, n int, s resilience.BreakerState) {

@@ -40,6 +40,14 @@ const (
 	// one line per second per transport (or retrier), with gotry.suppressed
 	// counting the lines dropped since the last.
 	MsgBudget = "gotry: retry budget exhausted"
+	// MsgShed (Warn) is an attempt the concurrency limit refused, with the
+	// host's limit and what was in flight. Lines are aggregated as the
+	// give-up lines are, per transport (or retrier), host (or operation)
+	// and attempt kind, at the same WithGiveUpLogInterval, with
+	// gotry.suppressed counting the like lines dropped since the last one.
+	// A shed initial attempt ends its request, so a give-up line with
+	// reason "overloaded" follows (aggregated on its own).
+	MsgShed = "gotry: attempt shed by the concurrency limit"
 	// MsgBreakerState (Error when the breaker opens, Info otherwise) is a
 	// breaker's state change.
 	MsgBreakerState = "gotry: circuit breaker state changed"
@@ -253,6 +261,31 @@ func (c *call) logBudget(ctx context.Context, n int, k resilience.AttemptKind) {
 	t.emit(ctx, levelWarn, MsgBudget, fs)
 }
 
+func (c *call) logShed(ctx context.Context, e resilience.ShedEvent) {
+	t := c.hs.t
+	if !t.logEnabled(ctx, levelWarn) {
+		return
+	}
+	dropped := -1 // no gotry.suppressed field
+	if t.cfg.giveUpEvery > 0 {
+		var ok bool
+		dropped, ok = c.hs.shed.allow(giveUpKey{host: c.host, port: c.port, op: c.op, reason: resilience.ReasonOverloaded, kind: e.Kind},
+			t.cfg.clock.Now(), t.cfg.giveUpEvery)
+		if !ok {
+			return
+		}
+	}
+	fs := make([]field, 0, 16)
+	fs = c.logIdentity(fs)
+	if dropped >= 0 {
+		fs = append(fs, fint(keySuppressed, dropped))
+	}
+	fs = append(fs, fint(keyAttempt, e.Attempt), fstr(KeyAttemptKind, e.Kind.String()),
+		fstr(KeyCriticality, e.Criticality.String()), fint(keyLimitCurrent, e.Limit),
+		fint(keyLimitInFlight, e.InFlight), fsec(keyLimitWaited, e.Waited))
+	t.emit(ctx, levelWarn, MsgShed, fs)
+}
+
 func (c *call) logBreakerReject(ctx context.Context, n int, s resilience.BreakerState) {
 	t := c.hs.t
 	if !t.logEnabled(ctx, levelDebug) {
@@ -309,12 +342,13 @@ func (r *rateLimiter) allow(now time.Time, every time.Duration) (dropped int, ok
 	return dropped, true
 }
 
-// giveUpKey is what give-up lines are aggregated by.
+// giveUpKey is what give-up and shed lines are aggregated by.
 type giveUpKey struct {
 	host   string // server.address, "" for a generic call
 	port   int
 	op     string // the generic call's operation, "" for HTTP
 	reason resilience.EndReason
+	kind   resilience.AttemptKind // the shed attempt's kind; KindInitial for give-ups
 }
 
 // maxGiveUpKeys bounds the keys a giveUpLimiter tracks; lines of a key past

@@ -57,6 +57,20 @@ const (
 	// request, as Finagle's retries stat: hedges are not retries.
 	MetricRequestRetries    = "gotry.request.retries"
 	MetricHedgeMaxExtraLoad = "gotry.hedge.max_extra_load"
+	// MetricLimitCurrent (invented) is each host's adaptive concurrency
+	// limit now (transport.WithConcurrencyLimit), and MetricLimitInFlight
+	// (invented) the attempts in flight under it: both up-down counters
+	// read at collection, as the conventions' pool metrics
+	// (db.client.connection.max and .count) are. The in-flight count is the
+	// limit's own (exempt attempts included), read from the same snapshot
+	// as the limit, so the two can be drawn against each other.
+	MetricLimitCurrent  = "gotry.limit.current"
+	MetricLimitInFlight = "gotry.limit.in_flight"
+	// MetricLimitShed (invented) counts the attempts the concurrency limit
+	// refused, by kind (a shed initial attempt ends its request as
+	// "overloaded"; a shed retry ends it with the last result; a shed hedge
+	// is not sent) and criticality.
+	MetricLimitShed = "gotry.limit.shed"
 )
 
 // durationBuckets are the explicit histogram boundaries, in seconds, of every
@@ -91,6 +105,9 @@ type instruments struct {
 	hedgeDelay         metric.Float64ObservableGauge
 	breakerFor         metric.Float64ObservableGauge
 	hedgeMaxExtraLoad  metric.Float64ObservableGauge
+	limitShed          metric.Int64Counter
+	limitCurrent       metric.Int64ObservableUpDownCounter
+	limitInFlight      metric.Int64ObservableUpDownCounter
 }
 
 // newInstruments creates every instrument; one that fails is reported to
@@ -128,6 +145,7 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		budgetRefusals:     counter(MetricBudgetRefusals, "{attempt}", "Retries and hedges the retry budget refused."),
 		breakerTransitions: counter(MetricBreakerTransitions, "{transition}", "Circuit breaker state changes."),
 		breakerRejections:  counter(MetricBreakerRejections, "{request}", "Requests and attempts a circuit breaker refused."),
+		limitShed:          counter(MetricLimitShed, "{attempt}", "Attempts the concurrency limit refused, by kind and criticality."),
 	}
 	var err error
 	in.inFlight, err = m.Int64ObservableUpDownCounter(MetricAttemptsInFlight, metric.WithUnit("{attempt}"),
@@ -179,6 +197,16 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		otel.Handle(err)
 		in.hedgeMaxExtraLoad, _ = nm.Float64ObservableGauge(MetricHedgeMaxExtraLoad)
 	}
+	updown := func(name, desc string) metric.Int64ObservableUpDownCounter {
+		c, err := m.Int64ObservableUpDownCounter(name, metric.WithUnit("{attempt}"), metric.WithDescription(desc))
+		if err != nil || c == nil {
+			otel.Handle(err)
+			c, _ = nm.Int64ObservableUpDownCounter(name)
+		}
+		return c
+	}
+	in.limitCurrent = updown(MetricLimitCurrent, "Each host's adaptive concurrency limit: how many attempts may be in flight to it now.")
+	in.limitInFlight = updown(MetricLimitInFlight, "Attempts in flight to each host under its concurrency limit.")
 	return in
 }
 
@@ -365,6 +393,21 @@ func (c *call) recordBudgetRefusal(ctx context.Context, k resilience.AttemptKind
 	c.hs.t.inst.budgetRefusals.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
+// recordShed counts an attempt of kind k the concurrency limit refused, in
+// gotry.limit.shed. Its options come from the Telemetry's cache, as the
+// attempt's do: under overload a host sheds many attempts a second.
+func (c *call) recordShed(ctx context.Context, k resilience.AttemptKind, cr resilience.Criticality) {
+	key := c.setKey(shapeShed)
+	key.method, key.port = "", 0 // per host, as the limit is
+	key.a, key.b = k.String(), cr.String()
+	m, _ := c.hs.t.sets[key.shape].get(key, func() *measureSets {
+		var buf [4]attribute.KeyValue
+		kv := append(c.metricHost(buf[:0]), KeyAttemptKind.String(key.a), KeyCriticality.String(key.b))
+		return &measureSets{newMeasureOpts(kv)}
+	})
+	c.hs.t.inst.limitShed.Add(ctx, 1, m[0].add...)
+}
+
 func (c *call) recordBreakerReject(ctx context.Context) {
 	var buf [2]attribute.KeyValue
 	c.hs.t.inst.breakerRejections.Add(ctx, 1, metric.WithAttributes(c.metricHost(buf[:0])...))
@@ -509,6 +552,7 @@ type setKey struct {
 const (
 	shapeAttempt  uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
 	shapeEnd                   // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
+	shapeShed                  // [gotry.limit.shed]
 	shapeInFlight              // gotry.attempts.in_flight's cell (inFlightCells)
 )
 

@@ -134,7 +134,8 @@ func WithHostLabel(f func(host string) string) Option {
 // DefaultGiveUpLogInterval; d <= 0 writes every line). An outage that fails
 // 200 requests fast then writes a few lines, not 200; the metrics still
 // count every give-up. Lines dropped after the last one written are not
-// reported until the next is.
+// reported until the next is. The lines of attempts the concurrency limit
+// shed (MsgShed) are aggregated the same way, per host and attempt kind.
 func WithGiveUpLogInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.giveUpEvery = max(d, 0) })
 }

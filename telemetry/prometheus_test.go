@@ -45,6 +45,9 @@ var promContract = []struct {
 	{"gotry_hedge_delay_seconds", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_breaker_state_duration_seconds", nil, []string{"server_address", "gotry_breaker_state", "gotry_transport"}},
 	{"gotry_attempts_in_flight", nil, []string{"gotry_transport", "server_address"}},
+	{"gotry_limit_current", nil, []string{"gotry_transport", "server_address"}},
+	{"gotry_limit_in_flight", nil, []string{"gotry_transport", "server_address"}},
+	{"gotry_limit_shed_total", nil, []string{"gotry_transport", "server_address", "gotry_attempt_kind", "gotry_criticality"}},
 	{"gotry_request_retries", hist("gotry_request_retries"), []string{"gotry_transport", "http_request_method", "server_address", "server_port"}},
 	{"http_client_request_duration_seconds", hist("http_client_request_duration_seconds"),
 		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "http_response_status_code", "error_type"}},
@@ -69,6 +72,19 @@ func TestPrometheusNames(t *testing.T) {
 		transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
 	mustGet(t, ad, newServer(t, status(200)).URL)
 	t.Cleanup(func() { runtime.KeepAlive(ad) }) // the gauges hold it weakly
+	// A limited transport at its limit sheds a request.
+	hb := newHoldBase()
+	lim := transport.New(hb, tel.Transport(Name("limited")), transport.WithConcurrencyLimit(oneAtATime))
+	held := roundTrip(t, lim, "http://pay.test/hold")
+	await(t, hb.held, "the held request to reach the base")
+	if err := await(t, roundTrip(t, lim, "http://pay.test/next"), "the shed request"); err == nil {
+		t.Fatal("request at the limit was not shed")
+	}
+	close(hb.release)
+	if err := await(t, held, "the held request"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runtime.KeepAlive(lim) })
 
 	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer scrape.Close()

@@ -91,6 +91,7 @@ type hookSet struct {
 	name   string        // gotry.transport on every metric; "" for none
 	budget rateLimiter   // "retry budget exhausted" lines
 	gaveUp giveUpLimiter // "gave up" lines, per host and reason
+	shed   giveUpLimiter // "attempt shed" lines, per host and attempt kind
 	// below: something under the transport makes the attempt spans
 	// (otelhttp, or another transport this Telemetry instruments; see
 	// spansBelow), so these hooks make none.

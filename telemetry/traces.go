@@ -27,6 +27,8 @@ const (
 	eventBudget        = "gotry.budget.exhausted"
 	eventBreakerReject = "gotry.breaker.reject"
 	eventBreakerState  = "gotry.breaker.state_change"
+	eventShed          = "gotry.limit.shed"
+	eventLimitWait     = "gotry.limit.wait"
 )
 
 // spanIdentity appends the call's identity to kv: method, server and port

@@ -1,9 +1,9 @@
 // Command gotry-demo shows gotry at work: a flaky upstream on loopback (503s,
-// a slow tail, 429 with Retry-After, connection resets and a periodic outage
-// of one host), steady traffic through a retrying, hedging,
-// circuit-breaking transport.Transport with full telemetry, and a live
-// terminal view of what the transport does, with span waterfalls of retried
-// and hedged requests.
+// a slow tail, 429 with Retry-After, connection resets, a periodic outage
+// of one host and a periodic capacity drop of another), steady traffic
+// through a retrying, hedging, circuit-breaking, load-shedding
+// transport.Transport with full telemetry, and a live terminal view of what
+// the transport does, with span waterfalls of retried and hedged requests.
 //
 //	go run ./cmd/gotry-demo                 # 60s, live view, /metrics on 127.0.0.1:9464
 //	go run ./cmd/gotry-demo -duration 0     # until Ctrl-C
@@ -83,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) (err error) {
 
 	if o.upstreamOnly {
 		return demo.ServeUpstream(ctx, demo.UpstreamConfig{Listen: cfg.UpstreamListen, Hosts: cfg.Hosts,
-			Faults: cfg.Faults, Outage: cfg.Outage, Burst: cfg.Burst, Seed: cfg.Seed}, cfg.Duration, stdout)
+			Faults: cfg.Faults, Outage: cfg.Outage, Burst: cfg.Burst, Drop: cfg.Drop, Seed: cfg.Seed}, cfg.Duration, stdout)
 	}
 	_, err = demo.Run(ctx, cfg)
 	return err
@@ -142,6 +142,14 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	fs.DurationVar(&b.Start, "burst-start", b.Start, "first burst this long after start")
 	fs.DurationVar(&b.Every, "burst-every", b.Every, "burst period (0: once)")
 	fs.DurationVar(&b.For, "burst-for", b.For, "burst length")
+	d := &cfg.Drop
+	fs.StringVar(&d.Host, "drop-host", d.Host, `host whose capacity drops periodically ("" for none)`)
+	fs.DurationVar(&d.Start, "drop-start", d.Start, "first capacity drop this long after start")
+	fs.DurationVar(&d.Every, "drop-every", d.Every, "capacity drop period (0: once)")
+	fs.DurationVar(&d.For, "drop-for", d.For, "capacity drop length")
+	fs.IntVar(&d.Capacity, "drop-capacity", d.Capacity, "requests the host serves at once during a drop")
+	fs.DurationVar(&d.Service, "drop-service", d.Service, "service time of each request during a drop")
+	fs.IntVar(&d.Queue, "drop-queue", d.Queue, "requests the host queues (FIFO) during a drop; further ones get 503")
 
 	fs.IntVar(&cfg.MaxAttempts, "attempts", cfg.MaxAttempts, "max attempts per request, retries and hedges included")
 	fs.DurationVar(&cfg.BackoffBase, "backoff", cfg.BackoffBase, "base of the full-jitter exponential backoff")
@@ -155,6 +163,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	fs.IntVar(&cfg.BudgetMinPerSec, "budget-min", cfg.BudgetMinPerSec, "retry budget: retries per second always allowed")
 	fs.IntVar(&cfg.BreakerThreshold, "breaker-failures", cfg.BreakerThreshold, "consecutive failures that open a host's breaker; 0 turns the breaker off")
 	fs.DurationVar(&cfg.BreakerOpenFor, "breaker-open", cfg.BreakerOpenFor, "how long an open breaker rejects before probing")
+	limitHosts := fs.String("limit-hosts", strings.Join(cfg.LimitHosts, ","), `hosts under the adaptive concurrency limit, which sheds what they cannot serve in time ("" turns it off)`)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: gotry-demo [flags]\n\nA live demo of gotry against a flaky loopback upstream. Flags:\n\n")
 		fs.PrintDefaults()
@@ -170,6 +179,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	cfg.Seed = *seed
 	cfg.Hosts = splitList(*hosts)
 	cfg.AdaptiveHosts = splitList(*adaptive)
+	cfg.LimitHosts = splitList(*limitHosts)
 	cfg.Targets = splitList(*targets)
 	cfg.OTLPTraces, cfg.OTLPMetrics = demo.OTLPFromEnv(getenv)
 	if err := cfg.LogLevel.Set(*logLevel); err != nil {

@@ -30,11 +30,29 @@ func TestParseDefaults(t *testing.T) {
 	c := o.cfg
 	if c.Duration != want.Duration || c.Rate != want.Rate || c.MetricsAddr != "127.0.0.1:9464" ||
 		c.WaterfallEvery != 10*time.Second || c.BreakerOpenFor != want.BreakerOpenFor || c.Faults != want.Faults ||
-		c.Outage != want.Outage || c.OTLPTraces || c.OTLPMetrics || o.plain || o.upstreamOnly {
+		c.Outage != want.Outage || c.Drop != want.Drop || strings.Join(c.LimitHosts, ",") != "search" ||
+		c.OTLPTraces || c.OTLPMetrics || o.plain || o.upstreamOnly {
 		t.Fatalf("defaults differ from demo.DefaultConfig: %+v", o)
 	}
 	if strings.Join(c.Hosts, ",") != "inventory,payments,search" {
 		t.Fatalf("hosts %q", c.Hosts)
+	}
+}
+
+// The capacity drop and the concurrency limit have flags of their own.
+func TestParseDropAndLimitFlags(t *testing.T) {
+	o, err := parse([]string{"-drop-host", "inventory", "-drop-start", "2s", "-drop-every", "0", "-drop-for", "3s",
+		"-drop-capacity", "4", "-drop-service", "50ms", "-drop-queue", "8", "-limit-hosts", "inventory, search"}, io.Discard, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := demo.Drop{Host: "inventory", Start: 2 * time.Second, For: 3 * time.Second, Capacity: 4, Service: 50 * time.Millisecond, Queue: 8}
+	if o.cfg.Drop != want || strings.Join(o.cfg.LimitHosts, ",") != "inventory,search" {
+		t.Fatalf("drop %+v, limit hosts %q; want %+v and inventory,search", o.cfg.Drop, o.cfg.LimitHosts, want)
+	}
+	o, err = parse([]string{"-limit-hosts", ""}, io.Discard, noEnv)
+	if err != nil || len(o.cfg.LimitHosts) != 0 {
+		t.Fatalf(`-limit-hosts "": %v, %q; want the limit off`, err, o.cfg.LimitHosts)
 	}
 }
 

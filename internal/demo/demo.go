@@ -44,11 +44,12 @@ type Config struct {
 	// Seed makes the upstream's faults and the request mix repeatable.
 	Seed uint64
 
-	// Faults, Outage and Burst shape the embedded upstream; Hosts names
-	// its virtual hosts (default DefaultHosts()).
+	// Faults, Outage, Burst and Drop shape the embedded upstream; Hosts
+	// names its virtual hosts (default DefaultHosts()).
 	Faults Faults
 	Outage Outage
 	Burst  Burst
+	Drop   Drop
 	Hosts  []string
 	// UpstreamListen is where the embedded upstream listens (default
 	// 127.0.0.1:0, see UpstreamConfig.Listen).
@@ -74,6 +75,11 @@ type Config struct {
 	BudgetMinPerSec   int
 	BreakerThreshold  int
 	BreakerOpenFor    time.Duration
+	// LimitHosts are under the transport's adaptive concurrency limit
+	// (transport.WithConcurrencyLimit, its defaults); the other hosts'
+	// requests are exempt (Policy.NoLimit), so their outage and brownout
+	// stay the breaker's and the budget's story. Empty turns the limit off.
+	LimitHosts []string
 
 	// MetricsAddr is where /metrics is served (port 0: random).
 	MetricsAddr string
@@ -115,10 +121,11 @@ type Endpoints struct {
 }
 
 // DefaultConfig returns the configuration of `make demo`: 60s of 50 req/s
-// over three hosts with the default faults, payments down 10s every 40s, and
-// a transport with 4 attempts, hedging at 80ms (search adaptively, at most 5%
-// extra load), a 1s per-attempt timeout, the budget and a breaker that opens
-// for 5s.
+// over three hosts with the default faults, payments down 10s every 40s,
+// search's capacity down to 10 req/s for 10s every 60s, and a transport with
+// 4 attempts, hedging at 80ms (search adaptively, at most 5% extra load), a
+// 1s per-attempt timeout, the budget, a breaker that opens for 5s and a
+// concurrency limit on search.
 func DefaultConfig() Config {
 	return Config{
 		Duration:          60 * time.Second,
@@ -129,6 +136,7 @@ func DefaultConfig() Config {
 		Faults:            DefaultFaults(),
 		Outage:            DefaultOutage(),
 		Burst:             DefaultBurst(),
+		Drop:              DefaultDrop(),
 		MaxAttempts:       4,
 		BackoffBase:       50 * time.Millisecond,
 		BackoffMax:        time.Second,
@@ -141,6 +149,7 @@ func DefaultConfig() Config {
 		BudgetMinPerSec:   5,
 		BreakerThreshold:  5,
 		BreakerOpenFor:    5 * time.Second,
+		LimitHosts:        []string{"search"},
 		MetricsAddr:       "127.0.0.1:9464",
 		Out:               os.Stdout,
 		Width:             120,
@@ -179,6 +188,9 @@ func (c *Config) validate() error {
 	if err := c.Outage.validate(); err != nil {
 		return err
 	}
+	if err := c.Drop.validate(); err != nil {
+		return err
+	}
 	return c.Burst.validate()
 }
 
@@ -188,6 +200,7 @@ type Summary struct {
 	Counters  Counters
 	P50, P99  time.Duration
 	Breakers  []BreakerRow
+	Limits    []LimitRow                  // one per Config.LimitHosts
 	Served    map[string]map[string]int64 // by host and fault; nil with Targets
 	Seen      map[string]int64            // attempts the upstream saw, by the kind AttemptHeader names; nil with Targets
 	Waterfall []string                    // the run's most interesting request
@@ -238,7 +251,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	} else {
 		up, err = StartUpstream(UpstreamConfig{Listen: cfg.UpstreamListen, Hosts: cfg.Hosts, Faults: cfg.Faults,
-			Outage: cfg.Outage, Burst: cfg.Burst, Seed: cfg.Seed, TracerProvider: prov.upstreamTP})
+			Outage: cfg.Outage, Burst: cfg.Burst, Drop: cfg.Drop, Seed: cfg.Seed, TracerProvider: prov.upstreamTP})
 		if err != nil {
 			return sum, err
 		}
@@ -254,6 +267,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		dial = up.DialContext
 	}
 	fixedHedges(&cfg, targets)
+	limitOnly(&cfg, targets)
 	if hosts == nil {
 		for _, t := range targets {
 			hosts = append(hosts, t.host)
@@ -288,7 +302,7 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		telemetry.WithPropagators(propagation.TraceContext{}),
 		telemetry.WithLogger(logger),
 	)
-	st := newStats()
+	st := newStats(cfg.LimitHosts)
 	tr := newTransport(&cfg, base, tel.Transport(telemetry.Name("demo")),
 		transport.WithHooks(st.hooks()), transport.WithHooks(rec.hooks()))
 
@@ -327,6 +341,14 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		recent := st.latency.recent(now)
 		s := sample{now: now, elapsed: now.Sub(start), c: st.snapshot(), tokens: stats.BudgetTokens,
 			p50: recent.quantile(0.5), p99: recent.quantile(0.99), breakers: st.breakerRows(hosts, now)}
+		for _, h := range cfg.LimitHosts {
+			hs, _ := stats.Host(h)
+			lr := LimitRow{Host: h, Limit: hs.Limit, InFlight: hs.InFlight, Shed: int64(hs.Shed), OK: st.okFor(h)}
+			if up != nil {
+				lr.DropNow = up.DropActive(h, now)
+			}
+			s.limits = append(s.limits, lr)
+		}
 		if up != nil {
 			s.served = up.servedTotals()
 			s.outageNow = up.OutageActive(cfg.Outage.Host, now)
@@ -370,7 +392,7 @@ loop:
 
 	total := st.latency.total()
 	sum = Summary{Elapsed: end.Sub(start), Counters: final.c, P50: total.quantile(0.5), P99: total.quantile(0.99),
-		Breakers: final.breakers}
+		Breakers: final.breakers, Limits: final.limits}
 	if tv, ok := rec.pickBest(); ok {
 		sum.Waterfall = renderWaterfall(tv, barW)
 	}
@@ -418,6 +440,16 @@ func newTransport(cfg *Config, base http.RoundTripper, observe ...transport.Opti
 		opts = append(opts, transport.WithBreaker(resilience.BreakerConfig{
 			FailureThreshold: cfg.BreakerThreshold, OpenDuration: cfg.BreakerOpenFor}))
 	}
+	if len(cfg.LimitHosts) > 0 {
+		// The limit learns each host's concurrency from its latency and its
+		// 503s, 429s and timeouts. At the demo's load a host has about one
+		// request in flight, so the limit starts (and rests) at 4 rather
+		// than the default 20: it then fills, and falls, within a second of
+		// a capacity drop, before the drop's queue passes the per-attempt
+		// timeout and five timeouts in a row open the host's breaker. The
+		// hosts not in LimitHosts are exempt per request (see limitOnly).
+		opts = append(opts, transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{InitialLimit: 4}))
+	}
 	return transport.New(base, opts...)
 }
 
@@ -436,6 +468,17 @@ func fixedHedges(cfg *Config, ts []target) {
 		if !slices.Contains(cfg.AdaptiveHosts, ts[i].host) {
 			ts[i].hedgeDelay = cfg.HedgeDelay
 		}
+	}
+}
+
+// limitOnly exempts the targets of hosts not in cfg.LimitHosts from the
+// concurrency limit.
+func limitOnly(cfg *Config, ts []target) {
+	if len(cfg.LimitHosts) == 0 {
+		return
+	}
+	for i := range ts {
+		ts[i].noLimit = !slices.Contains(cfg.LimitHosts, ts[i].host)
 	}
 }
 
@@ -528,6 +571,14 @@ func headerLines(cfg *Config, ep Endpoints, service string) []string {
 			}
 			ls = append(ls, fmt.Sprintf("burst     every host answers 503 to %g%% for %v, %s, from %v", 100*b.Share, b.For, every, b.Start))
 		}
+		if d := cfg.Drop; d.Host != "" && d.For > 0 {
+			every := "once"
+			if d.Every > 0 {
+				every = "every " + d.Every.String()
+			}
+			ls = append(ls, fmt.Sprintf("drop      %s serves %d at a time, %v each (FIFO queue of %d) for %v, %s, from %v",
+				d.Host, d.Capacity, d.Service, d.Queue, d.For, every, d.Start))
+		}
 	} else {
 		ls = append(ls, "targets   "+strings.Join(cfg.Targets, " "))
 	}
@@ -538,9 +589,13 @@ func headerLines(cfg *Config, ep Endpoints, service string) []string {
 	if cfg.adaptive() {
 		hedge += fmt.Sprintf(", adaptive for %s (≤%g%% extra load)", strings.Join(cfg.AdaptiveHosts, " "), 100*cfg.HedgeMaxExtraLoad)
 	}
-	ls = append(ls, fmt.Sprintf("transport %d attempts · backoff %v..%v · hedge %s · per-attempt %v · budget %g+%d/s · breaker %d fails, open %v",
+	limit := "off"
+	if len(cfg.LimitHosts) > 0 {
+		limit = strings.Join(cfg.LimitHosts, " ")
+	}
+	ls = append(ls, fmt.Sprintf("transport %d attempts · backoff %v..%v · hedge %s · per-attempt %v · budget %g+%d/s · breaker %d fails, open %v · limit %s",
 		cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffMax, hedge, cfg.PerAttemptTimeout, cfg.BudgetRatio,
-		cfg.BudgetMinPerSec, cfg.BreakerThreshold, cfg.BreakerOpenFor))
+		cfg.BudgetMinPerSec, cfg.BreakerThreshold, cfg.BreakerOpenFor, limit))
 	otlp := "OTLP off (set OTEL_EXPORTER_OTLP_ENDPOINT)"
 	if cfg.OTLPTraces || cfg.OTLPMetrics {
 		var what []string
@@ -582,6 +637,17 @@ func printSummary(w io.Writer, s *Summary, final sample) {
 			label = "breakers"
 		}
 		fmt.Fprintf(w, "%-9s %-10s opened %d× · closed %d× · now %s for %s\n", label, b.Host, b.Opens, b.Closes, stateWord(b.State), fmtElapsed(b.Since))
+	}
+	if len(s.Limits) > 0 {
+		fmt.Fprintf(w, "overload  shed %d initial · %d retry · %d hedge attempts · %d waited for a permit and got one\n",
+			c.ShedInitial, c.ShedRetry, c.ShedHedge, c.LimitWaits)
+	}
+	for i, l := range s.Limits {
+		label := ""
+		if i == 0 {
+			label = "limit"
+		}
+		fmt.Fprintf(w, "%-9s %-10s shed %d · answered ok %d · limit now %d\n", label, l.Host, l.Shed, l.OK, l.Limit)
 	}
 	if s.Served != nil {
 		fmt.Fprintf(w, "upstream  %s\n", servedLine(final.served))

@@ -157,7 +157,8 @@ func TestRunEndToEnd(t *testing.T) {
 		for _, name := range []string{"gotry_attempts_total", "gotry_retries_total", "gotry_hedges_total",
 			"gotry_breaker_transitions_total", "gotry_request_duration_seconds_bucket", "gotry_budget_tokens",
 			"gotry_hedge_delay_seconds", "gotry_hedge_max_extra_load_ratio", "http_client_request_duration_seconds_bucket",
-			"gotry_attempts_in_flight", "gotry_request_retries_bucket", "gotry_breaker_state_duration_seconds"} {
+			"gotry_attempts_in_flight", "gotry_request_retries_bucket", "gotry_breaker_state_duration_seconds",
+			"gotry_limit_current", "gotry_limit_in_flight"} {
 			if !strings.Contains(metrics, "\n"+name+"{") {
 				t.Errorf("/metrics has no %s", name)
 			}
@@ -416,6 +417,51 @@ func TestRunBurstDrainsTheBudget(t *testing.T) {
 	}
 	if sum.Counters.BudgetRefusals == 0 {
 		t.Errorf("no budget refusals during a %g burst at %g req/s: %+v", cfg.Burst.Share, cfg.Rate, sum.Counters)
+	}
+}
+
+// TestRunCapacityDropIsShed: when search's capacity drops under what the
+// load sends it, the concurrency limit sheds the excess: requests end
+// "overloaded" without reaching search, the upstream serves what it can,
+// and the view, the summary and /metrics show the limit and the sheds.
+func TestRunCapacityDropIsShed(t *testing.T) {
+	var out syncBuffer
+	cfg := testConfig(&out)
+	cfg.Hosts = []string{"search"}
+	cfg.Outage = Outage{}
+	cfg.Faults = Faults{Latency: 2 * time.Millisecond}
+	cfg.HedgeDelay = 0 // no hedges: every shed below is a request's own
+	cfg.PerAttemptTimeout = 500 * time.Millisecond
+	// 60 requests a second against 10 a second served.
+	cfg.Drop = Drop{Host: "search", Start: 500 * time.Millisecond, For: 2500 * time.Millisecond, Capacity: 1, Service: 100 * time.Millisecond, Queue: 64}
+	cfg.WaterfallEvery = 0
+	var metrics string
+	cfg.AfterTraffic = func(ep Endpoints) { metrics = get(t, ep.MetricsURL) }
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	text := out.String()
+	c := sum.Counters
+	if c.ShedInitial == 0 || c.Reasons["overloaded"] == 0 {
+		t.Errorf("shed %d initial attempts, %d overloaded give-ups; want both > 0:\n%s", c.ShedInitial, c.Reasons["overloaded"], text)
+	}
+	if served := sum.Served["search"]; served["capped"] == 0 {
+		t.Errorf("search served %v: nothing under the drop", served)
+	}
+	if len(sum.Limits) != 1 || sum.Limits[0].Host != "search" || sum.Limits[0].Shed < c.ShedInitial || sum.Limits[0].OK == 0 {
+		t.Errorf("limit rows %+v, want search's, with its sheds and goodput", sum.Limits)
+	}
+	for _, want := range []string{" · limit search ", " DROP", "overload  shed ", "drop      search serves 1 at a time"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	for _, want := range []string{"\ngotry_limit_current{", "\ngotry_limit_in_flight{", "\ngotry_limit_shed_total{",
+		`gotry_reason="overloaded"`, `error_type="overloaded"`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 }
 

@@ -148,6 +148,54 @@ func (b Burst) Active(elapsed time.Duration) bool {
 	return b.Share > 0 && inWindow(elapsed, b.Start, b.Every, b.For)
 }
 
+// Drop is a capacity drop of one host, the overload the transport's
+// concurrency limit absorbs: for For, every Every, starting Start after the
+// upstream starts, Host serves at most Capacity requests at once, each
+// taking Service (its usual latency replaced), and queues the rest first in,
+// first out, up to Queue of them (further ones are answered 503 at once, as
+// a full accept queue would). A request whose client has gone away (a
+// per-attempt timeout, a lost hedge) still costs its service time when it
+// reaches the head of the queue, as on a real server; the queued requests
+// are served after the window ends too. Its errors (503, 429, resets) are
+// answered at once, as always. Host "" or For 0 means none.
+type Drop struct {
+	Host     string
+	Start    time.Duration
+	Every    time.Duration
+	For      time.Duration
+	Capacity int
+	Service  time.Duration
+	Queue    int
+}
+
+// DefaultDrop makes search serve one request at a time at 100ms each
+// (10/s, about 60% of the 17/s the default load sends it) for 10s every 60s,
+// first 5s in: before the first payments outage, so the limit has learned
+// search's normal latency and the drop shows on its own.
+func DefaultDrop() Drop {
+	return Drop{Host: "search", Start: 5 * time.Second, Every: 60 * time.Second, For: 10 * time.Second,
+		Capacity: 1, Service: 100 * time.Millisecond, Queue: 64}
+}
+
+func (d Drop) validate() error {
+	if d.Start < 0 || d.Every < 0 || d.For < 0 || d.Service < 0 || d.Capacity < 0 || d.Queue < 0 {
+		return fmt.Errorf("demo: capacity drop settings must not be negative")
+	}
+	if d.Every > 0 && d.For > d.Every {
+		return fmt.Errorf("demo: capacity drop length %v is longer than its period %v", d.For, d.Every)
+	}
+	if d.Host != "" && d.For > 0 && d.Capacity < 1 {
+		return fmt.Errorf("demo: capacity drop needs a capacity of at least 1, got %d", d.Capacity)
+	}
+	return nil
+}
+
+// Active reports whether host's capacity is down at elapsed since the
+// upstream started.
+func (d Drop) Active(host string, elapsed time.Duration) bool {
+	return host == d.Host && d.Capacity > 0 && inWindow(elapsed, d.Start, d.Every, d.For)
+}
+
 // fault is what the upstream does with one request.
 type fault int
 
@@ -160,12 +208,14 @@ const (
 	faultReset
 	faultOutage
 	faultBurst
+	faultCapped    // served under a capacity drop, after its queue
+	faultQueueFull // refused: the capacity drop's queue was full
 	numFaults
 )
 
 // String names the fault as the view shows it.
 func (f fault) String() string {
-	return [...]string{"ok", "slow", "hang", "503", "429", "reset", "outage", "burst"}[f]
+	return [...]string{"ok", "slow", "hang", "503", "429", "reset", "outage", "burst", "capped", "queue-full"}[f]
 }
 
 // pick chooses a fault for a request with u uniform in [0, 1).

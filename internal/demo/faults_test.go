@@ -140,3 +140,65 @@ func TestDefaultBurstFallsInTheDefaultRun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestDropActive(t *testing.T) {
+	d := Drop{Host: "search", Start: 5 * time.Second, Every: 60 * time.Second, For: 10 * time.Second, Capacity: 1, Service: 100 * time.Millisecond}
+	tests := []struct {
+		name    string
+		d       Drop
+		host    string
+		elapsed time.Duration
+		want    bool
+	}{
+		{"before the first", d, "search", 4 * time.Second, false},
+		{"first starts", d, "search", 5 * time.Second, true},
+		{"another host", d, "payments", 6 * time.Second, false},
+		{"first ends", d, "search", 15 * time.Second, false},
+		{"second", d, "search", 65*time.Second + time.Millisecond, true},
+		{"capacity 0 is none", Drop{Host: "search", For: time.Hour}, "search", time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.d.Active(tt.host, tt.elapsed); got != tt.want {
+				t.Fatalf("Active(%q, %v) = %v, want %v", tt.host, tt.elapsed, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDropValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		d    Drop
+	}{
+		{"negative service", Drop{Host: "search", For: time.Second, Capacity: 1, Service: -time.Millisecond}},
+		{"longer than its period", Drop{Host: "search", Every: time.Second, For: 2 * time.Second, Capacity: 1}},
+		{"no capacity", Drop{Host: "search", For: time.Second}},
+		{"negative queue", Drop{Host: "search", For: time.Second, Capacity: 1, Queue: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.d.validate(); err == nil {
+				t.Fatalf("validate(%+v) = nil, want an error", tt.d)
+			}
+		})
+	}
+	if err := (Drop{}).validate(); err != nil {
+		t.Fatalf("no drop: %v", err)
+	}
+}
+
+// The default run (60s) has one capacity drop on a host under the limit,
+// ended with time to recover before the run does.
+func TestDefaultDropFallsInTheDefaultRun(t *testing.T) {
+	d, cfg := DefaultDrop(), DefaultConfig()
+	if !d.Active(d.Host, d.Start) || d.Start+d.For > cfg.Duration-10*time.Second {
+		t.Fatalf("DefaultDrop %+v does not fit in the default %v run with 10s to spare", d, cfg.Duration)
+	}
+	if len(cfg.LimitHosts) != 1 || cfg.LimitHosts[0] != d.Host {
+		t.Fatalf("limit hosts %q, want the drop's host %q", cfg.LimitHosts, d.Host)
+	}
+	if err := d.validate(); err != nil {
+		t.Fatal(err)
+	}
+}

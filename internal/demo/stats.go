@@ -30,6 +30,12 @@ type stats struct {
 	clientErrors, nonOKStatus atomic.Int64 // final results: an error, or a status >= 400
 	reasons                   [numReasons]atomic.Int64
 	latency                   latencyWindow
+	shed                      [3]atomic.Int64 // attempts the concurrency limit refused, by kind
+	limitWaits                atomic.Int64    // first attempts that waited for a permit and got one
+	// ok counts, for each host under the concurrency limit, the requests
+	// answered with a status < 400: the goodput the limit keeps. Built
+	// by newStats and only read after.
+	ok map[string]*atomic.Int64
 
 	// maxAttempts is the most attempts one request took.
 	maxAttempts atomic.Int64
@@ -45,7 +51,23 @@ type breakerTrack struct {
 	opens, closes int
 }
 
-func newStats() *stats { return &stats{breakers: map[string]*breakerTrack{}} }
+// newStats returns empty stats that count the goodput of limitHosts.
+func newStats(limitHosts []string) *stats {
+	s := &stats{breakers: map[string]*breakerTrack{}, ok: map[string]*atomic.Int64{}}
+	for _, h := range limitHosts {
+		s.ok[h] = new(atomic.Int64)
+	}
+	return s
+}
+
+// okFor returns how many of host's requests were answered with a status
+// < 400 (0 for a host not under the limit).
+func (s *stats) okFor(host string) int64 {
+	if n := s.ok[host]; n != nil {
+		return n.Load()
+	}
+	return 0
+}
 
 // hooks returns the transport hooks that feed s. They are cheap: atomics,
 // plus one mutex for latency and breaker changes.
@@ -71,7 +93,13 @@ func (s *stats) hooks() transport.Hooks {
 		},
 		OnHedge:           func(resilience.HedgeEvent) { s.hedges.Add(1) },
 		OnBudgetExhausted: func(resilience.BudgetEvent) { s.budgetRefusals.Add(1) },
-		OnBreakerReject:   func(resilience.BreakerRejectEvent) { s.breakerRejects.Add(1) },
+		OnShed: func(e resilience.ShedEvent) {
+			if int(e.Kind) >= 0 && int(e.Kind) < len(s.shed) {
+				s.shed[e.Kind].Add(1)
+			}
+		},
+		OnLimitWait:     func(resilience.LimitWaitEvent) { s.limitWaits.Add(1) },
+		OnBreakerReject: func(resilience.BreakerRejectEvent) { s.breakerRejects.Add(1) },
 		OnBreakerStateChange: func(e resilience.BreakerStateEvent) {
 			s.observeBreaker(e.Key, e.To, time.Now())
 		},
@@ -83,6 +111,10 @@ func (s *stats) hooks() transport.Hooks {
 				s.clientErrors.Add(1)
 			case e.Code >= 400:
 				s.nonOKStatus.Add(1)
+			default:
+				if n := s.ok[e.Key]; n != nil {
+					n.Add(1)
+				}
 			}
 			for {
 				m := s.maxAttempts.Load()
@@ -161,18 +193,31 @@ func (s *stats) breakerRows(hosts []string, now time.Time) []BreakerRow {
 	return out
 }
 
+// LimitRow is one host under the concurrency limit at one moment: its limit
+// and the attempts in flight under it (from the transport's Stats), the
+// attempts it shed so far, the requests answered ok so far, and whether the
+// upstream's capacity drop is on now.
+type LimitRow struct {
+	Host            string
+	Limit, InFlight int
+	Shed, OK        int64
+	DropNow         bool
+}
+
 // Counters are the demo's totals at one moment, from the transport's hooks:
 // requests finished, attempts started, retries scheduled, hedges launched
 // and won, budget refusals, breaker rejections, retries that waited for
 // Retry-After, attempts cut by the per-attempt timeout, requests skipped
 // because every worker was busy, requests that ended in an error or a status
-// >= 400, the most attempts one request took, and give-ups by reason
-// (resilience.EndReason's String).
+// >= 400, the most attempts one request took, attempts the concurrency
+// limit shed by kind and first attempts that waited for a permit, and
+// give-ups by reason (resilience.EndReason's String).
 type Counters struct {
 	Requests, Attempts, Retries, Hedges, HedgeWins int64
 	BudgetRefusals, BreakerRejects, RetryAfter     int64
 	Timeouts, Skipped, ClientErrors, NonOKStatus   int64
 	MaxAttempts                                    int64
+	ShedInitial, ShedRetry, ShedHedge, LimitWaits  int64
 	Reasons                                        map[string]int64
 }
 
@@ -183,6 +228,8 @@ func (s *stats) snapshot() Counters {
 		BreakerRejects: s.breakerRejects.Load(), RetryAfter: s.retryAfter.Load(), Timeouts: s.timeouts.Load(),
 		Skipped: s.skipped.Load(), ClientErrors: s.clientErrors.Load(), NonOKStatus: s.nonOKStatus.Load(),
 		MaxAttempts: s.maxAttempts.Load(), Reasons: map[string]int64{},
+		ShedInitial: s.shed[resilience.KindInitial].Load(), ShedRetry: s.shed[resilience.KindRetry].Load(),
+		ShedHedge: s.shed[resilience.KindHedge].Load(), LimitWaits: s.limitWaits.Load(),
 	}
 	for i := range s.reasons {
 		r := resilience.EndReason(i)

@@ -22,6 +22,8 @@ type target struct {
 	// hedgeDelay, when set, is the request's fixed hedge delay (a Policy)
 	// on a transport that hedges other hosts adaptively.
 	hedgeDelay time.Duration
+	// noLimit exempts the request from the concurrency limit (a Policy).
+	noLimit bool
 }
 
 // demoTargets are the requests to the virtual hosts: inventory and search are
@@ -124,8 +126,8 @@ func (l *load) do(n int) {
 	t := l.targets[r.IntN(len(l.targets))]
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	if t.hedgeDelay > 0 {
-		ctx = transport.WithPolicy(ctx, transport.Policy{HedgeDelay: t.hedgeDelay})
+	if t.hedgeDelay > 0 || t.noLimit {
+		ctx = transport.WithPolicy(ctx, transport.Policy{HedgeDelay: t.hedgeDelay, NoLimit: t.noLimit})
 	}
 	var body io.Reader
 	if t.body != nil {

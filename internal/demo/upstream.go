@@ -54,6 +54,7 @@ type UpstreamConfig struct {
 	Faults Faults
 	Outage Outage
 	Burst  Burst
+	Drop   Drop
 	Seed   uint64
 	// TracerProvider, when set, gives every request a SERVER span (otelhttp)
 	// that joins the client's trace through the W3C traceparent header.
@@ -67,6 +68,8 @@ type Upstream struct {
 	byKey map[string]*vhost // "name:80" -> host, for DialContext
 	start time.Time
 	wg    sync.WaitGroup // one per Serve goroutine
+	stop  chan struct{}  // closed by Shutdown: queued and capped requests end at once
+	once  sync.Once      // closes stop
 }
 
 // vhost is one virtual host: a listener, a server and its fault dice.
@@ -77,7 +80,16 @@ type vhost struct {
 	faults Faults
 	outage Outage
 	burst  Burst
+	drop   Drop
 	start  time.Time
+	stop   <-chan struct{} // the Upstream's
+
+	// slots holds a token per request in service under the capacity drop:
+	// a request blocked sending to it waits in the channel's queue, which
+	// the runtime serves first in, first out. queued counts the requests
+	// waiting or in service, bounded by Capacity+Queue.
+	slots  chan struct{}
+	queued atomic.Int64
 
 	mu  sync.Mutex // guards rng
 	rng *rand.Rand
@@ -98,6 +110,9 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 	if err := cfg.Burst.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Drop.validate(); err != nil {
+		return nil, err
+	}
 	hosts := cfg.Hosts
 	if len(hosts) == 0 {
 		hosts = defaultHosts
@@ -114,7 +129,7 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: upstream listen port %q: %w", portStr, err)
 	}
-	u := &Upstream{byKey: map[string]*vhost{}, start: time.Now()}
+	u := &Upstream{byKey: map[string]*vhost{}, start: time.Now(), stop: make(chan struct{})}
 	for i, name := range hosts {
 		p := 0
 		if port != 0 {
@@ -126,7 +141,8 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 			return nil, fmt.Errorf("demo: upstream %s: %w", name, err)
 		}
 		h := &vhost{
-			name: name, ln: ln, faults: cfg.Faults, outage: cfg.Outage, burst: cfg.Burst, start: u.start,
+			name: name, ln: ln, faults: cfg.Faults, outage: cfg.Outage, burst: cfg.Burst, drop: cfg.Drop,
+			start: u.start, stop: u.stop, slots: make(chan struct{}, max(cfg.Drop.Capacity, 1)),
 			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 		}
 		var handler http.Handler = h
@@ -234,9 +250,21 @@ func (u *Upstream) OutageActive(host string, now time.Time) bool {
 	return false
 }
 
-// Shutdown stops every server: it stops accepting, waits for handlers until
-// ctx ends, then closes what is left, and waits for the Serve goroutines.
+// DropActive reports whether host's capacity is down now.
+func (u *Upstream) DropActive(host string, now time.Time) bool {
+	for _, h := range u.hosts {
+		if h.name == host {
+			return h.drop.Active(host, now.Sub(u.start))
+		}
+	}
+	return false
+}
+
+// Shutdown stops every server: it ends the requests queued under a
+// capacity drop, stops accepting, waits for handlers until ctx ends, then
+// closes what is left, and waits for the Serve goroutines.
 func (u *Upstream) Shutdown(ctx context.Context) error {
+	u.once.Do(func() { close(u.stop) })
 	var errs []error
 	for _, h := range u.hosts {
 		if err := h.srv.Shutdown(ctx); err != nil {
@@ -271,7 +299,22 @@ func (h *vhost) roll(now time.Time) (fault, time.Duration) {
 func (h *vhost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	h.countAttempt(r)
-	f, d := h.roll(time.Now())
+	now := time.Now()
+	f, d := h.roll(now)
+	if (f == faultNone || f == faultSlow) && h.drop.Active(h.name, now.Sub(h.start)) {
+		if !h.serveCapped() {
+			h.served[faultQueueFull].Add(1)
+			writeJSON(w, http.StatusServiceUnavailable, `{"error":"queue full"}`)
+			return
+		}
+		h.served[faultCapped].Add(1)
+		if r.Context().Err() != nil {
+			trace.SpanFromContext(r.Context()).SetAttributes(attrClientGone.Bool(true))
+			return
+		}
+		writeJSON(w, http.StatusOK, `{"host":"`+h.name+`","ok":true}`)
+		return
+	}
 	h.served[f].Add(1)
 	switch f {
 	case faultReset:
@@ -296,6 +339,32 @@ func (h *vhost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, `{"host":"`+h.name+`","ok":true}`)
+}
+
+// serveCapped serves one request under the capacity drop: it waits for its
+// turn in the FIFO queue, then takes the drop's Service time, whether or not
+// its client is still there (the server does not know). It reports false,
+// having waited for nothing, when the queue is full. Shutdown ends the wait
+// and the service at once.
+func (h *vhost) serveCapped() bool {
+	if h.queued.Add(1) > int64(h.drop.Capacity+h.drop.Queue) {
+		h.queued.Add(-1)
+		return false
+	}
+	defer h.queued.Add(-1)
+	select {
+	case h.slots <- struct{}{}:
+	case <-h.stop:
+		return true
+	}
+	defer func() { <-h.slots }()
+	t := time.NewTimer(h.drop.Service)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.stop:
+	}
+	return true
 }
 
 // countAttempt counts r by the kind its attempt header names and puts the
@@ -353,6 +422,9 @@ func ServeUpstream(ctx context.Context, cfg UpstreamConfig, d time.Duration, out
 	}
 	if b := cfg.Burst; b.Share > 0 && b.For > 0 {
 		fmt.Fprintf(out, "burst: every host answers 503 to %g%% of requests for %v every %v from %v\n", 100*b.Share, b.For, b.Every, b.Start)
+	}
+	if d := cfg.Drop; d.Host != "" && d.For > 0 {
+		fmt.Fprintf(out, "capacity drop: %s serves %d at a time, %v each, for %v every %v from %v\n", d.Host, d.Capacity, d.Service, d.For, d.Every, d.Start)
 	}
 	if d > 0 {
 		var cancel context.CancelFunc

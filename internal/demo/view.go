@@ -35,6 +35,10 @@ type sample struct {
 	breakers  []BreakerRow
 	served    [numFaults]int64
 	outageNow bool
+	limits    []LimitRow // the hosts under the concurrency limit
+	// prevLimits are limits of the sample rates are taken against (set by
+	// draw), for the per-second sheds and goodput.
+	prevLimits []LimitRow
 }
 
 // view renders samples: a full-screen ANSI frame redrawn in place (live), or
@@ -54,6 +58,7 @@ type view struct {
 	// against prev, or prev2 when prev is too recent to give a rate.
 	prev, prev2     Counters
 	prevAt, prev2At time.Time
+	prevL, prev2L   []LimitRow
 	logSeq          int64    // last log line printed (plain)
 	wf              []string // current waterfall (live)
 	wfTitle         string
@@ -76,10 +81,11 @@ const minRateSpan = 500 * time.Millisecond
 
 // draw renders s.
 func (v *view) draw(s sample) {
-	base, at := v.prev, v.prevAt
+	base, at, baseL := v.prev, v.prevAt, v.prevL
 	if s.now.Sub(at) < minRateSpan && !v.prev2At.IsZero() {
-		base, at = v.prev2, v.prev2At
+		base, at, baseL = v.prev2, v.prev2At, v.prev2L
 	}
+	s.prevLimits = baseL
 	dt := s.now.Sub(at)
 	if at.IsZero() {
 		dt = 0
@@ -89,8 +95,8 @@ func (v *view) draw(s sample) {
 	} else {
 		v.drawPlain(s, base, dt)
 	}
-	v.prev2, v.prev2At = v.prev, v.prevAt
-	v.prev, v.prevAt = s.c, s.now
+	v.prev2, v.prev2At, v.prev2L = v.prev, v.prevAt, v.prevL
+	v.prev, v.prevAt, v.prevL = s.c, s.now, s.limits
 }
 
 // setWaterfall installs a new waterfall: shown in the live frame, printed
@@ -120,6 +126,14 @@ func (v *view) drawPlain(s sample, p Counters, dt time.Duration) {
 			sep = ""
 		}
 		fmt.Fprintf(&b, " %s %s %s%s", br.Host, stateWord(br.State), fmtElapsed(br.Since), sep)
+	}
+	for _, l := range s.limits {
+		shed, ok := limitRates(l, s.prevLimits, dt)
+		drop := ""
+		if l.DropNow {
+			drop = " DROP"
+		}
+		fmt.Fprintf(&b, " · limit %s %d/%d shed %.1f/s ok %.1f/s%s", l.Host, l.InFlight, l.Limit, shed, ok, drop)
 	}
 	fmt.Fprintln(v.out, b.String())
 	lines, seq := v.logs.since(v.logSeq)
@@ -179,6 +193,22 @@ func (v *view) drawLive(s sample, p Counters, dt time.Duration) {
 		}
 		add("%-10s %-12s %s %8s   %s", label, br.Host, colorState(br.State), fmtElapsed(br.Since), extra)
 	}
+	for i, l := range s.limits {
+		label := ""
+		if i == 0 {
+			label = "limit"
+		}
+		shed, ok := limitRates(l, s.prevLimits, dt)
+		extra := ""
+		if l.DropNow {
+			extra = ansiYellow + "   capacity drop now" + ansiReset
+		}
+		add("%-10s %-12s limit %4d · in flight %4d · shed %6.1f/s (%d) · answered ok %6.1f/s%s",
+			label, l.Host, l.Limit, l.InFlight, shed, l.Shed, ok, extra)
+	}
+	if len(s.limits) > 0 {
+		add("%-10s %-12s shed initial %d · retry %d · hedge %d · waited for a permit %d", "", "", c.ShedInitial, c.ShedRetry, c.ShedHedge, c.LimitWaits)
+	}
 	add("")
 	add("upstream   %s", servedLine(s.served))
 	add("")
@@ -213,6 +243,17 @@ func (v *view) drawLive(s sample, p Counters, dt time.Duration) {
 	}
 	b.WriteString(ansiClearDown)
 	_, _ = io.WriteString(v.out, b.String()) // best effort, like fmt.Fprint
+}
+
+// limitRates returns l's sheds and requests answered ok per second since the
+// row of the same host in prev.
+func limitRates(l LimitRow, prev []LimitRow, dt time.Duration) (shed, ok float64) {
+	for _, p := range prev {
+		if p.Host == l.Host {
+			return rate(l.Shed, p.Shed, dt), rate(l.OK, p.OK, dt)
+		}
+	}
+	return 0, 0
 }
 
 // stop notes that traffic has stopped and the requests in flight are
