@@ -187,6 +187,13 @@ func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) 
 	return time.Duration(latUpper(latBuckets - 1)), n
 }
 
+// estimate returns the hedge delay the window ending at now says, before
+// clamping, and whether the window holds enough results for one.
+func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
+	p, n := h.percentile(now, 1-h.cfg.MaxExtraLoad)
+	return p, n >= AdaptiveMinSamples
+}
+
 // current returns the key's hedge delay at now, recomputing it when the
 // cached one is older than refreshNs, and whether the key is warm.
 func (h *hedgeKey) current(now time.Time) time.Duration {
@@ -195,30 +202,48 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		return time.Duration(h.delay.Load())
 	}
 	if !h.refresh.TryLock() {
-		return time.Duration(h.delay.Load()) // someone else is on it; the old value will do
+		// Someone else is on it; the old value will do, unless there is
+		// none yet (computed is stored after delay): a cold key's delay.
+		if h.computed.Load() == 0 {
+			return h.cfg.clamp(h.cfg.coldDelay())
+		}
+		return time.Duration(h.delay.Load())
 	}
 	defer h.refresh.Unlock()
 	cfg := h.cfg
-	p, n := h.percentile(now, 1-cfg.MaxExtraLoad)
-	d := p
-	warm := n >= AdaptiveMinSamples
+	d, warm := h.estimate(now)
 	if !warm {
-		d = cfg.MaxDelay
-		if d == 0 {
-			d = AdaptiveColdDelay
-		}
+		d = cfg.coldDelay()
 	}
-	if cfg.MaxDelay > 0 {
-		d = min(d, cfg.MaxDelay)
+	d = cfg.clamp(d)
+	if h.computed.Load() == 0 {
+		// The first computation: the bucket gets its capacity and starts
+		// full (a cold key hedges only after the cold delay anyway).
+		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
+		h.capacity.Store(math.Float64bits(capacity))
+		h.tokens.Store(math.Float64bits(capacity))
 	}
-	d = max(d, cfg.MinDelay)
-	// Capacity: the tokens of burstCalls calls, and at least two hedges.
-	capacity := max(2, cfg.MaxExtraLoad*burstCalls)
-	h.capacity.Store(math.Float64bits(capacity))
 	h.delay.Store(int64(d))
 	h.warm.Store(warm)
 	h.computed.Store(ns)
 	return d
+}
+
+// coldDelay is the delay of a key with too few results: MaxDelay, or
+// AdaptiveColdDelay without one.
+func (c *AdaptiveHedging) coldDelay() time.Duration {
+	if c.MaxDelay > 0 {
+		return c.MaxDelay
+	}
+	return AdaptiveColdDelay
+}
+
+// clamp bounds d to [MinDelay, MaxDelay].
+func (c *AdaptiveHedging) clamp(d time.Duration) time.Duration {
+	if c.MaxDelay > 0 {
+		d = min(d, c.MaxDelay)
+	}
+	return max(d, c.MinDelay)
 }
 
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
@@ -252,11 +277,13 @@ func (h *hedgeKey) take() bool {
 }
 
 // untake gives back a token taken for a hedge that did not launch (the
-// budget or the breaker refused it).
+// budget or the breaker refused it), never filling the bucket past its
+// capacity: calls that paid in meanwhile may have filled it already.
 func (h *hedgeKey) untake() {
+	capacity := math.Float64frombits(h.capacity.Load())
 	for {
 		old := h.tokens.Load()
-		n := math.Float64frombits(old) + 1
+		n := min(math.Float64frombits(old)+1, capacity)
 		if h.tokens.CompareAndSwap(old, math.Float64bits(n)) {
 			return
 		}

@@ -190,3 +190,79 @@ func BenchmarkAdaptiveRecord(b *testing.B) {
 		k.record(now, 3*time.Millisecond)
 	}
 }
+
+// TestColdKeyNeverHedgesAtZero: a key whose delay is being computed by
+// another call (its refresh lock held) still answers the cold delay, never
+// the zero it starts with, and every delay is within [MinDelay, MaxDelay].
+func TestColdKeyNeverHedgesAtZero(t *testing.T) {
+	for _, cfg := range []AdaptiveHedging{
+		{MaxExtraLoad: 0.05},
+		{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond},
+		{MaxExtraLoad: 0.05, MinDelay: 2 * time.Millisecond, MaxDelay: 300 * time.Millisecond},
+	} {
+		want := cfg.MaxDelay
+		if want == 0 {
+			want = AdaptiveColdDelay
+		}
+		k := newHedgers(cfg).get("cold.test", adaptiveStart)
+		k.refresh.Lock() // another call is computing the delay right now
+		got := k.current(adaptiveStart)
+		k.refresh.Unlock()
+		if got != want {
+			t.Errorf("%+v: cold delay while another call computes it: %v, want %v", cfg, got, want)
+		}
+	}
+}
+
+// TestRefusedHedgesDoNotOvershootTheCap: tokens given back for hedges the
+// budget refused never lift the bucket above its capacity, so over any
+// stretch the hedges that launched stay within MaxExtraLoad × the calls in
+// it plus the capacity, whatever calls paid in while a refused hedge held
+// its token.
+func TestRefusedHedgesDoNotOvershootTheCap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		load := rapid.Float64Range(0.001, 0.5).Draw(t, "load")
+		cfg := AdaptiveHedging{MaxExtraLoad: load}
+		k := newHedgers(cfg).get("k", adaptiveStart)
+		k.current(adaptiveStart) // sets the capacity
+		capacity := math.Float64frombits(k.capacity.Load())
+		// Events: 0 a call, 1 a hedge the budget lets launch, 2 a hedge the
+		// budget refuses, with calls paying in between take and untake.
+		events := rapid.SliceOfN(rapid.IntRange(0, 2), 1, 300).Draw(t, "events")
+		between := rapid.SliceOfN(rapid.IntRange(0, 20), len(events), len(events)).Draw(t, "calls while a refused hedge holds its token")
+		calls := make([]int, len(events)+1)
+		hedges := make([]int, len(events)+1)
+		for i, ev := range events {
+			calls[i+1], hedges[i+1] = calls[i], hedges[i]
+			switch ev {
+			case 0:
+				k.deposit()
+				calls[i+1]++
+			case 1:
+				if k.take() {
+					hedges[i+1]++
+				}
+			case 2:
+				took := k.take()
+				for range between[i] {
+					k.deposit()
+					calls[i+1]++
+				}
+				if took {
+					k.untake()
+				}
+			}
+			if tok := math.Float64frombits(k.tokens.Load()); tok > capacity+1e-9 {
+				t.Fatalf("after event %d: %v tokens, above the capacity %v", i, tok, capacity)
+			}
+		}
+		for i := range events {
+			for j := i + 1; j <= len(events); j++ {
+				h, c := hedges[j]-hedges[i], calls[j]-calls[i]
+				if float64(h) > load*float64(c)+capacity+1e-9 {
+					t.Fatalf("events %d..%d: %d hedges for %d calls at load %v, capacity %v", i, j, h, c, load, capacity)
+				}
+			}
+		}
+	})
+}
