@@ -69,7 +69,14 @@ const (
 	latSlots    = 4 // the window's quarters
 	latSlotSpan = int64(AdaptiveWindow / latSlots)
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
-	burstCalls  = 100                           // the token bucket holds the tokens of this many calls
+	burstCalls  = 200                           // the token bucket holds the tokens of this many calls
+
+	// The delay estimate; see AdaptiveHedging.
+	tailSamples = 10       // the estimate wants this many results beyond the delay: tailSamples / MaxExtraLoad in all
+	aimShare    = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
+	gapShare    = 1.5      // at a gap, it may go as low as hedging this share
+	gapBuckets  = 4        // a gap spans at least this many buckets (a factor of 2^(4/8) ≈ 1.41)
+	gapMass     = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
 )
 
 // Validate checks the configuration, naming the field it rejects.
@@ -188,10 +195,71 @@ func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) 
 }
 
 // estimate returns the hedge delay the window ending at now says, before
-// clamping, and whether the window holds enough results for one.
+// clamping, and whether the window holds enough results for one. See
+// AdaptiveHedging for the model.
 func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
-	p, n := h.percentile(now, 1-h.cfg.MaxExtraLoad)
-	return p, n >= AdaptiveMinSamples
+	load := h.cfg.MaxExtraLoad
+	var counts [latBuckets]uint64
+	n := h.recent(now, &counts, uint64(math.Ceil(tailSamples/load)))
+	if n < AdaptiveMinSamples {
+		return 0, false
+	}
+	aim := atRank(&counts, n, 1-aimShare*load)
+	lo := atRank(&counts, n, 1-gapShare*load)
+	// A gap: gapBuckets buckets in a row, all below aim, that hold almost
+	// nothing. Hedging from its lower edge costs hardly more than from
+	// aim (at most gapShare × MaxExtraLoad by lo's rank) and takes every
+	// call beyond the gap sooner.
+	limit := uint64(gapMass * load * float64(n))
+	for b := lo; b+gapBuckets < aim; b++ {
+		var in uint64
+		for _, c := range counts[b+1 : b+1+gapBuckets] {
+			in += c
+		}
+		if in <= limit {
+			return time.Duration(latUpper(b)), true
+		}
+	}
+	return time.Duration(latUpper(aim)), true
+}
+
+// recent sums into counts the newest quarters of the window ending at now,
+// newest first, until they hold at least enough results (or the window
+// ends), and returns how many they hold: under steady traffic the estimate
+// follows the last quarter or two, and a quiet key still sees the whole
+// window.
+func (h *hedgeKey) recent(now time.Time, counts *[latBuckets]uint64, enough uint64) uint64 {
+	e := now.UnixNano()/latSlotSpan + 1
+	var n uint64
+	for age := range int64(latSlots) {
+		s := &h.slots[(e-age)%latSlots]
+		if s.epoch.Load() != e-age {
+			continue // unused, or stale: not in the window
+		}
+		for b := range s.counts {
+			c := uint64(s.counts[b].Load())
+			counts[b] += c
+			n += c
+		}
+		if n >= enough {
+			break
+		}
+	}
+	return n
+}
+
+// atRank returns the bucket holding the q-th percentile of counts, which
+// hold n > 0 results.
+func atRank(counts *[latBuckets]uint64, n uint64, q float64) int {
+	rank := max(uint64(math.Ceil(q*float64(n))), 1)
+	var seen uint64
+	for b, c := range counts {
+		seen += c
+		if seen >= rank {
+			return b
+		}
+	}
+	return latBuckets - 1
 }
 
 // current returns the key's hedge delay at now, recomputing it when the

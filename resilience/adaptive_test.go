@@ -69,35 +69,41 @@ func TestLatencyWindowSlides(t *testing.T) {
 	}
 }
 
-// TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay), warm
-// ones the percentile, clamped, and the value is cached for 100ms.
+// TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay); warm
+// ones the (1 − 0.8 × MaxExtraLoad) percentile, or the lower edge of a gap
+// below it, clamped; the value is cached for 100ms.
 func TestAdaptiveDelay(t *testing.T) {
+	// bimodal: 94% at 1ms, 6% at 20ms, nothing between: a gap.
+	bimodal := func(i int) time.Duration {
+		if i%20 == 0 || i%100 == 1 {
+			return 20 * time.Millisecond
+		}
+		return time.Millisecond
+	}
+	// spread: evenly from 0.1ms to 10ms, no gap anywhere.
+	spread := func(i int) time.Duration { return time.Duration(1+i%100) * 100 * time.Microsecond }
 	tests := []struct {
 		name     string
 		cfg      AdaptiveHedging
 		samples  int
+		latency  func(i int) time.Duration
 		wantCold bool
 		want     time.Duration // lower bound of the expected delay
 		wantMax  time.Duration // upper bound
 	}{
-		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, true, AdaptiveColdDelay, AdaptiveColdDelay},
-		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, 10, true, 300 * time.Millisecond, 300 * time.Millisecond},
-		{"warm: the p95", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, false, 20 * time.Millisecond, 23 * time.Millisecond},
-		{"warm, raised to MinDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: 50 * time.Millisecond}, 1000, false, 50 * time.Millisecond, 50 * time.Millisecond},
-		{"warm, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 5 * time.Millisecond}, 1000, false, 5 * time.Millisecond, 5 * time.Millisecond},
+		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, AdaptiveColdDelay, AdaptiveColdDelay},
+		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, 10, spread, true, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"warm, no gap: the p96", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, spread, false, 9600 * time.Microsecond, 10800 * time.Microsecond},
+		{"warm, a gap below the p96: its lower edge", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, bimodal, false, time.Millisecond, 1125 * time.Microsecond},
+		{"warm, a gap too costly (the slow share above 1.5 × the cap): the p96", AdaptiveHedging{MaxExtraLoad: 0.03}, 1000, bimodal, false, 20 * time.Millisecond, 22500 * time.Microsecond},
+		{"warm, raised to MinDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: 50 * time.Millisecond}, 1000, spread, false, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"warm, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 5 * time.Millisecond}, 1000, spread, false, 5 * time.Millisecond, 5 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &hedgeKey{cfg: &tc.cfg}
 			for i := range tc.samples {
-				d := time.Millisecond
-				if i%20 == 0 { // 5% at 20ms: the p95 sits at the top of the fast ones or at 20ms
-					d = 20 * time.Millisecond
-				}
-				if i%100 == 1 { // and 1% more
-					d = 20 * time.Millisecond
-				}
-				k.record(adaptiveStart, d)
+				k.record(adaptiveStart, tc.latency(i))
 			}
 			got := k.current(adaptiveStart)
 			if got < tc.want || got > tc.wantMax || k.warm.Load() == tc.wantCold {

@@ -1,0 +1,153 @@
+package resilience
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A deterministic simulation of adaptive hedging on one key: closed-loop
+// workers send calls whose every attempt draws its latency on its own, on
+// simulated time, through the key's real record, current, deposit, take and
+// untake. It measures what the engine would do without a network or a
+// scheduler in the way, so algorithm changes can be compared exactly.
+
+// simModel draws one attempt's latency; shifted says the call started
+// after the shift.
+type simModel func(r *rand.Rand, shifted bool) time.Duration
+
+// simStalls: 1ms (plus a little jitter, as a loaded loopback has), each
+// draw 5% likely to take 20–200ms more; once shifted, a base of 15–22ms.
+func simStalls(r *rand.Rand, shifted bool) time.Duration {
+	base := time.Millisecond + time.Duration(r.ExpFloat64()*float64(200*time.Microsecond))
+	if shifted {
+		base = 15*time.Millisecond + time.Duration(r.Float64()*float64(7*time.Millisecond))
+	}
+	if r.Float64() < 0.05 {
+		base += 20*time.Millisecond + time.Duration(r.Float64()*float64(180*time.Millisecond))
+	}
+	return base
+}
+
+func simLognormal(r *rand.Rand, _ bool) time.Duration {
+	return time.Duration(float64(time.Millisecond) * math.Exp(1.25*r.NormFloat64()))
+}
+
+type simResult struct {
+	lat            []time.Duration // per call, in start order
+	hedges, capped int
+	delays         []time.Duration // the delay each call used
+	zeroDelays     int
+}
+
+func (s simResult) p99(from int) time.Duration {
+	l := slices.Clone(s.lat[from:])
+	slices.Sort(l)
+	return l[int(math.Ceil(0.99*float64(len(l))))-1]
+}
+
+// simulate runs n calls from workers closed-loop workers. fixed > 0 hedges
+// after fixed instead (no key).
+func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, workers int, seed uint64, shiftCall int) simResult {
+	r := rand.New(rand.NewPCG(seed, 1))
+	k := newHedgers(cfg).get("k", adaptiveStart)
+	free := make([]time.Duration, workers) // when each worker is next free
+	type pending struct {
+		at  time.Duration
+		dur time.Duration
+		ok  bool
+	}
+	last := make([]pending, workers)
+	var res simResult
+	for i := range n {
+		w := 0
+		for j := range free {
+			if free[j] < free[w] {
+				w = j
+			}
+		}
+		t := free[w]
+		if p := last[w]; p.ok && fixed == 0 {
+			k.record(adaptiveStart.Add(p.at), p.dur)
+		}
+		shifted := shiftCall >= 0 && i >= shiftCall
+		draw := func() time.Duration { return model(r, shifted) }
+		d := fixed
+		if fixed == 0 {
+			k.deposit()
+			d = k.current(adaptiveStart.Add(t))
+		}
+		if d == 0 {
+			res.zeroDelays++
+		}
+		res.delays = append(res.delays, d)
+		l0 := draw()
+		total := l0
+		if l0 > d {
+			if fixed > 0 || k.take() {
+				res.hedges++
+				total = min(l0, d+draw())
+			} else {
+				res.capped++
+			}
+		}
+		res.lat = append(res.lat, total)
+		free[w] = t + total
+		last[w] = pending{at: t + total, dur: total, ok: true}
+		if total < l0 {
+			last[w].dur = total // a first attempt that lost: its time to its cancellation
+		}
+	}
+	return res
+}
+
+// TestAdaptiveSimulation logs what the simulation measures; run with -v.
+func TestAdaptiveSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulation")
+	}
+	const n, workers, rounds = 2000, 4, 5
+	for _, sc := range []struct {
+		name      string
+		model     simModel
+		shiftCall int
+	}{{"stalls", simStalls, -1}, {"shift", simStalls, n / 2}, {"lognormal", simLognormal, -1}} {
+		for _, c := range []struct {
+			name  string
+			cfg   AdaptiveHedging
+			fixed time.Duration
+		}{
+			{"adaptive 5%", AdaptiveHedging{MaxExtraLoad: 0.05}, 0},
+			{"adaptive 10%", AdaptiveHedging{MaxExtraLoad: 0.10}, 0},
+			{"fixed 2ms", AdaptiveHedging{}, 2 * time.Millisecond},
+			{"fixed 5ms", AdaptiveHedging{}, 5 * time.Millisecond},
+			{"fixed 10ms", AdaptiveHedging{}, 10 * time.Millisecond},
+			{"fixed 25ms", AdaptiveHedging{}, 25 * time.Millisecond},
+		} {
+			var lat, after []time.Duration
+			var hedges, capped, calls, zero int
+			var delays []time.Duration
+			for round := range rounds {
+				from := max(sc.shiftCall, 0)
+				res := simulate(c.cfg, c.fixed, sc.model, n, workers, uint64(round), sc.shiftCall)
+				lat = append(lat, res.lat...)
+				after = append(after, res.lat[from:]...)
+				hedges += res.hedges
+				capped += res.capped
+				calls += n
+				zero += res.zeroDelays
+				delays = append(delays, res.delays[100:]...)
+			}
+			slices.Sort(lat)
+			slices.Sort(after)
+			slices.Sort(delays)
+			q := func(l []time.Duration, p float64) time.Duration { return l[int(math.Ceil(p*float64(len(l))))-1] }
+			t.Logf("%-9s %-12s p50 %-8v p99 %-8v p99 after %-8v load %5.2f%% capped %4d (%.2f%%) delay p10/50/90 %v/%v/%v",
+				sc.name, c.name, q(lat, .5).Round(10*time.Microsecond), q(lat, .99).Round(10*time.Microsecond), q(after, .99).Round(10*time.Microsecond),
+				100*float64(hedges)/float64(calls), capped, 100*float64(capped)/float64(calls),
+				q(delays, .1).Round(10*time.Microsecond), q(delays, .5).Round(10*time.Microsecond), q(delays, .9).Round(10*time.Microsecond))
+		}
+	}
+}
