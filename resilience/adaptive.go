@@ -12,8 +12,8 @@ import (
 
 // AdaptiveHedging configures hedges whose delay is learned per key (per
 // host, for the transport) instead of fixed: the caller states how much
-// extra load it accepts, and a hedge is sent after the latency percentile
-// that keeps the load there.
+// extra load it accepts, and a hedge is sent after a delay learned from the
+// key's recent latencies so that the load stays below it.
 //
 // The model, per key:
 //
@@ -23,21 +23,37 @@ import (
 //     (AdaptiveWindow long, in four rotating quarters; log-linear buckets,
 //     eight per power of two, from 16µs to 34s). Recording is one atomic add:
 //     no lock, no allocation.
-//   - The hedge delay is the (1 − MaxExtraLoad) percentile of that window,
-//     clamped to [MinDelay, MaxDelay], recomputed at most every 100ms. The
-//     estimate is the upper bound of the bucket holding the exact
-//     percentile, so it is never below it and at most 12.5% above it: an
-//     error that errs toward fewer hedges.
+//   - The delay is read from the newest quarters that together hold at
+//     least 10 / MaxExtraLoad results (200 at 5%), or the whole window if it
+//     holds fewer: under steady traffic it follows the last few seconds, so a
+//     shift in latency shows within about one quarter.
+//   - It aims at the (1 − 0.8 × MaxExtraLoad) percentile (the p96 at 5%):
+//     hedging a fifth less than the cap allows leaves the token bucket
+//     headroom for clusters of slow calls.
+//   - A gap lowers it: if, between the (1 − 1.5 × MaxExtraLoad) percentile
+//     and the aim, four buckets in a row (a factor of 1.41 in latency) hold
+//     at most MaxExtraLoad / 16 of the results, the delay is the top of the
+//     bucket just below the lowest such run. Hedging from there costs at
+//     most 1.5 × MaxExtraLoad of the calls (and the bucket holds it to the
+//     cap) but hedges every call beyond the gap early: with a fast band and
+//     a distinct slow one whose share is about the cap, the delay sits just
+//     above the fast band instead of wandering inside the slow one.
+//   - The estimate is the upper bound of the bucket chosen, at most 12.5%
+//     above the latencies in it; it is clamped to [MinDelay, MaxDelay] and
+//     recomputed at most every 100ms.
 //   - Until the window holds AdaptiveMinSamples results (a cold key), the
-//     delay is MaxDelay when set, otherwise AdaptiveColdDelay.
-//   - A hard cap holds whatever the percentile says: a token bucket per key
-//     into which every call pays MaxExtraLoad tokens and every hedge takes
-//     one. Its capacity is the tokens of 100 calls (MaxExtraLoad × 100, and
-//     at least 2), so over any interval the hedges launched for a key never
-//     exceed MaxExtraLoad × the calls in that interval + that capacity. A sudden shift in latency
-//     therefore cannot turn every call into two while the percentile
-//     catches up. Hedges also still count against MaxAttempts and spend the
-//     retry budget.
+//     delay is MaxDelay when set, otherwise AdaptiveColdDelay; so is every
+//     delay a call reads while the key's first computation is under way.
+//   - A hard cap holds whatever the estimate says: a token bucket per key
+//     into which every call pays MaxExtraLoad tokens, plus one token per
+//     second, and every hedge takes one (a hedge the budget or the breaker
+//     then refuses gives it back, never past the capacity). Its capacity is
+//     the tokens of 200 calls (MaxExtraLoad × 200, and at least 2), and it
+//     starts full. So over any interval of S seconds the hedges launched for
+//     a key never exceed MaxExtraLoad × the calls in it + S + that capacity:
+//     a sudden shift in latency cannot turn every call into two while the
+//     estimate catches up. Hedges also still count against MaxAttempts and
+//     spend the retry budget.
 //
 // The per-key state is about 3 KiB; at most MaxKeys keys are tracked, the
 // least recently used evicted first.
@@ -72,11 +88,12 @@ const (
 	burstCalls  = 200                           // the token bucket holds the tokens of this many calls
 
 	// The delay estimate; see AdaptiveHedging.
-	tailSamples = 10       // the estimate wants this many results beyond the delay: tailSamples / MaxExtraLoad in all
-	aimShare    = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
-	gapShare    = 1.5      // at a gap, it may go as low as hedging this share
-	gapBuckets  = 4        // a gap spans at least this many buckets (a factor of 2^(4/8) ≈ 1.41)
-	gapMass     = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
+	tailSamples = 10  // the estimate wants this many results beyond the delay: tailSamples / MaxExtraLoad in all
+	aimShare    = 0.8 // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
+	gapShare    = 1.5 // at a gap, it may go as low as hedging this share
+	gapBuckets  = 4   // a gap spans at least this many buckets (a factor of 2^(4/8) ≈ 1.41)
+	gapMass     = 1.0 / 16
+	hedgeFloor  = 1.0 // tokens per second the bucket gets on top of the calls': slack for a key whose slow share is the cap // and holds at most this share of MaxExtraLoad × the results
 )
 
 // Validate checks the configuration, naming the field it rejects.
@@ -290,6 +307,8 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
 		h.capacity.Store(math.Float64bits(capacity))
 		h.tokens.Store(math.Float64bits(capacity))
+	} else if c := h.computed.Load(); ns > c {
+		h.pay(hedgeFloor * float64(ns-c) / float64(time.Second))
 	}
 	h.delay.Store(int64(d))
 	h.warm.Store(warm)
@@ -315,7 +334,10 @@ func (c *AdaptiveHedging) clamp(d time.Duration) time.Duration {
 }
 
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
-func (h *hedgeKey) deposit() {
+func (h *hedgeKey) deposit() { h.pay(h.cfg.MaxExtraLoad) }
+
+// pay adds x tokens to the bucket, up to its capacity.
+func (h *hedgeKey) pay(x float64) {
 	capacity := math.Float64frombits(h.capacity.Load())
 	for {
 		old := h.tokens.Load()
@@ -323,7 +345,7 @@ func (h *hedgeKey) deposit() {
 		if t >= capacity {
 			return
 		}
-		n := min(t+h.cfg.MaxExtraLoad, capacity)
+		n := min(t+x, capacity)
 		if h.tokens.CompareAndSwap(old, math.Float64bits(n)) {
 			return
 		}
