@@ -88,12 +88,13 @@ const (
 	burstCalls  = 200                           // the token bucket holds the tokens of this many calls
 
 	// The delay estimate; see AdaptiveHedging.
-	tailSamples = 10  // the estimate wants this many results beyond the delay: tailSamples / MaxExtraLoad in all
-	aimShare    = 0.8 // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
-	gapShare    = 1.5 // at a gap, it may go as low as hedging this share
-	gapBuckets  = 4   // a gap spans at least this many buckets (a factor of 2^(4/8) ≈ 1.41)
-	gapMass     = 1.0 / 16
-	hedgeFloor  = 1.0 // tokens per second the bucket gets on top of the calls': slack for a key whose slow share is the cap // and holds at most this share of MaxExtraLoad × the results
+	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
+	tailSamples   = 10       // the estimate reads at least tailSamples / MaxExtraLoad results
+	aimShare      = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
+	gapShare      = 1.5      // at a gap, it may go as low as hedging this share
+	gapAbove      = 2        // a gap may also start this many buckets above the aim's (a factor of 1.19)
+	gapBuckets    = 4        // a gap spans at least this many buckets (a factor of 2^(4/8) ≈ 1.41)
+	gapMass       = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
 )
 
 // Validate checks the configuration, naming the field it rejects.
@@ -219,16 +220,25 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 	var counts [latBuckets]uint64
 	n := h.recent(now, &counts, uint64(math.Ceil(tailSamples/load)))
 	if n < AdaptiveMinSamples {
-		return 0, false
+		if n < warmupSamples {
+			return 0, false
+		}
+		// Warming up: the slowest result so far, a conservative delay
+		// that hedges only what is slower than everything seen.
+		top := latBuckets - 1
+		for counts[top] == 0 {
+			top--
+		}
+		return min(time.Duration(latUpper(top)), h.cfg.coldDelay()), false
 	}
-	aim := atRank(&counts, n, 1-aimShare*load)
-	lo := atRank(&counts, n, 1-gapShare*load)
+	aim, at := atRank(&counts, n, 1-aimShare*load)
+	lo, _ := atRank(&counts, n, 1-gapShare*load)
 	// A gap: gapBuckets buckets in a row, all below aim, that hold almost
 	// nothing. Hedging from its lower edge costs hardly more than from
 	// aim (at most gapShare × MaxExtraLoad by lo's rank) and takes every
 	// call beyond the gap sooner.
 	limit := uint64(gapMass * load * float64(n))
-	for b := lo; b+gapBuckets < aim; b++ {
+	for b := lo; b <= aim+gapAbove && b+gapBuckets < latBuckets; b++ {
 		var in uint64
 		for _, c := range counts[b+1 : b+1+gapBuckets] {
 			in += c
@@ -237,7 +247,7 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 			return time.Duration(latUpper(b)), true
 		}
 	}
-	return time.Duration(latUpper(aim)), true
+	return at, true
 }
 
 // recent sums into counts the newest quarters of the window ending at now,
@@ -266,24 +276,30 @@ func (h *hedgeKey) recent(now time.Time, counts *[latBuckets]uint64, enough uint
 }
 
 // atRank returns the bucket holding the q-th percentile of counts, which
-// hold n > 0 results.
-func atRank(counts *[latBuckets]uint64, n uint64, q float64) int {
+// hold n > 0 results, and the percentile's estimate: interpolated linearly
+// between the bucket's bounds by the rank's place among its results.
+func atRank(counts *[latBuckets]uint64, n uint64, q float64) (int, time.Duration) {
 	rank := max(uint64(math.Ceil(q*float64(n))), 1)
 	var seen uint64
 	for b, c := range counts {
-		seen += c
-		if seen >= rank {
-			return b
+		if seen+c >= rank {
+			var lower int64
+			if b > 0 {
+				lower = latUpper(b - 1)
+			}
+			f := float64(rank-seen) / float64(c)
+			return b, time.Duration(lower + int64(f*float64(latUpper(b)-lower)))
 		}
+		seen += c
 	}
-	return latBuckets - 1
+	return latBuckets - 1, time.Duration(latUpper(latBuckets - 1))
 }
 
 // current returns the key's hedge delay at now, recomputing it when the
 // cached one is older than refreshNs, and whether the key is warm.
 func (h *hedgeKey) current(now time.Time) time.Duration {
 	ns := now.UnixNano()
-	if c := h.computed.Load(); c != 0 && ns-c < refreshNs && ns >= c {
+	if c := h.computed.Load(); c != 0 && ns-c < refreshNs && ns >= c && h.warm.Load() {
 		return time.Duration(h.delay.Load())
 	}
 	if !h.refresh.TryLock() {
@@ -297,7 +313,7 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 	defer h.refresh.Unlock()
 	cfg := h.cfg
 	d, warm := h.estimate(now)
-	if !warm {
+	if d == 0 {
 		d = cfg.coldDelay()
 	}
 	d = cfg.clamp(d)
@@ -307,8 +323,6 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
 		h.capacity.Store(math.Float64bits(capacity))
 		h.tokens.Store(math.Float64bits(capacity))
-	} else if c := h.computed.Load(); ns > c {
-		h.pay(hedgeFloor * float64(ns-c) / float64(time.Second))
 	}
 	h.delay.Store(int64(d))
 	h.warm.Store(warm)
@@ -334,10 +348,7 @@ func (c *AdaptiveHedging) clamp(d time.Duration) time.Duration {
 }
 
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
-func (h *hedgeKey) deposit() { h.pay(h.cfg.MaxExtraLoad) }
-
-// pay adds x tokens to the bucket, up to its capacity.
-func (h *hedgeKey) pay(x float64) {
+func (h *hedgeKey) deposit() {
 	capacity := math.Float64frombits(h.capacity.Load())
 	for {
 		old := h.tokens.Load()
@@ -345,7 +356,7 @@ func (h *hedgeKey) pay(x float64) {
 		if t >= capacity {
 			return
 		}
-		n := min(t+x, capacity)
+		n := min(t+h.cfg.MaxExtraLoad, capacity)
 		if h.tokens.CompareAndSwap(old, math.Float64bits(n)) {
 			return
 		}

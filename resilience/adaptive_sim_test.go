@@ -123,6 +123,8 @@ func TestAdaptiveSimulation(t *testing.T) {
 			{"adaptive 10%", AdaptiveHedging{MaxExtraLoad: 0.10}, 0},
 			{"fixed 2ms", AdaptiveHedging{}, 2 * time.Millisecond},
 			{"fixed 5ms", AdaptiveHedging{}, 5 * time.Millisecond},
+			{"fixed 7.8ms", AdaptiveHedging{}, 7800 * time.Microsecond},
+			{"fixed 9ms", AdaptiveHedging{}, 9 * time.Millisecond},
 			{"fixed 10ms", AdaptiveHedging{}, 10 * time.Millisecond},
 			{"fixed 25ms", AdaptiveHedging{}, 25 * time.Millisecond},
 		} {

@@ -69,9 +69,10 @@ func TestLatencyWindowSlides(t *testing.T) {
 	}
 }
 
-// TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay); warm
-// ones the (1 − 0.8 × MaxExtraLoad) percentile, or the lower edge of a gap
-// below it, clamped; the value is cached for 100ms.
+// TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay), then,
+// from 10 results on, the slowest of them (recomputed at every call until
+// warm); warm ones the (1 − 0.8 × MaxExtraLoad) percentile, or the lower
+// edge of a gap near it, clamped, and cached for 100ms.
 func TestAdaptiveDelay(t *testing.T) {
 	// bimodal: 94% at 1ms, 6% at 20ms, nothing between: a gap.
 	bimodal := func(i int) time.Duration {
@@ -91,8 +92,10 @@ func TestAdaptiveDelay(t *testing.T) {
 		want     time.Duration // lower bound of the expected delay
 		wantMax  time.Duration // upper bound
 	}{
-		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, AdaptiveColdDelay, AdaptiveColdDelay},
-		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, 10, spread, true, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, warmupSamples - 1, spread, true, AdaptiveColdDelay, AdaptiveColdDelay},
+		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, warmupSamples - 1, spread, true, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"warming: the slowest result so far", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, 4900 * time.Microsecond, 5513 * time.Microsecond},
+		{"warming, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 2 * time.Millisecond}, AdaptiveMinSamples - 1, spread, true, 2 * time.Millisecond, 2 * time.Millisecond},
 		{"warm, no gap: the p96", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, spread, false, 9600 * time.Microsecond, 10800 * time.Microsecond},
 		{"warm, a gap below the p96: its lower edge", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, bimodal, false, time.Millisecond, 1125 * time.Microsecond},
 		{"warm, a gap too costly (the slow share above 1.5 × the cap): the p96", AdaptiveHedging{MaxExtraLoad: 0.03}, 1000, bimodal, false, 20 * time.Millisecond, 22500 * time.Microsecond},
@@ -112,8 +115,12 @@ func TestAdaptiveDelay(t *testing.T) {
 			for range 5000 {
 				k.record(adaptiveStart, time.Second)
 			}
-			if again := k.current(adaptiveStart.Add(50 * time.Millisecond)); again != got {
+			again := k.current(adaptiveStart.Add(50 * time.Millisecond))
+			if !tc.wantCold && again != got {
 				t.Errorf("recomputed within 100ms: %v then %v", got, again)
+			}
+			if tc.wantCold && !k.warm.Load() {
+				t.Errorf("a cold key was not recomputed within 100ms: still cold after 5000 more results")
 			}
 		})
 	}
