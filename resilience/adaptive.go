@@ -13,47 +13,56 @@ import (
 // AdaptiveHedging configures hedges whose delay is learned per key (per
 // host, for the transport) instead of fixed: the caller states how much
 // extra load it accepts, and a hedge is sent after a delay learned from the
-// key's recent latencies so that the load stays below it.
+// key's recent latencies that keeps the load below it.
 //
 // The model, per key:
 //
 //   - Every call's first attempt's time to its result (for HTTP, to the
-//     response headers; for a first attempt that lost to a hedge, to its
-//     cancellation, a lower bound) goes into a sliding-window latency histogram
+//     response headers; a first attempt that lost to a hedge, whose latency
+//     is known only to exceed the time it ran, at 1.5 × that time) goes into
+//     a sliding-window latency histogram
 //     (AdaptiveWindow long, in four rotating quarters; log-linear buckets,
 //     eight per power of two, from 16µs to 34s). Recording is one atomic add:
 //     no lock, no allocation.
 //   - The delay is read from the newest quarters that together hold at
-//     least 10 / MaxExtraLoad results (200 at 5%), or the whole window if it
-//     holds fewer: under steady traffic it follows the last few seconds, so a
-//     shift in latency shows within about one quarter.
-//   - It aims at the (1 − 0.8 × MaxExtraLoad) percentile (the p96 at 5%):
-//     hedging a fifth less than the cap allows leaves the token bucket
-//     headroom for clusters of slow calls.
-//   - A gap lowers it: if, between the (1 − 1.5 × MaxExtraLoad) percentile
-//     and the aim, four buckets in a row (a factor of 1.41 in latency) hold
-//     at most MaxExtraLoad / 16 of the results, the delay is the top of the
-//     bucket just below the lowest such run. Hedging from there costs at
-//     most 1.5 × MaxExtraLoad of the calls (and the bucket holds it to the
-//     cap) but hedges every call beyond the gap early: with a fast band and
-//     a distinct slow one whose share is about the cap, the delay sits just
-//     above the fast band instead of wandering inside the slow one.
-//   - The estimate is the upper bound of the bucket chosen, at most 12.5%
-//     above the latencies in it; it is clamped to [MinDelay, MaxDelay] and
-//     recomputed at most every 100ms.
-//   - Until the window holds AdaptiveMinSamples results (a cold key), the
-//     delay is MaxDelay when set, otherwise AdaptiveColdDelay; so is every
-//     delay a call reads while the key's first computation is under way.
+//     least 10 / MaxExtraLoad results (200 at 5%), or from the whole window
+//     if it holds fewer: under steady traffic it follows the last quarter or
+//     two, so a shift in latency shows within seconds.
+//   - It aims at the (1 − 0.8 × MaxExtraLoad) percentile (the p96 at 5%),
+//     interpolated linearly within its bucket: hedging a fifth less than the
+//     cap allows leaves the token bucket headroom for slow calls that come
+//     in clusters.
+//   - A gap overrides the aim: if, from the (1 − 1.5 × MaxExtraLoad)
+//     percentile's bucket up to two buckets above the aim's, some bucket is
+//     followed by four buckets (a factor of 1.41 in latency) that together
+//     hold at most ⌊MaxExtraLoad × n / 16⌋ of the n results read, the delay
+//     is the upper
+//     bound of the lowest such bucket. Hedging from there costs at most
+//     1.5 × MaxExtraLoad of the calls (the bucket holds the load to the cap)
+//     and takes every call beyond the gap early. (While the token bucket
+//     below is empty, the search starts at the aim's bucket: calls already
+//     want more hedges than the cap pays for.) With a fast band and a
+//     distinct slow one whose share is about the cap, the delay so stays
+//     just above the fast band, where the percentile alone would jump
+//     between the fast band and the slow one as the slow share in the
+//     window moves around the cap.
+//   - The delay is clamped to [MinDelay, MaxDelay] and recomputed at most
+//     every 100ms once the key is warm.
+//   - A cold key (fewer than AdaptiveMinSamples results in the window) is
+//     recomputed at every call: with fewer than 10 results its delay is
+//     MaxDelay when set, otherwise AdaptiveColdDelay; from 10 results on, the
+//     upper bound of the slowest result's bucket (at most that cold delay).
+//     A call that finds the key's first computation under way uses the cold
+//     delay too: no delay is ever below MinDelay or 0 for want of results.
 //   - A hard cap holds whatever the estimate says: a token bucket per key
-//     into which every call pays MaxExtraLoad tokens, plus one token per
-//     second, and every hedge takes one (a hedge the budget or the breaker
-//     then refuses gives it back, never past the capacity). Its capacity is
-//     the tokens of 200 calls (MaxExtraLoad × 200, and at least 2), and it
-//     starts full. So over any interval of S seconds the hedges launched for
-//     a key never exceed MaxExtraLoad × the calls in it + S + that capacity:
-//     a sudden shift in latency cannot turn every call into two while the
-//     estimate catches up. Hedges also still count against MaxAttempts and
-//     spend the retry budget.
+//     into which every call pays MaxExtraLoad tokens and every hedge takes
+//     one (a hedge the budget or the breaker then refuses gives it back,
+//     never past the capacity). Its capacity is the tokens of 200 calls
+//     (MaxExtraLoad × 200, and at least 2), and it starts full. So over any
+//     interval the hedges launched for a key never exceed MaxExtraLoad × the
+//     calls in it + that capacity: a sudden shift in latency cannot turn
+//     every call into two while the estimate catches up. Hedges also still
+//     count against MaxAttempts and spend the retry budget.
 //
 // The per-key state is about 3 KiB; at most MaxKeys keys are tracked, the
 // least recently used evicted first.
@@ -150,7 +159,8 @@ type hedgeKey struct {
 	rotate sync.Mutex // serialises the reset of a stale quarter
 
 	// The cached delay and bucket capacity, recomputed at most every
-	// refreshNs. Written under refresh (TryLock: a reader never waits).
+	// refreshNs once warm, at every call before. Written under refresh
+	// (TryLock: a reader never waits).
 	refresh  sync.Mutex
 	computed atomic.Int64 // when, in ns (0: never)
 	delay    atomic.Int64 // ns
@@ -178,6 +188,16 @@ func (h *hedgeKey) record(now time.Time, d time.Duration) {
 	}
 	s.counts[latBucket(int64(d))].Add(1)
 }
+
+// lostLatency is what a first attempt that lost to a hedge after running d
+// goes into the histogram as: 1.5 × d. Its latency is known only to exceed
+// d (at least the hedge delay plus the hedge's time). Recorded at d, the
+// losers piled up just above the delay: the percentile read among them sat
+// below the one of the real latencies and the delay drifted down, and a
+// band of them just above the delay hid the gap there. At 1.5 × d they count
+// above every delay up to d, as they should, and stay clear of the 1.41×
+// that a gap spans.
+func lostLatency(d time.Duration) time.Duration { return d + d/2 }
 
 // percentile returns the upper bound of the bucket holding the q-th
 // percentile of the window ending at now, and how many results the window
@@ -233,11 +253,17 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 	}
 	aim, at := atRank(&counts, n, 1-aimShare*load)
 	lo, _ := atRank(&counts, n, 1-gapShare*load)
-	// A gap: gapBuckets buckets in a row, all below aim, that hold almost
-	// nothing. Hedging from its lower edge costs hardly more than from
-	// aim (at most gapShare × MaxExtraLoad by lo's rank) and takes every
-	// call beyond the gap sooner.
+	// A gap: gapBuckets buckets in a row that hold almost nothing, right
+	// above a bucket from lo's to a little above aim's. Hedging from the
+	// gap's lower edge costs at most gapShare × MaxExtraLoad of the calls
+	// (by lo's rank) and takes every call beyond the gap early. While the
+	// bucket is empty, calls already want more hedges than the cap pays
+	// for (the latency has just shifted, say): the search then starts at
+	// aim, so the delay does not go below it.
 	limit := uint64(gapMass * load * float64(n))
+	if math.Float64frombits(h.tokens.Load()) < 1 {
+		lo = aim
+	}
 	for b := lo; b <= aim+gapAbove && b+gapBuckets < latBuckets; b++ {
 		var in uint64
 		for _, c := range counts[b+1 : b+1+gapBuckets] {
@@ -296,7 +322,7 @@ func atRank(counts *[latBuckets]uint64, n uint64, q float64) (int, time.Duration
 }
 
 // current returns the key's hedge delay at now, recomputing it when the
-// cached one is older than refreshNs, and whether the key is warm.
+// cached one is older than refreshNs or the key is cold.
 func (h *hedgeKey) current(now time.Time) time.Duration {
 	ns := now.UnixNano()
 	if c := h.computed.Load(); c != 0 && ns-c < refreshNs && ns >= c && h.warm.Load() {

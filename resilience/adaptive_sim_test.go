@@ -97,7 +97,7 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 		free[w] = t + total
 		last[w] = pending{at: t + total, dur: total, ok: true}
 		if total < l0 {
-			last[w].dur = total // a first attempt that lost: its time to its cancellation
+			last[w].dur = lostLatency(total) // a first attempt that lost, as the engine records it
 		}
 	}
 	return res
