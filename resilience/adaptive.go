@@ -338,11 +338,6 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 	}
 	defer h.refresh.Unlock()
 	cfg := h.cfg
-	d, warm := h.estimate(now)
-	if d == 0 {
-		d = cfg.coldDelay()
-	}
-	d = cfg.clamp(d)
 	if h.computed.Load() == 0 {
 		// The first computation: the bucket gets its capacity and starts
 		// full (a cold key hedges only after the cold delay anyway).
@@ -350,6 +345,11 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		h.capacity.Store(math.Float64bits(capacity))
 		h.tokens.Store(math.Float64bits(capacity))
 	}
+	d, warm := h.estimate(now)
+	if d == 0 {
+		d = cfg.coldDelay()
+	}
+	d = cfg.clamp(d)
 	h.delay.Store(int64(d))
 	h.warm.Store(warm)
 	h.computed.Store(ns)
