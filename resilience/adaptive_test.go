@@ -1,12 +1,14 @@
 package resilience
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"pgregory.net/rapid"
 )
 
@@ -278,4 +280,37 @@ func TestRefusedHedgesDoNotOvershootTheCap(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLostFirstAttemptRecordedAboveItsTime: a first attempt that lost to a
+// hedge goes into the key's histogram at 1.5× the time it ran (its latency
+// is only known to exceed that), not at the time itself.
+func TestLostFirstAttemptRecordedAboveItsTime(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 40 * time.Millisecond}})
+	op := &scripted{steps: []step{{block: true}, {v: 200}}}
+	done := runAsync(context.Background(), e, Call[int]{Key: "h", Op: op, Cancelable: true, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true}})
+	if !fc.WaitForArmed(1, 5*time.Second) {
+		t.Fatal("hedge timer never armed")
+	}
+	fc.Advance(40 * time.Millisecond) // the cold delay: the hedge launches and wins
+	res := <-done
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 {
+		t.Fatalf("res %+v", res)
+	}
+	res.Finish(nil)
+	k := e.hedgers.get("h", fc.Now())
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the loser records itself once its Do returns, possibly after Execute did
+		if _, n := k.percentile(fc.Now(), 1); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lost first attempt was never recorded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p, _ := k.percentile(fc.Now(), 1); p < 60*time.Millisecond || p > 68*time.Millisecond {
+		t.Errorf("lost after 40ms, recorded in the bucket ending at %v, want the one holding 60ms", p)
+	}
 }
