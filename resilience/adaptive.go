@@ -34,18 +34,17 @@ import (
 //     in clusters.
 //   - A gap overrides the aim: if, from the (1 − 1.5 × MaxExtraLoad)
 //     percentile's bucket up to two buckets above the aim's, some bucket is
-//     followed by four buckets (a factor of 1.41 in latency) that together
+//     followed by three buckets (a factor of 1.30 in latency) that together
 //     hold at most ⌊MaxExtraLoad × n / 16⌋ of the n results read, the delay
-//     is the upper
-//     bound of the lowest such bucket. Hedging from there costs at most
-//     1.5 × MaxExtraLoad of the calls (the bucket holds the load to the cap)
-//     and takes every call beyond the gap early. (While the token bucket
-//     below is empty, the search starts at the aim's bucket: calls already
-//     want more hedges than the cap pays for.) With a fast band and a
-//     distinct slow one whose share is about the cap, the delay so stays
-//     just above the fast band, where the percentile alone would jump
-//     between the fast band and the slow one as the slow share in the
-//     window moves around the cap.
+//     is the upper bound of the lowest such bucket. Hedging from there costs
+//     at most 1.5 × MaxExtraLoad of the calls (the bucket holds the load to
+//     the cap) and takes every call beyond the gap early. With a fast band
+//     and a distinct slow one whose share is about the cap, the delay so
+//     stays just above the fast band, where the percentile alone would jump
+//     between the two bands as the slow share in the window moves around
+//     the cap. While the token bucket (below) is empty, calls already want
+//     more hedges than the cap pays for, and the search starts at the aim's
+//     bucket.
 //   - The delay is clamped to [MinDelay, MaxDelay] and recomputed at most
 //     every 100ms once the key is warm.
 //   - A cold key (fewer than AdaptiveMinSamples results in the window) is
@@ -102,7 +101,7 @@ const (
 	aimShare      = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
 	gapShare      = 1.5      // at a gap, it may go as low as hedging this share
 	gapAbove      = 2        // a gap may also start this many buckets above the aim's (a factor of 1.19)
-	gapBuckets    = 4        // a gap spans at least this many buckets (a factor of 2^(4/8) ≈ 1.41)
+	gapBuckets    = 3        // a gap spans at least this many buckets (a factor of 2^(3/8) ≈ 1.30)
 	gapMass       = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
 )
 
@@ -195,7 +194,7 @@ func (h *hedgeKey) record(now time.Time, d time.Duration) {
 // losers piled up just above the delay: the percentile read among them sat
 // below the one of the real latencies and the delay drifted down, and a
 // band of them just above the delay hid the gap there. At 1.5 × d they count
-// above every delay up to d, as they should, and stay clear of the 1.41×
+// above every delay up to d, as they should, and stay clear of the 1.30×
 // that a gap spans.
 func lostLatency(d time.Duration) time.Duration { return d + d/2 }
 
