@@ -96,6 +96,9 @@ func (res *Results) goals() []goal {
 			goal{"hedging extra load ≤ 6%", fmt.Sprintf("%+.1f%%", 100*gt.ExtraLoad), gt.ExtraLoad <= 0.06},
 			hedgeVsFailsafe(gt, fs))
 	}
+	for _, r := range res.Random {
+		gs = append(gs, r.goals()...)
+	}
 	if o := res.Outage; o != nil && len(o.Rows) > 0 {
 		g := o.Rows[0]
 		gs = append(gs, goal{"outage amplification ≤ 1.15 with defaults", fmt.Sprintf("%.3f attempts per request", g.PerRequest), g.PerRequest <= 1.15})

@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Latency shift", "total outage", "Recovery", "Scaling", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -62,6 +62,20 @@ func TestQuickRun(t *testing.T) {
 		}
 		if len(res.Shift.Rows[0].Delays) == 0 {
 			t.Errorf("the adaptive candidate reported no delays")
+		}
+	})
+
+	t.Run("random latencies: every candidate sent every request without errors, none lost load", func(t *testing.T) {
+		if len(res.Random) != 3 {
+			t.Fatalf("%d random-latency scenarios, want 3", len(res.Random))
+		}
+		for _, sc := range res.Random {
+			for _, r := range sc.Rows {
+				if r.Client != int64(sc.Requests*sc.Rounds) || r.Errors != 0 || r.Server < r.Client {
+					t.Errorf("%s, %s: %d client requests (want %d), %d errors, %d server requests",
+						sc.Scenario, r.Name, r.Client, sc.Requests*sc.Rounds, r.Errors, r.Server)
+				}
+			}
 		}
 	})
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "shift", "outage", "recovery", "scaling"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -35,6 +35,7 @@ type Config struct {
 	warmup, sampleTime           time.Duration
 	hedgeRequests, hedgeWorkers  int
 	hedgeRounds                  int
+	randomRequests               int
 	outageRate, recoveryRate     float64
 	outageTime, downTime, upTime time.Duration
 	shiftAt, shiftTotal          time.Duration
@@ -60,6 +61,7 @@ func (c *Config) setDefaults() {
 	if c.Quick {
 		c.warmup, c.sampleTime = 2*time.Millisecond, 5*time.Millisecond
 		c.hedgeRequests = 200
+		c.randomRequests = 200
 		c.outageTime, c.downTime, c.upTime = 150*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 		c.scalingLevels, c.scalingTime = []int{1, 16, 256}, 10*time.Millisecond
 		c.shiftAt, c.shiftTotal = 500*time.Millisecond, time.Second
@@ -67,6 +69,7 @@ func (c *Config) setDefaults() {
 	}
 	c.warmup, c.sampleTime = 100*time.Millisecond, 100*time.Millisecond
 	c.hedgeRequests = 2000
+	c.randomRequests = 2000
 	c.outageTime, c.downTime, c.upTime = 2*time.Second, 3*time.Second, 3*time.Second
 	c.scalingLevels, c.scalingTime = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}, 150*time.Millisecond
 	c.shiftAt, c.shiftTotal = 4*time.Second, 10*time.Second
@@ -95,6 +98,8 @@ type Results struct {
 	Overhead *OverheadResult
 	Hedging  *HedgeResult
 	Shift    *ShiftResult
+	// Random holds the random-latency scenarios that ran, in order.
+	Random   []*RandomResult
 	Outage   *OutageResult
 	Recovery *RecoveryResult
 	Scaling  *ScalingResult
@@ -126,6 +131,16 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Hedging.write(w, cfg.hedgeRounds)
+	}
+	for _, sc := range []string{"randstall", "randshift", "lognormal"} {
+		if cfg.wants(sc) {
+			r, err := runRandom(&cfg, sc)
+			if err != nil {
+				return res, err
+			}
+			r.write(w)
+			res.Random = append(res.Random, r)
+		}
 	}
 	if cfg.wants("shift") {
 		if res.Shift, err = runShift(&cfg); err != nil {

@@ -30,6 +30,9 @@ type backend struct {
 	// buckets, when set, count requests per bucketWidth since bucketStart.
 	buckets     atomic.Pointer[[]atomic.Int64]
 	bucketStart atomic.Int64 // UnixNano
+	// model, when set, draws every arrival's latency on its own (see
+	// latencyModel).
+	model atomic.Pointer[latencyModel]
 }
 
 const bucketWidth = 100 * time.Millisecond
@@ -59,6 +62,7 @@ func (b *backend) reset() {
 	b.baseDelay.Store(0)
 	b.downUntil.Store(0)
 	b.buckets.Store(nil)
+	b.model.Store(nil)
 }
 
 // countBuckets starts per-bucketWidth counting from start over d.
@@ -101,6 +105,9 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return // the client gave up while queued
 		}
+	}
+	if m := b.model.Load(); m != nil && !sleepCtx(r.Context(), m.draw(n)) {
+		return // the client gave up (a hedge won)
 	}
 	if d := b.baseDelay.Load(); d > 0 && !sleepCtx(r.Context(), time.Duration(d)) {
 		return // the client gave up

@@ -11,32 +11,56 @@ import (
 
 // AdaptiveHedging configures hedges whose delay is learned per key (per
 // host, for the transport) instead of fixed: the caller states how much
-// extra load it accepts, and a hedge is sent after the latency percentile
-// that keeps the load there.
+// extra load it accepts, and a hedge is sent after a delay learned from the
+// key's recent latencies that keeps the load below it.
 //
 // The model, per key:
 //
 //   - Every call's first attempt's time to its result (for HTTP, to the
-//     response headers; for a first attempt that lost to a hedge, to its
-//     cancellation, a lower bound) goes into a sliding-window latency histogram
+//     response headers; a first attempt that lost to a hedge, whose latency
+//     is known only to exceed the time it ran, at 1.5 × that time) goes into
+//     a sliding-window latency histogram
 //     (AdaptiveWindow long, in four rotating quarters; log-linear buckets,
 //     eight per power of two, from 16µs to 34s). Recording is one atomic add:
 //     no lock, no allocation.
-//   - The hedge delay is the (1 − MaxExtraLoad) percentile of that window,
-//     clamped to [MinDelay, MaxDelay], recomputed at most every 100ms. The
-//     estimate is the upper bound of the bucket holding the exact
-//     percentile, so it is never below it and at most 12.5% above it: an
-//     error that errs toward fewer hedges.
-//   - Until the window holds AdaptiveMinSamples results (a cold key), the
-//     delay is MaxDelay when set, otherwise AdaptiveColdDelay.
-//   - A hard cap holds whatever the percentile says: a token bucket per key
+//   - The delay is read from the newest quarters that together hold at
+//     least 10 / MaxExtraLoad results (200 at 5%), or from the whole window
+//     if it holds fewer: under steady traffic it follows the last quarter or
+//     two, so a shift in latency shows within seconds.
+//   - It aims at the (1 − 0.8 × MaxExtraLoad) percentile (the p96 at 5%),
+//     interpolated linearly within its bucket: hedging a fifth less than the
+//     cap allows leaves the token bucket headroom for slow calls that come
+//     in clusters.
+//   - A gap overrides the aim: if, from the (1 − 1.5 × MaxExtraLoad)
+//     percentile's bucket up to two buckets above the aim's, some bucket is
+//     followed by three buckets (a factor of 1.30 in latency) that together
+//     hold at most ⌊MaxExtraLoad × n / 16⌋ of the n results read, the delay
+//     is the upper bound of the lowest such bucket. Hedging from there costs
+//     at most 1.5 × MaxExtraLoad of the calls (the bucket holds the load to
+//     the cap) and takes every call beyond the gap early. With a fast band
+//     and a distinct slow one whose share is about the cap, the delay so
+//     stays just above the fast band, where the percentile alone would jump
+//     between the two bands as the slow share in the window moves around
+//     the cap. While the token bucket (below) is empty, calls already want
+//     more hedges than the cap pays for, and the search starts at the aim's
+//     bucket.
+//   - The delay is clamped to [MinDelay, MaxDelay] and recomputed at most
+//     every 100ms once the key is warm.
+//   - A cold key (fewer than AdaptiveMinSamples results in the window) is
+//     recomputed at every call: with fewer than 10 results its delay is
+//     MaxDelay when set, otherwise AdaptiveColdDelay; from 10 results on, the
+//     upper bound of the slowest result's bucket (at most that cold delay).
+//     A call that finds the key's first computation under way uses the cold
+//     delay too: no delay is ever below MinDelay or 0 for want of results.
+//   - A hard cap holds whatever the estimate says: a token bucket per key
 //     into which every call pays MaxExtraLoad tokens and every hedge takes
-//     one. Its capacity is the tokens of 100 calls (MaxExtraLoad × 100, and
-//     at least 2), so over any interval the hedges launched for a key never
-//     exceed MaxExtraLoad × the calls in that interval + that capacity. A sudden shift in latency
-//     therefore cannot turn every call into two while the percentile
-//     catches up. Hedges also still count against MaxAttempts and spend the
-//     retry budget.
+//     one (a hedge the budget or the breaker then refuses gives it back,
+//     never past the capacity). Its capacity is the tokens of 200 calls
+//     (MaxExtraLoad × 200, and at least 2), and it starts full. So over any
+//     interval the hedges launched for a key never exceed MaxExtraLoad × the
+//     calls in it + that capacity: a sudden shift in latency cannot turn
+//     every call into two while the estimate catches up. Hedges also still
+//     count against MaxAttempts and spend the retry budget.
 //
 // The per-key state is about 3 KiB, made on a key's first adaptive call;
 // the keys are the engine's (EngineConfig.MaxKeys bounds them).
@@ -65,7 +89,16 @@ const (
 	latSlots    = 4 // the window's quarters
 	latSlotSpan = int64(AdaptiveWindow / latSlots)
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
-	burstCalls  = 100                           // the token bucket holds the tokens of this many calls
+	burstCalls  = 200                           // the token bucket holds the tokens of this many calls
+
+	// The delay estimate; see AdaptiveHedging.
+	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
+	tailSamples   = 10       // the estimate reads at least tailSamples / MaxExtraLoad results
+	aimShare      = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
+	gapShare      = 1.5      // at a gap, it may go as low as hedging this share
+	gapAbove      = 2        // a gap may also start this many buckets above the aim's (a factor of 1.19)
+	gapBuckets    = 3        // a gap spans at least this many buckets (a factor of 2^(3/8) ≈ 1.30)
+	gapMass       = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
 )
 
 // Validate checks the configuration, naming the field it rejects.
@@ -119,7 +152,8 @@ type hedgeKey struct {
 	rotate sync.Mutex // serialises the reset of a stale quarter
 
 	// The cached delay and bucket capacity, recomputed at most every
-	// refreshNs. Written under refresh (TryLock: a reader never waits).
+	// refreshNs once warm, at every call before. Written under refresh
+	// (TryLock: a reader never waits).
 	refresh  sync.Mutex
 	computed atomic.Int64 // when, in ns (0: never)
 	delay    atomic.Int64 // ns
@@ -146,6 +180,16 @@ func (h *hedgeKey) record(now time.Time, d time.Duration) {
 	}
 	s.counts[latBucket(int64(d))].Add(1)
 }
+
+// lostLatency is what a first attempt that lost to a hedge after running d
+// goes into the histogram as: 1.5 × d. Its latency is known only to exceed
+// d (at least the hedge delay plus the hedge's time). Recorded at d, the
+// losers piled up just above the delay: the percentile read among them sat
+// below the one of the real latencies and the delay drifted down, and a
+// band of them just above the delay hid the gap there. At 1.5 × d they count
+// above every delay up to d, as they should, and stay clear of the 1.30×
+// that a gap spans.
+func lostLatency(d time.Duration) time.Duration { return d + d/2 }
 
 // percentile returns the upper bound of the bucket holding the q-th
 // percentile of the window ending at now, and how many results the window
@@ -180,38 +224,145 @@ func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) 
 	return time.Duration(latUpper(latBuckets - 1)), n
 }
 
+// estimate returns the hedge delay the window ending at now says, before
+// clamping, and whether the window holds enough results for one. See
+// AdaptiveHedging for the model.
+func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
+	load := h.cfg.MaxExtraLoad
+	var counts [latBuckets]uint64
+	n := h.recent(now, &counts, uint64(math.Ceil(tailSamples/load)))
+	if n < AdaptiveMinSamples {
+		if n < warmupSamples {
+			return 0, false
+		}
+		// Warming up: the slowest result so far, a conservative delay
+		// that hedges only what is slower than everything seen.
+		top := latBuckets - 1
+		for counts[top] == 0 {
+			top--
+		}
+		return min(time.Duration(latUpper(top)), h.cfg.coldDelay()), false
+	}
+	aim, at := atRank(&counts, n, 1-aimShare*load)
+	lo, _ := atRank(&counts, n, 1-gapShare*load)
+	// A gap: gapBuckets buckets in a row that hold almost nothing, right
+	// above a bucket from lo's to a little above aim's. Hedging from the
+	// gap's lower edge costs at most gapShare × MaxExtraLoad of the calls
+	// (by lo's rank) and takes every call beyond the gap early. While the
+	// bucket is empty, calls already want more hedges than the cap pays
+	// for (the latency has just shifted, say): the search then starts at
+	// aim, so the delay does not go below it.
+	limit := uint64(gapMass * load * float64(n))
+	if math.Float64frombits(h.tokens.Load()) < 1 {
+		lo = aim
+	}
+	for b := lo; b <= aim+gapAbove && b+gapBuckets < latBuckets; b++ {
+		var in uint64
+		for _, c := range counts[b+1 : b+1+gapBuckets] {
+			in += c
+		}
+		if in <= limit {
+			return time.Duration(latUpper(b)), true
+		}
+	}
+	return at, true
+}
+
+// recent sums into counts the newest quarters of the window ending at now,
+// newest first, until they hold at least enough results (or the window
+// ends), and returns how many they hold: under steady traffic the estimate
+// follows the last quarter or two, and a quiet key still sees the whole
+// window.
+func (h *hedgeKey) recent(now time.Time, counts *[latBuckets]uint64, enough uint64) uint64 {
+	e := now.UnixNano()/latSlotSpan + 1
+	var n uint64
+	for age := range int64(latSlots) {
+		s := &h.slots[(e-age)%latSlots]
+		if s.epoch.Load() != e-age {
+			continue // unused, or stale: not in the window
+		}
+		for b := range s.counts {
+			c := uint64(s.counts[b].Load())
+			counts[b] += c
+			n += c
+		}
+		if n >= enough {
+			break
+		}
+	}
+	return n
+}
+
+// atRank returns the bucket holding the q-th percentile of counts, which
+// hold n > 0 results, and the percentile's estimate: interpolated linearly
+// between the bucket's bounds by the rank's place among its results.
+func atRank(counts *[latBuckets]uint64, n uint64, q float64) (int, time.Duration) {
+	rank := max(uint64(math.Ceil(q*float64(n))), 1)
+	var seen uint64
+	for b, c := range counts {
+		if seen+c >= rank {
+			var lower int64
+			if b > 0 {
+				lower = latUpper(b - 1)
+			}
+			f := float64(rank-seen) / float64(c)
+			return b, time.Duration(lower + int64(f*float64(latUpper(b)-lower)))
+		}
+		seen += c
+	}
+	return latBuckets - 1, time.Duration(latUpper(latBuckets - 1))
+}
+
 // current returns the key's hedge delay at now, recomputing it when the
-// cached one is older than refreshNs, and whether the key is warm.
+// cached one is older than refreshNs or the key is cold.
 func (h *hedgeKey) current(now time.Time) time.Duration {
 	ns := now.UnixNano()
-	if c := h.computed.Load(); c != 0 && ns-c < refreshNs && ns >= c {
+	if c := h.computed.Load(); c != 0 && ns-c < refreshNs && ns >= c && h.warm.Load() {
 		return time.Duration(h.delay.Load())
 	}
 	if !h.refresh.TryLock() {
-		return time.Duration(h.delay.Load()) // someone else is on it; the old value will do
+		// Someone else is on it; the old value will do, unless there is
+		// none yet (computed is stored after delay): a cold key's delay.
+		if h.computed.Load() == 0 {
+			return h.cfg.clamp(h.cfg.coldDelay())
+		}
+		return time.Duration(h.delay.Load())
 	}
 	defer h.refresh.Unlock()
 	cfg := h.cfg
-	p, n := h.percentile(now, 1-cfg.MaxExtraLoad)
-	d := p
-	warm := n >= AdaptiveMinSamples
-	if !warm {
-		d = cfg.MaxDelay
-		if d == 0 {
-			d = AdaptiveColdDelay
-		}
+	if h.computed.Load() == 0 {
+		// The first computation: the bucket gets its capacity and starts
+		// full (a cold key hedges only after the cold delay anyway).
+		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
+		h.capacity.Store(math.Float64bits(capacity))
+		h.tokens.Store(math.Float64bits(capacity))
 	}
-	if cfg.MaxDelay > 0 {
-		d = min(d, cfg.MaxDelay)
+	d, warm := h.estimate(now)
+	if d == 0 {
+		d = cfg.coldDelay()
 	}
-	d = max(d, cfg.MinDelay)
-	// Capacity: the tokens of burstCalls calls, and at least two hedges.
-	capacity := max(2, cfg.MaxExtraLoad*burstCalls)
-	h.capacity.Store(math.Float64bits(capacity))
+	d = cfg.clamp(d)
 	h.delay.Store(int64(d))
 	h.warm.Store(warm)
 	h.computed.Store(ns)
 	return d
+}
+
+// coldDelay is the delay of a key with too few results: MaxDelay, or
+// AdaptiveColdDelay without one.
+func (c *AdaptiveHedging) coldDelay() time.Duration {
+	if c.MaxDelay > 0 {
+		return c.MaxDelay
+	}
+	return AdaptiveColdDelay
+}
+
+// clamp bounds d to [MinDelay, MaxDelay].
+func (c *AdaptiveHedging) clamp(d time.Duration) time.Duration {
+	if c.MaxDelay > 0 {
+		d = min(d, c.MaxDelay)
+	}
+	return max(d, c.MinDelay)
 }
 
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
@@ -245,11 +396,13 @@ func (h *hedgeKey) take() bool {
 }
 
 // untake gives back a token taken for a hedge that did not launch (the
-// budget or the breaker refused it).
+// budget or the breaker refused it), never filling the bucket past its
+// capacity: calls that paid in meanwhile may have filled it already.
 func (h *hedgeKey) untake() {
+	capacity := math.Float64frombits(h.capacity.Load())
 	for {
 		old := h.tokens.Load()
-		n := math.Float64frombits(old) + 1
+		n := min(math.Float64frombits(old)+1, capacity)
 		if h.tokens.CompareAndSwap(old, math.Float64bits(n)) {
 			return
 		}

@@ -1,11 +1,13 @@
 package resilience
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"pgregory.net/rapid"
 )
 
@@ -68,35 +70,44 @@ func TestLatencyWindowSlides(t *testing.T) {
 	}
 }
 
-// TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay), warm
-// ones the percentile, clamped, and the value is cached for 100ms.
+// TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay), then,
+// from 10 results on, the slowest of them (recomputed at every call until
+// warm); warm ones the (1 − 0.8 × MaxExtraLoad) percentile, or the lower
+// edge of a gap near it, clamped, and cached for 100ms.
 func TestAdaptiveDelay(t *testing.T) {
+	// bimodal: 94% at 1ms, 6% at 20ms, nothing between: a gap.
+	bimodal := func(i int) time.Duration {
+		if i%20 == 0 || i%100 == 1 {
+			return 20 * time.Millisecond
+		}
+		return time.Millisecond
+	}
+	// spread: evenly from 0.1ms to 10ms, no gap anywhere.
+	spread := func(i int) time.Duration { return time.Duration(1+i%100) * 100 * time.Microsecond }
 	tests := []struct {
 		name     string
 		cfg      AdaptiveHedging
 		samples  int
+		latency  func(i int) time.Duration
 		wantCold bool
 		want     time.Duration // lower bound of the expected delay
 		wantMax  time.Duration // upper bound
 	}{
-		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, true, AdaptiveColdDelay, AdaptiveColdDelay},
-		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, 10, true, 300 * time.Millisecond, 300 * time.Millisecond},
-		{"warm: the p95", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, false, 20 * time.Millisecond, 23 * time.Millisecond},
-		{"warm, raised to MinDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: 50 * time.Millisecond}, 1000, false, 50 * time.Millisecond, 50 * time.Millisecond},
-		{"warm, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 5 * time.Millisecond}, 1000, false, 5 * time.Millisecond, 5 * time.Millisecond},
+		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, warmupSamples - 1, spread, true, AdaptiveColdDelay, AdaptiveColdDelay},
+		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, warmupSamples - 1, spread, true, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"warming: the slowest result so far", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, 4900 * time.Microsecond, 5513 * time.Microsecond},
+		{"warming, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 2 * time.Millisecond}, AdaptiveMinSamples - 1, spread, true, 2 * time.Millisecond, 2 * time.Millisecond},
+		{"warm, no gap: the p96", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, spread, false, 9600 * time.Microsecond, 10800 * time.Microsecond},
+		{"warm, a gap below the p96: its lower edge", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, bimodal, false, time.Millisecond, 1125 * time.Microsecond},
+		{"warm, a gap too costly (the slow share above 1.5 × the cap): the p96", AdaptiveHedging{MaxExtraLoad: 0.03}, 1000, bimodal, false, 20 * time.Millisecond, 22500 * time.Microsecond},
+		{"warm, raised to MinDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: 50 * time.Millisecond}, 1000, spread, false, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"warm, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 5 * time.Millisecond}, 1000, spread, false, 5 * time.Millisecond, 5 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &hedgeKey{cfg: &tc.cfg}
 			for i := range tc.samples {
-				d := time.Millisecond
-				if i%20 == 0 { // 5% at 20ms: the p95 sits at the top of the fast ones or at 20ms
-					d = 20 * time.Millisecond
-				}
-				if i%100 == 1 { // and 1% more
-					d = 20 * time.Millisecond
-				}
-				k.record(adaptiveStart, d)
+				k.record(adaptiveStart, tc.latency(i))
 			}
 			got := k.current(adaptiveStart)
 			if got < tc.want || got > tc.wantMax || k.warm.Load() == tc.wantCold {
@@ -105,8 +116,12 @@ func TestAdaptiveDelay(t *testing.T) {
 			for range 5000 {
 				k.record(adaptiveStart, time.Second)
 			}
-			if again := k.current(adaptiveStart.Add(50 * time.Millisecond)); again != got {
+			again := k.current(adaptiveStart.Add(50 * time.Millisecond))
+			if !tc.wantCold && again != got {
 				t.Errorf("recomputed within 100ms: %v then %v", got, again)
+			}
+			if tc.wantCold && !k.warm.Load() {
+				t.Errorf("a cold key was not recomputed within 100ms: still cold after 5000 more results")
 			}
 		})
 	}
@@ -174,5 +189,114 @@ func BenchmarkAdaptiveRecord(b *testing.B) {
 		k.deposit()
 		_ = k.current(now)
 		k.record(now, 3*time.Millisecond)
+	}
+}
+
+// TestColdKeyNeverHedgesAtZero: a key whose delay is being computed by
+// another call (its refresh lock held) still answers the cold delay, never
+// the zero it starts with, and every delay is within [MinDelay, MaxDelay].
+func TestColdKeyNeverHedgesAtZero(t *testing.T) {
+	for _, cfg := range []AdaptiveHedging{
+		{MaxExtraLoad: 0.05},
+		{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond},
+		{MaxExtraLoad: 0.05, MinDelay: 2 * time.Millisecond, MaxDelay: 300 * time.Millisecond},
+	} {
+		want := cfg.MaxDelay
+		if want == 0 {
+			want = AdaptiveColdDelay
+		}
+		k := newHedgeKey(&cfg)
+		k.refresh.Lock() // another call is computing the delay right now
+		got := k.current(adaptiveStart)
+		k.refresh.Unlock()
+		if got != want {
+			t.Errorf("%+v: cold delay while another call computes it: %v, want %v", cfg, got, want)
+		}
+	}
+}
+
+// TestRefusedHedgesDoNotOvershootTheCap: tokens given back for hedges the
+// budget refused never lift the bucket above its capacity, so over any
+// stretch the hedges that launched stay within MaxExtraLoad × the calls in
+// it plus the capacity, whatever calls paid in while a refused hedge held
+// its token.
+func TestRefusedHedgesDoNotOvershootTheCap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		load := rapid.Float64Range(0.001, 0.5).Draw(t, "load")
+		cfg := AdaptiveHedging{MaxExtraLoad: load}
+		k := newHedgeKey(&cfg)
+		k.current(adaptiveStart) // sets the capacity
+		capacity := math.Float64frombits(k.capacity.Load())
+		// Events: 0 a call, 1 a hedge the budget lets launch, 2 a hedge the
+		// budget refuses, with calls paying in between take and untake.
+		events := rapid.SliceOfN(rapid.IntRange(0, 2), 1, 300).Draw(t, "events")
+		between := rapid.SliceOfN(rapid.IntRange(0, 20), len(events), len(events)).Draw(t, "calls while a refused hedge holds its token")
+		calls := make([]int, len(events)+1)
+		hedges := make([]int, len(events)+1)
+		for i, ev := range events {
+			calls[i+1], hedges[i+1] = calls[i], hedges[i]
+			switch ev {
+			case 0:
+				k.deposit()
+				calls[i+1]++
+			case 1:
+				if k.take() {
+					hedges[i+1]++
+				}
+			case 2:
+				took := k.take()
+				for range between[i] {
+					k.deposit()
+					calls[i+1]++
+				}
+				if took {
+					k.untake()
+				}
+			}
+			if tok := math.Float64frombits(k.tokens.Load()); tok > capacity+1e-9 {
+				t.Fatalf("after event %d: %v tokens, above the capacity %v", i, tok, capacity)
+			}
+		}
+		for i := range events {
+			for j := i + 1; j <= len(events); j++ {
+				h, c := hedges[j]-hedges[i], calls[j]-calls[i]
+				if float64(h) > load*float64(c)+capacity+1e-9 {
+					t.Fatalf("events %d..%d: %d hedges for %d calls at load %v, capacity %v", i, j, h, c, load, capacity)
+				}
+			}
+		}
+	})
+}
+
+// TestLostFirstAttemptRecordedAboveItsTime: a first attempt that lost to a
+// hedge goes into the key's histogram at 1.5× the time it ran (its latency
+// is only known to exceed that), not at the time itself.
+func TestLostFirstAttemptRecordedAboveItsTime(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 40 * time.Millisecond}})
+	op := &scripted{steps: []step{{block: true}, {v: 200}}}
+	done := runAsync(context.Background(), e, Call[int]{Key: "h", Op: promptOp[int]{op}, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true}})
+	if !fc.WaitForArmed(1, 5*time.Second) {
+		t.Fatal("hedge timer never armed")
+	}
+	fc.Advance(40 * time.Millisecond) // the cold delay: the hedge launches and wins
+	res := <-done
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 {
+		t.Fatalf("res %+v", res)
+	}
+	res.Finish(nil)
+	k := e.hosts.lookup("h").hedge.Load()
+	deadline := time.Now().Add(5 * time.Second)
+	for { // the loser records itself once its Do returns, possibly after Execute did
+		if _, n := k.percentile(fc.Now(), 1); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lost first attempt was never recorded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p, _ := k.percentile(fc.Now(), 1); p < 60*time.Millisecond || p > 68*time.Millisecond {
+		t.Errorf("lost after 40ms, recorded in the bucket ending at %v, want the one holding 60ms", p)
 	}
 }

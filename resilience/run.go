@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -356,9 +357,13 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
 			// The key's latency is its calls' first attempts: what a call
 			// would take unhedged. A first attempt that lost to a hedge
-			// is cut short by its cancellation; its time then is still a
-			// lower bound of its latency, and above the hedge delay.
-			r.hk.record(now, a.dur)
+			// is cut short by its cancellation: its latency is known
+			// only to exceed the time it ran (see lostLatency).
+			d := a.dur
+			if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrAttemptLost) {
+				d = lostLatency(d)
+			}
+			r.hk.record(now, d)
 		}
 	}
 	if a.ht != nil {

@@ -14,7 +14,7 @@ import (
 
 // TestAdaptiveHedgingLearnsTheDelay: a cold host hedges after MaxDelay;
 // once its recent attempts show ~2ms, a slow request is hedged after about
-// 2ms (the p95 of what it saw), reported on the hedge event.
+// 2ms (all it saw was 2ms), reported on the hedge event.
 func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 	fc := newClock()
 	var stall atomic.Bool

@@ -152,8 +152,9 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 // WithAdaptiveHedging hedges with a delay learned per host instead of a
 // fixed one, up to maxHedges extra attempts in flight: cfg.MaxExtraLoad is
 // the fraction of requests that may get a hedge (0.05: one in twenty), and
-// each host's delay is the (1 − MaxExtraLoad) percentile of its recent
-// attempt latencies (time to response headers), clamped to
+// each host's delay is learned from its recent attempt latencies (time to
+// response headers): about the (1 − 0.8 × MaxExtraLoad) percentile, or just
+// above a fast band where the latencies show a gap, clamped to
 // [cfg.MinDelay, cfg.MaxDelay], with a hard cap that keeps hedges within
 // MaxExtraLoad of the requests even when latency shifts suddenly. See
 // resilience.AdaptiveHedging for the model, the cold start and the bounds.
