@@ -38,13 +38,36 @@ const (
 // that, minPerSec retries per second are always allowed, so a client with
 // little traffic can still retry.
 //
+// Failures cost tokens too, so that the budget stops paying out when they
+// dominate: an attempt that fails with a retryable error takes back one
+// request's deposit (ratio tokens), and one that timed out costs a whole
+// token, the price of the retry it asks for: a server too slow to answer is
+// likely still working on the request, and a retry adds to its queue (the
+// shape of the AWS SDKs' retry quota; gRPC's retry throttling likewise
+// charges failures and pays for successes). Once the window's failures cost
+// more than its deposits, only the floor pays. At the steady state that is
+// when more than ratio/(1+ratio) of attempts fail with errors (9% at the
+// default 0.1), or more than ratio/2 time out (5%); in an outage it is within
+// about a second. The failures stay in the window like the deposits: after
+// an episode in which they dominated, the deposits pay again once the
+// episode's seconds have left it.
+//
+// And no second pays out more than a second's deposits: the retries paid
+// from deposits in one second number at most ⌈ratio × n⌉, n being the
+// requests of that second or of the one before, whichever is more. Without
+// that cap, the deposits saved over a calm window (ratio × ten seconds of
+// requests) would all pay out in the first second of an outage, a burst
+// that hits the server just when it can least afford it.
+//
 // Exactly, with seconds being whole seconds of the times passed in: a retry
 // is paid from the floor if, counting it, at most minPerSec retries were paid
 // from the floor in its own second; failing that, from deposits if, counting
-// it, at most ⌊ratio × requests in its window⌋ were paid from deposits in its
-// window; failing both, it does not launch. So the retries launched in any
-// window that ends with a launch paid from deposits number at most
-// ⌊ratio × requests⌋ + 10 × minPerSec. Other windows may see more, because
+// it, at most ⌊ratio × (requests − errors) − timeouts⌋ were paid from
+// deposits in its window (requests, errors and timeouts counted in the same
+// window) and at most the cap above in its second; failing both, it does not
+// launch. So the retries launched in any window that ends with a launch paid
+// from deposits number at most ⌊ratio × requests⌋ + 10 × minPerSec. Other
+// windows may see more, because
 // retries paid from deposits early in the window may have spent deposits made
 // before it began, and a launch paid from the floor does not look at
 // deposits; an interval that is not aligned to whole seconds also touches one
@@ -56,16 +79,17 @@ const (
 // where S is the number of whole seconds I touches (at most 11) and R the
 // number of requests from the nine seconds before I's first second through
 // its last second. For example, at minPerSec 5 and no requests, 55 retries
-// can launch between 0.9 s and 10.0 s, 9.1 s apart.
+// can launch between 0.9 s and 10.0 s, 9.1 s apart. Failures only lower
+// these numbers.
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
 // concurrent requests never queue on a mutex. Every request deposits, so its
 // counter is spread further: each second's requests are counted in
 // requestStripes words on cache lines of their own, a deposit adds to one
-// (see Deposit), and a retry (far rarer) sums them all. A budget takes
-// about 1.5 KiB. A nil *retryBudget allows everything. Safe for concurrent
-// use.
+// (see Deposit), and a retry or a failure (far rarer) sums them all. A
+// success costs nothing but its deposit. A budget takes about 1.6 KiB. A nil
+// *retryBudget allows everything. Safe for concurrent use.
 type retryBudget struct {
 	ratio     float64 // immutable, read by every deposit
 	minPerSec int64   // immutable
@@ -84,6 +108,8 @@ type retryBudget struct {
 	// these keeps the writes of retries off the lines deposits use.
 	spent    [budgetBuckets]atomic.Uint64  // retries paid from deposits per second
 	floor    [budgetBuckets]atomic.Uint64  // retries paid from the per-second floor
+	errors   [budgetBuckets]atomic.Uint64  // attempts failed with a retryable error per second
+	timeouts [budgetBuckets]atomic.Uint64  // attempts failed by timing out per second
 	_        [64]byte                      //
 	requests [requestStripes]requestStripe // original requests per second, the sum of the stripes
 }
@@ -246,22 +272,63 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	}
 	w := &b.spent[e%budgetBuckets]
 	add(w, e, 1)
-	allowed := math.Floor(b.ratio * float64(b.requestsIn(e)))
-	if float64(sum(&b.spent, e)) <= allowed {
+	if float64(read(w, e)) <= b.secondCap(e) && float64(sum(&b.spent, e)) <= math.Floor(b.earned(e)) {
 		return budgetToken{w: w, epoch: e}, true
 	}
 	add(w, e, -1)
 	return budgetToken{}, false
 }
 
-// Tokens returns how many retries could launch at now: the unspent deposits
-// plus what is left of this second's floor.
+// earned returns what the window ending at epoch has earned for retries:
+// ratio tokens a request, less what its failures cost (ratio an error, one
+// a timeout). It may be negative.
+func (b *retryBudget) earned(epoch uint64) float64 {
+	return b.ratio*float64(b.requestsIn(epoch)-sum(&b.errors, epoch)) - float64(sum(&b.timeouts, epoch))
+}
+
+// secondCap returns how many retries the deposits may pay for in epoch's
+// second: ⌈ratio × n⌉, n being that second's requests or the previous
+// second's, whichever is more.
+func (b *retryBudget) secondCap(epoch uint64) float64 {
+	prev := (epoch + epochMod - 1) % epochMod
+	return math.Ceil(b.ratio * float64(max(b.requestsAt(epoch), b.requestsAt(prev))))
+}
+
+// requestsAt returns the requests deposited in epoch's second.
+func (b *retryBudget) requestsAt(epoch uint64) int64 {
+	var n int64
+	for s := range b.requests {
+		n += read(&b.requests[s].buckets[epoch%budgetBuckets], epoch)
+	}
+	return n
+}
+
+// Fail records an attempt that failed at now with a retryable error, or by
+// timing out (timeout set): its cost comes off the deposits (see
+// retryBudget). The engine calls it for every such attempt, the ones it
+// does not retry included.
+func (b *retryBudget) Fail(now time.Time, timeout bool) {
+	if b == nil || b.ratio == 0 {
+		return
+	}
+	e := epochOf(now)
+	if timeout {
+		add(&b.timeouts[e%budgetBuckets], e, 1)
+		return
+	}
+	add(&b.errors[e%budgetBuckets], e, 1)
+}
+
+// Tokens returns how many retries the budget holds at now: what the deposits
+// have earned and is unspent (see earned) plus what is left of this second's
+// floor. Of the deposits' share, no more than the second's cap (see
+// secondCap) can be spent within one second.
 func (b *retryBudget) Tokens(now time.Time) float64 {
 	if b == nil {
 		return math.Inf(1)
 	}
 	e := epochOf(now)
-	dep := b.ratio*float64(b.requestsIn(e)) - float64(sum(&b.spent, e))
+	dep := b.earned(e) - float64(sum(&b.spent, e))
 	fl := float64(b.minPerSec - read(&b.floor[e%budgetBuckets], e))
 	return max(dep, 0) + max(fl, 0)
 }

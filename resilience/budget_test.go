@@ -321,3 +321,138 @@ func TestBudgetUnalignedIntervalTouchesElevenSeconds(t *testing.T) {
 		t.Fatalf("granted %d retries between 0.9s and 10.0s, want 55 (5 in each of 11 seconds)", granted)
 	}
 }
+
+// TestBudgetFailuresTakeBackDeposits: a retryable error takes back one
+// request's deposit and a timeout a whole token, within the window like the
+// deposits.
+func TestBudgetFailuresTakeBackDeposits(t *testing.T) {
+	tests := []struct {
+		name             string
+		errors, timeouts int
+		want             int
+	}{
+		{"no failures", 0, 0, 5},
+		{"four errors take back 0.5 x 4", 4, 0, 3},
+		{"two timeouts take back a token each", 0, 2, 3},
+		{"both", 2, 1, 3},
+		{"failures costing more than the deposits", 0, 6, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0.5, 0)
+			for range 10 {
+				b.Deposit(t0)
+			}
+			for range tc.errors {
+				b.Fail(t0, false)
+			}
+			for range tc.timeouts {
+				b.Fail(t0, true)
+			}
+			if got := b.Tokens(t0); got != float64(tc.want) {
+				t.Errorf("Tokens = %v, want %d", got, tc.want)
+			}
+			got := 0
+			for b.Withdraw(t0.Add(500 * time.Millisecond)) {
+				got++
+			}
+			if got != tc.want {
+				t.Errorf("withdrew %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBudgetFailuresExpireWithTheWindow(t *testing.T) {
+	b := newRetryBudget(0.5, 0)
+	for range 4 {
+		b.Fail(t0, true)
+	}
+	later := t0.Add(budgetWindow)
+	for range 4 {
+		b.Deposit(later)
+	}
+	if got := b.Tokens(later); got != 2 {
+		t.Fatalf("Tokens = %v once the timeouts left the window, want 2", got)
+	}
+	if b.Tokens(later.Add(-time.Second)) != 0 {
+		t.Fatal("timeouts inside the window did not count")
+	}
+}
+
+// TestBudgetPaysNoMoreThanASecondsDepositsPerSecond: ten seconds of calm
+// traffic save ratio × ten seconds of deposits, but a second pays out at
+// most ⌈ratio × n⌉, n the requests of that second or the one before.
+func TestBudgetPaysNoMoreThanASecondsDepositsPerSecond(t *testing.T) {
+	b := newRetryBudget(0.1, 0)
+	for s := range 10 {
+		for range 100 {
+			b.Deposit(t0.Add(time.Duration(s) * time.Second))
+		}
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{
+		{9*time.Second + 100*time.Millisecond, 10},  // this second's 100 requests: 10
+		{10*time.Second + 100*time.Millisecond, 10}, // the previous second's: 10 more
+		{11*time.Second + 100*time.Millisecond, 0},  // no requests in either
+	} {
+		got := 0
+		for b.Withdraw(t0.Add(tc.at)) {
+			got++
+		}
+		if got != tc.want {
+			t.Errorf("at %v: withdrew %d, want %d", tc.at, got, tc.want)
+		}
+	}
+	if got := b.Tokens(t0.Add(10 * time.Second)); got != 70 {
+		t.Errorf("Tokens = %v, want 70 (90 in the window, 20 spent)", got)
+	}
+}
+
+// TestBudgetStopsPayingWhileTimeoutsDominate is the overload of issue 23
+// in the budget's terms: 100 requests a second succeed for ten seconds,
+// then every attempt times out and asks for a retry. Only the first second
+// of the outage pays, at most a second's deposits; then only the floor,
+// until the outage's seconds leave the window after it ends.
+func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
+	b := newRetryBudget(0.1, 2)
+	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for s := range 10 {
+		for range 100 {
+			b.Deposit(sec(s))
+		}
+	}
+	paid := map[int]int{}
+	for s := 10; s < 15; s++ { // the outage
+		for range 100 {
+			now := sec(s)
+			b.Deposit(now)
+			b.Fail(now, true)
+			for b.Withdraw(now) { // every retry times out too
+				paid[s]++
+				b.Fail(now, true)
+			}
+		}
+	}
+	if paid[10] > 2+10 || paid[10] <= 2 {
+		t.Errorf("the outage's first second paid %d retries, want the floor (2) and at most a second's deposits (10)", paid[10])
+	}
+	for s := 11; s < 15; s++ {
+		if paid[s] != 2 {
+			t.Errorf("second %d of the outage paid %d retries, want the floor's 2", s-10, paid[s])
+		}
+	}
+	for s := 15; s < 25; s++ { // calm again
+		for range 100 {
+			b.Deposit(sec(s))
+		}
+	}
+	if got := b.Tokens(sec(22)); got != 2 { // the window: seconds 13 to 22
+		t.Errorf("Tokens = %v while the outage is in the window, want the floor's 2", got)
+	}
+	if got := b.Tokens(sec(24)); got <= 2 { // seconds 15 to 24
+		t.Errorf("Tokens = %v once the outage has left the window, want deposits again", got)
+	}
+}
