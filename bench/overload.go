@@ -296,11 +296,12 @@ type OverloadRun struct {
 	Offered  float64       // requests per second
 	Normal   float64       // goodput before the drop, per second
 	Goodput  float64       // goodput during the drop, per second
-	Recovery time.Duration // from the drop's end until goodput stays ≥ 90% of Normal; -1: not within the run
+	Recovery time.Duration // from the drop's end until goodput is back at ≥ 90% of Normal; -1: not within the run
 	Peak     float64       // the most server arrivals in one window, ÷ the offered in one
 	Shed     int           // requests refused locally
 	Requests int
 	P50, P99 time.Duration // of successful requests
+	Good     []int64       // successful requests per arrivalBin, by when they ended
 }
 
 // SteadyRun is one candidate's run without a drop.
@@ -352,6 +353,7 @@ func overloadDrop(o *OverloadConfig, c overloadCandidate, seed uint64) OverloadR
 	recs, srv := overloadRound(o, c, total, o.Before, o.Before+o.Drop, seed)
 	run := OverloadRun{Offered: float64(len(recs)) / total.Seconds(), Requests: len(recs)}
 	good := goodputBins(recs, total)
+	run.Good = good
 	rateIn := func(from, to time.Duration) float64 {
 		var n int64
 		for i := int(from / arrivalBin); i < int(to/arrivalBin); i++ {
@@ -413,27 +415,24 @@ func goodputBins(recs []record, total time.Duration) []int64 {
 // recoveryWindow is how long goodput is averaged over when judging recovery.
 const recoveryWindow = 500 * time.Millisecond
 
-// recovery returns how long after from goodput reached threshold per second
-// and stayed there until total: the start of the first arrivalBin from which
-// every later recoveryWindow averages at least threshold; -1 when the last
-// one does not.
+// recovery returns how long after from goodput got back to threshold per
+// second: the start of the first recoveryWindow, in steps of arrivalBin,
+// whose goodput averages at least threshold; -1 when none before total does.
+// (The first, not the one after which it stays there: a busy machine's
+// later hiccups would otherwise count as a slow recovery.)
 func recovery(good []int64, from, total time.Duration, threshold float64) time.Duration {
 	per := int(recoveryWindow / arrivalBin)
 	first, last := int(from/arrivalBin), int(total/arrivalBin)-per
-	rec := first
 	for b := first; b <= last; b++ {
 		var n int64
 		for i := b; i < b+per; i++ {
 			n += good[i]
 		}
-		if float64(n)/recoveryWindow.Seconds() < threshold {
-			rec = b + 1
+		if float64(n)/recoveryWindow.Seconds() >= threshold {
+			return time.Duration(b-first) * arrivalBin
 		}
 	}
-	if rec > last {
-		return -1
-	}
-	return time.Duration(rec-first) * arrivalBin
+	return -1
 }
 
 // summarize returns the shed count and the p50 and p99 of the successful
@@ -491,7 +490,7 @@ func (res *OverloadResult) write(w io.Writer) {
 		"Medians of %d interleaved rounds (range), each run against a fresh server.\n\n",
 		o.Capacity, o.Service, o.capacity(), 100*o.Load, o.rate(), arrivals, o.Deadline, o.Before, o.Factor, o.Drop, drop, o.After,
 		overloadRetry.attempts, overloadRetry.backoff, o.Rounds)
-	fmt.Fprintf(w, "\"Back to normal\" is the time from the drop's end until goodput (over %v windows) stays at ≥ 90%% of what it was before the drop. "+
+	fmt.Fprintf(w, "\"Back to normal\" is the time from the drop's end until goodput (over a %v window) is back at ≥ 90%% of what it was before the drop. "+
 		"\"Peak arrivals\" is the most requests the server received in one %v window, ÷ the requests offered in one. "+
 		"\"Shed\" counts requests refused locally (a limiter, or gotry's breaker).\n\n",
 		recoveryWindow, min(time.Second, o.Drop/2))
@@ -534,7 +533,7 @@ func fmtRecovery(runs []OverloadRun) string {
 	}
 	one := func(v float64) string {
 		if math.IsInf(v, 1) {
-			return "never"
+			return "not within the run"
 		}
 		return fmt.Sprintf("%.1fs", v)
 	}

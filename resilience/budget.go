@@ -13,6 +13,10 @@ const budgetWindow = 10 * time.Second
 
 const (
 	budgetBuckets = 10 // one-second buckets across budgetWindow
+	// recentSeconds is how many seconds, the current one included, must
+	// have earned a retry paid from deposits, besides the whole window: a
+	// second pays out no more than these have earned.
+	recentSeconds = 1
 	countBits     = 32 // low bits of a bucket word hold a count (4 billion a second is out of reach)
 	countMask     = 1<<countBits - 1
 	// epochMod is how many seconds a bucket's epoch counts before it wraps:
@@ -52,22 +56,24 @@ const (
 // an episode in which they dominated, the deposits pay again once the
 // episode's seconds have left it.
 //
-// And no second pays out more than a second's deposits: the retries paid
-// from deposits in one second number at most ⌈ratio × n⌉, n being the
-// requests of that second or of the one before, whichever is more. Without
-// that cap, the deposits saved over a calm window (ratio × ten seconds of
-// requests) would all pay out in the first second of an outage, a burst
-// that hits the server just when it can least afford it.
+// And the deposits saved in a calm window (ratio × ten seconds of requests)
+// never pay out at once: a retry is paid from deposits only if its own
+// second has earned it too, by the same count. Without that, the savings
+// would all pay out in the first second of an outage, a burst that hits
+// the server just when it can least afford it; with it, a client whose
+// failures start to dominate sends less than a second's deposits more,
+// then only the floor.
 //
 // Exactly, with seconds being whole seconds of the times passed in: a retry
 // is paid from the floor if, counting it, at most minPerSec retries were paid
 // from the floor in its own second; failing that, from deposits if, counting
 // it, at most ⌊ratio × (requests − errors) − timeouts⌋ were paid from
 // deposits in its window (requests, errors and timeouts counted in the same
-// window) and at most the cap above in its second; failing both, it does not
-// launch. So the retries launched in any window that ends with a launch paid
-// from deposits number at most ⌊ratio × requests⌋ + 10 × minPerSec. Other
-// windows may see more, because
+// window) and at most ⌈ratio × (requests − errors) − timeouts⌉ (rounded up,
+// so that a client with little traffic gets one) in its own second, counted
+// in that second; failing both, it does not launch. So the retries launched
+// in any window that ends with a launch paid from deposits number at most
+// ⌊ratio × requests⌋ + 10 × minPerSec. Other windows may see more, because
 // retries paid from deposits early in the window may have spent deposits made
 // before it began, and a launch paid from the floor does not look at
 // deposits; an interval that is not aligned to whole seconds also touches one
@@ -186,27 +192,35 @@ func read(w *atomic.Uint64, epoch uint64) int64 {
 	return int64(v & countMask)
 }
 
-// sum adds up the buckets inside the window ending at epoch.
-func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
-	var n int64
-	for i := uint64(0); i < budgetBuckets; i++ {
+// sum adds up the buckets of the n seconds (at most budgetBuckets) up to
+// and including epoch's.
+func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64, n int) int64 {
+	var total int64
+	for i := range uint64(n) {
 		e := (epoch + epochMod - i) % epochMod
-		n += read(&ws[e%budgetBuckets], e)
+		total += read(&ws[e%budgetBuckets], e)
 	}
-	return n
+	return total
 }
 
-// requestsIn returns the requests deposited in the window ending at epoch:
-// the sum over every stripe.
-func (b *retryBudget) requestsIn(epoch uint64) int64 {
-	var n int64
-	for i := uint64(0); i < budgetBuckets; i++ {
+// requestsIn returns the requests deposited in the n seconds up to and
+// including epoch's: the sum over every stripe.
+func (b *retryBudget) requestsIn(epoch uint64, n int) int64 {
+	var total int64
+	for i := range uint64(n) {
 		e := (epoch + epochMod - i) % epochMod
 		for s := range b.requests {
-			n += read(&b.requests[s].buckets[e%budgetBuckets], e)
+			total += read(&b.requests[s].buckets[e%budgetBuckets], e)
 		}
 	}
-	return n
+	return total
+}
+
+// earned returns what the n seconds up to and including epoch's have
+// earned for retries, spent or not: ratio tokens a request, less what their
+// failures cost (ratio an error, one a timeout). It may be negative.
+func (b *retryBudget) earned(epoch uint64, n int) float64 {
+	return b.ratio*float64(b.requestsIn(epoch, n)-sum(&b.errors, epoch, n)) - float64(sum(&b.timeouts, epoch, n))
 }
 
 // Deposit records one original request at now, in one of the second's
@@ -272,35 +286,12 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	}
 	w := &b.spent[e%budgetBuckets]
 	add(w, e, 1)
-	if float64(read(w, e)) <= b.secondCap(e) && float64(sum(&b.spent, e)) <= math.Floor(b.earned(e)) {
+	if float64(sum(&b.spent, e, recentSeconds)) <= math.Ceil(b.earned(e, recentSeconds)) &&
+		float64(sum(&b.spent, e, budgetBuckets)) <= math.Floor(b.earned(e, budgetBuckets)) {
 		return budgetToken{w: w, epoch: e}, true
 	}
 	add(w, e, -1)
 	return budgetToken{}, false
-}
-
-// earned returns what the window ending at epoch has earned for retries:
-// ratio tokens a request, less what its failures cost (ratio an error, one
-// a timeout). It may be negative.
-func (b *retryBudget) earned(epoch uint64) float64 {
-	return b.ratio*float64(b.requestsIn(epoch)-sum(&b.errors, epoch)) - float64(sum(&b.timeouts, epoch))
-}
-
-// secondCap returns how many retries the deposits may pay for in epoch's
-// second: ⌈ratio × n⌉, n being that second's requests or the previous
-// second's, whichever is more.
-func (b *retryBudget) secondCap(epoch uint64) float64 {
-	prev := (epoch + epochMod - 1) % epochMod
-	return math.Ceil(b.ratio * float64(max(b.requestsAt(epoch), b.requestsAt(prev))))
-}
-
-// requestsAt returns the requests deposited in epoch's second.
-func (b *retryBudget) requestsAt(epoch uint64) int64 {
-	var n int64
-	for s := range b.requests {
-		n += read(&b.requests[s].buckets[epoch%budgetBuckets], epoch)
-	}
-	return n
 }
 
 // Fail records an attempt that failed at now with a retryable error, or by
@@ -319,16 +310,16 @@ func (b *retryBudget) Fail(now time.Time, timeout bool) {
 	add(&b.errors[e%budgetBuckets], e, 1)
 }
 
-// Tokens returns how many retries the budget holds at now: what the deposits
-// have earned and is unspent (see earned) plus what is left of this second's
-// floor. Of the deposits' share, no more than the second's cap (see
-// secondCap) can be spent within one second.
+// Tokens returns how many retries the budget holds at now: what the window
+// has earned and not spent (see earned) plus what is left of this second's
+// floor. Of the window's share, no more than its last recentSeconds have
+// earned and not spent can be spent now.
 func (b *retryBudget) Tokens(now time.Time) float64 {
 	if b == nil {
 		return math.Inf(1)
 	}
 	e := epochOf(now)
-	dep := b.earned(e) - float64(sum(&b.spent, e))
+	dep := b.earned(e, budgetBuckets) - float64(sum(&b.spent, e, budgetBuckets))
 	fl := float64(b.minPerSec - read(&b.floor[e%budgetBuckets], e))
 	return max(dep, 0) + max(fl, 0)
 }

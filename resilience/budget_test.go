@@ -149,10 +149,12 @@ func paidFromDeposits(b *retryBudget, tok budgetToken) bool {
 
 // TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits pins why the window
 // bound holds only for windows that end with a retry paid from deposits: at
-// ratio 0.5 and a floor of 1/s, 14 requests in second 0 pay for 7 retries in
-// second 1, on top of one from the floor in each of seconds 1 to 10. The
-// window of seconds 1 to 10 has no requests and ends with a retry paid from
-// the floor: it holds 17 retries, more than its 10 from the floor.
+// ratio 0.5 and a floor of 1/s, 14 requests in second 0 save 7 tokens, and
+// one request in each of seconds 1 to 10 lets each of seconds 1 to 9 spend
+// one of them (a second pays no more than it earned, rounded up: 0.5 → 1),
+// on top of one from the floor in each of seconds 1 to 10. The window of
+// seconds 1 to 10 holds 10 requests and ends with a retry paid from the
+// floor: it holds 19 retries, more than ⌊0.5 × 10⌋ + 10 = 15.
 func TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits(t *testing.T) {
 	b := newRetryBudget(0.5, 1)
 	for range 14 {
@@ -161,12 +163,13 @@ func TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits(t *testing.T) {
 	granted := 0
 	for s := 1; s <= 10; s++ {
 		now := t0.Add(time.Duration(s) * time.Second)
+		b.Deposit(now)
 		for b.Withdraw(now) {
 			granted++
 		}
 	}
-	if granted != 17 {
-		t.Fatalf("granted %d retries in seconds 1 to 10, want 17 (10 from the floor, 7 from second 0's deposits)", granted)
+	if granted != 19 {
+		t.Fatalf("granted %d retries in seconds 1 to 10, want 19 (10 from the floor, 9 from the deposits)", granted)
 	}
 }
 
@@ -380,10 +383,10 @@ func TestBudgetFailuresExpireWithTheWindow(t *testing.T) {
 	}
 }
 
-// TestBudgetPaysNoMoreThanASecondsDepositsPerSecond: ten seconds of calm
-// traffic save ratio × ten seconds of deposits, but a second pays out at
-// most ⌈ratio × n⌉, n the requests of that second or the one before.
-func TestBudgetPaysNoMoreThanASecondsDepositsPerSecond(t *testing.T) {
+// TestBudgetPaysNoMoreInASecondThanItEarned: ten seconds of calm traffic
+// save ratio × ten seconds of deposits, but a retry is paid from them only
+// if its own second has earned it too.
+func TestBudgetPaysNoMoreInASecondThanItEarned(t *testing.T) {
 	b := newRetryBudget(0.1, 0)
 	for s := range 10 {
 		for range 100 {
@@ -394,9 +397,9 @@ func TestBudgetPaysNoMoreThanASecondsDepositsPerSecond(t *testing.T) {
 		at   time.Duration
 		want int
 	}{
-		{9*time.Second + 100*time.Millisecond, 10},  // this second's 100 requests: 10
-		{10*time.Second + 100*time.Millisecond, 10}, // the previous second's: 10 more
-		{11*time.Second + 100*time.Millisecond, 0},  // no requests in either
+		{9*time.Second + 100*time.Millisecond, 10}, // second 9 earned 10
+		{10*time.Second + 100*time.Millisecond, 0}, // second 10 nothing
+		{11*time.Second + 100*time.Millisecond, 0}, // nor second 11
 	} {
 		got := 0
 		for b.Withdraw(t0.Add(tc.at)) {
@@ -406,16 +409,28 @@ func TestBudgetPaysNoMoreThanASecondsDepositsPerSecond(t *testing.T) {
 			t.Errorf("at %v: withdrew %d, want %d", tc.at, got, tc.want)
 		}
 	}
-	if got := b.Tokens(t0.Add(10 * time.Second)); got != 70 {
-		t.Errorf("Tokens = %v, want 70 (90 in the window, 20 spent)", got)
+	if got := b.Tokens(t0.Add(9 * time.Second)); got != 90 {
+		t.Errorf("Tokens = %v, want 90 (100 in the window, 10 spent)", got)
+	}
+	// Traffic again: it pays, up to what its second earned.
+	for range 50 {
+		b.Deposit(t0.Add(13 * time.Second))
+	}
+	got := 0
+	for b.Withdraw(t0.Add(13 * time.Second)) {
+		got++
+	}
+	if got != 5 {
+		t.Errorf("after 50 requests: withdrew %d, want 5", got)
 	}
 }
 
 // TestBudgetStopsPayingWhileTimeoutsDominate is the overload of issue 23
 // in the budget's terms: 100 requests a second succeed for ten seconds,
-// then every attempt times out and asks for a retry. Only the first second
-// of the outage pays, at most a second's deposits; then only the floor,
-// until the outage's seconds leave the window after it ends.
+// then every attempt times out and asks for a retry. The window has saved
+// 100 tokens, but only the outage's first second pays from them, less than
+// the 10 a second deposits; then only the floor, until the outage's seconds
+// leave the window after it ends.
 func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 	b := newRetryBudget(0.1, 2)
 	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -425,10 +440,12 @@ func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 		}
 	}
 	paid := map[int]int{}
-	for s := 10; s < 15; s++ { // the outage
+	for s := 10; s < 15; s++ { // the outage: a second's requests, then their timeouts
+		now := sec(s)
 		for range 100 {
-			now := sec(s)
 			b.Deposit(now)
+		}
+		for range 100 {
 			b.Fail(now, true)
 			for b.Withdraw(now) { // every retry times out too
 				paid[s]++
@@ -436,8 +453,8 @@ func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 			}
 		}
 	}
-	if paid[10] > 2+10 || paid[10] <= 2 {
-		t.Errorf("the outage's first second paid %d retries, want the floor (2) and at most a second's deposits (10)", paid[10])
+	if paid[10] >= 2+10 || paid[10] <= 2 {
+		t.Errorf("the outage's first second paid %d retries, want the floor (2) and fewer than a second's deposits (10)", paid[10])
 	}
 	for s := 11; s < 15; s++ {
 		if paid[s] != 2 {

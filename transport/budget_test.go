@@ -139,6 +139,10 @@ func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
 			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/ok")
 			fc.Advance(tc.after)
+			// The failing request's retry must be earned by its own second
+			// as well (its failure takes its own deposit back): one more
+			// success there earns it. So the window's older deposits decide.
+			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/fail") // deposits 0.5 more
 			if got := failed.Load(); got != tc.wantFail {
 				t.Errorf("failing request made %d attempts, want %d", got, tc.wantFail)
