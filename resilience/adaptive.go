@@ -2,7 +2,6 @@ package resilience
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/bits"
 	"sync"
@@ -39,8 +38,8 @@ import (
 //     catches up. Hedges also still count against MaxAttempts and spend the
 //     retry budget.
 //
-// The per-key state is about 3 KiB; at most MaxKeys keys are tracked, the
-// least recently used evicted first.
+// The per-key state is about 3 KiB, made on a key's first adaptive call;
+// the keys are the engine's (EngineConfig.MaxKeys bounds them).
 type AdaptiveHedging struct {
 	// MaxExtraLoad is the fraction of calls that may get a hedge, in
 	// (0, 1): 0.05 sends at most one hedge per 20 calls.
@@ -48,16 +47,13 @@ type AdaptiveHedging struct {
 	// MinDelay and MaxDelay clamp the learned delay; 0 means no bound
 	// (MinDelay) or AdaptiveColdDelay for a cold key (MaxDelay).
 	MinDelay, MaxDelay time.Duration
-	// MaxKeys bounds how many keys are tracked. Default 1000.
-	MaxKeys int
 }
 
 // Adaptive hedging constants; see AdaptiveHedging.
 const (
-	AdaptiveWindow      = 10 * time.Second
-	AdaptiveMinSamples  = 50
-	AdaptiveColdDelay   = time.Second
-	DefaultMaxHedgeKeys = 1000
+	AdaptiveWindow     = 10 * time.Second
+	AdaptiveMinSamples = 50
+	AdaptiveColdDelay  = time.Second
 )
 
 const (
@@ -83,8 +79,6 @@ func (c AdaptiveHedging) Validate() error {
 		return fmt.Errorf("resilience: AdaptiveHedging.MaxDelay must not be negative, got %v", c.MaxDelay)
 	case c.MaxDelay > 0 && c.MinDelay > c.MaxDelay:
 		return fmt.Errorf("resilience: AdaptiveHedging.MinDelay %v is above MaxDelay %v", c.MinDelay, c.MaxDelay)
-	case c.MaxKeys < 0:
-		return fmt.Errorf("resilience: AdaptiveHedging.MaxKeys must not be negative, got %d", c.MaxKeys)
 	}
 	return nil
 }
@@ -132,9 +126,8 @@ type hedgeKey struct {
 	warm     atomic.Bool
 	capacity atomic.Uint64 // float64 bits
 
-	tokens   atomic.Uint64 // float64 bits: the hedges the key may still launch
-	capped   atomic.Uint64 // hedges the cap held back
-	lastUsed atomic.Int64  // ns, for eviction
+	tokens atomic.Uint64 // float64 bits: the hedges the key may still launch
+	capped atomic.Uint64 // hedges the cap held back
 }
 
 // record adds one result's latency, observed at now.
@@ -263,82 +256,22 @@ func (h *hedgeKey) untake() {
 	}
 }
 
-// hedgers is the adaptive state of every key, sharded and bounded.
-type hedgers struct {
-	cfg    AdaptiveHedging
-	seed   maphash.Seed
-	shards [16]hedgeShard
-	perCap int
-}
-
-type hedgeShard struct {
-	mu   sync.RWMutex
-	keys map[string]*hedgeKey
-}
-
-// newHedgers returns the state for cfg, which must be valid.
-func newHedgers(cfg AdaptiveHedging) *hedgers {
-	if cfg.MaxKeys == 0 {
-		cfg.MaxKeys = DefaultMaxHedgeKeys
-	}
-	h := &hedgers{cfg: cfg, seed: maphash.MakeSeed(), perCap: max(1, cfg.MaxKeys/16)}
-	for i := range h.shards {
-		h.shards[i].keys = make(map[string]*hedgeKey)
-	}
-	return h
-}
-
-// get returns key's state, creating it (and evicting the least recently
-// used key of its shard when the shard is full).
-func (h *hedgers) get(key string, now time.Time) *hedgeKey {
-	s := &h.shards[maphash.String(h.seed, key)%uint64(len(h.shards))]
-	s.mu.RLock()
-	k := s.keys[key]
-	s.mu.RUnlock()
-	if k == nil {
-		s.mu.Lock()
-		if k = s.keys[key]; k == nil {
-			if len(s.keys) >= h.perCap {
-				var oldest string
-				var at int64 = math.MaxInt64
-				for name, x := range s.keys {
-					if u := x.lastUsed.Load(); u < at {
-						oldest, at = name, u
-					}
-				}
-				delete(s.keys, oldest)
-			}
-			k = &hedgeKey{cfg: &h.cfg}
-			k.capacity.Store(math.Float64bits(1))
-			k.tokens.Store(math.Float64bits(1))
-			s.keys[key] = k
-		}
-		s.mu.Unlock()
-	}
-	if ns := now.UnixNano(); k.lastUsed.Load() != ns {
-		k.lastUsed.Store(ns)
-	}
+// newHedgeKey returns a cold key's state for cfg.
+func newHedgeKey(cfg *AdaptiveHedging) *hedgeKey {
+	k := &hedgeKey{cfg: cfg}
+	k.capacity.Store(math.Float64bits(1))
+	k.tokens.Store(math.Float64bits(1))
 	return k
 }
 
-// each calls fn with every tracked key and its current delay, with no lock
-// held.
-func (h *hedgers) each(now time.Time, fn func(key string, delay time.Duration, warm bool)) {
-	type entry struct {
-		key string
-		k   *hedgeKey
+// hedgeState returns h's adaptive hedging state, making it on first use.
+func (h *host) hedgeState(cfg *AdaptiveHedging) *hedgeKey {
+	if k := h.hedge.Load(); k != nil {
+		return k
 	}
-	var all []entry
-	for i := range h.shards {
-		s := &h.shards[i]
-		s.mu.RLock()
-		for name, k := range s.keys {
-			all = append(all, entry{name, k})
-		}
-		s.mu.RUnlock()
+	k := newHedgeKey(cfg)
+	if !h.hedge.CompareAndSwap(nil, k) {
+		return h.hedge.Load()
 	}
-	for _, e := range all {
-		d := e.k.current(now)
-		fn(e.key, d, e.k.warm.Load())
-	}
+	return k
 }

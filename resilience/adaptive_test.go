@@ -1,7 +1,6 @@
 package resilience
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -147,25 +146,11 @@ func TestHedgeCapOverAnyInterval(t *testing.T) {
 	})
 }
 
-// TestHedgersStayBounded: at most MaxKeys keys are tracked; the least
-// recently used goes first.
-func TestHedgersStayBounded(t *testing.T) {
-	h := newHedgers(AdaptiveHedging{MaxExtraLoad: 0.05, MaxKeys: 32})
-	for i := range 1000 {
-		h.get(fmt.Sprintf("host-%d", i), adaptiveStart.Add(time.Duration(i)))
-	}
-	n := 0
-	h.each(adaptiveStart, func(string, time.Duration, bool) { n++ })
-	if n > 32 {
-		t.Errorf("%d keys tracked, want at most 32", n)
-	}
-}
-
 func TestAdaptiveHedgingValidate(t *testing.T) {
 	bad := []AdaptiveHedging{
 		{MaxExtraLoad: 0}, {MaxExtraLoad: 1}, {MaxExtraLoad: math.NaN()},
 		{MaxExtraLoad: 0.1, MinDelay: -1}, {MaxExtraLoad: 0.1, MaxDelay: -1},
-		{MaxExtraLoad: 0.1, MinDelay: 2, MaxDelay: 1}, {MaxExtraLoad: 0.1, MaxKeys: -1},
+		{MaxExtraLoad: 0.1, MinDelay: 2, MaxDelay: 1},
 	}
 	for _, c := range bad {
 		if err := c.Validate(); err == nil {
@@ -180,11 +165,12 @@ func TestAdaptiveHedgingValidate(t *testing.T) {
 // BenchmarkAdaptiveRecord: the hot path of one attempt (record its latency,
 // read the cached delay, pay the call's tokens) allocates nothing.
 func BenchmarkAdaptiveRecord(b *testing.B) {
-	h := newHedgers(AdaptiveHedging{MaxExtraLoad: 0.05})
+	cfg := AdaptiveHedging{MaxExtraLoad: 0.05}
+	hosts := newHostTable(0, nil)
 	now := adaptiveStart
 	b.ReportAllocs()
 	for b.Loop() {
-		k := h.get("payments.internal", now)
+		k := hosts.get("payments.internal", now).hedgeState(&cfg)
 		k.deposit()
 		_ = k.current(now)
 		k.record(now, 3*time.Millisecond)

@@ -7,16 +7,23 @@ import (
 	"github.com/MrVSiK/gotry/internal/clock"
 )
 
-// Admission: the breaker and the budget decide whether a call, and each
-// further attempt, may go ahead. Refusals fire their hooks here.
+// Admission: the breaker, the concurrency limit and the budget decide
+// whether a call, and each further attempt, may go ahead. Refusals fire
+// their hooks here.
 
-// admit asks the breaker to admit the call and lets the operation prepare
-// it; it reports false with the call's result when the call ends here.
+// admit finds the call's host, asks its breaker and its concurrency limit
+// to admit the call and lets the operation prepare it; it reports false
+// with the call's result when the call ends here.
 func (r *run[T]) admit() (ticket, Result[T], bool) {
 	e, c := r.e, r.c
 	var tk ticket
+	if e.hosts != nil && c.Key != "" {
+		if r.host = e.hosts.get(c.Key, r.now()); r.host == nil {
+			e.hosts.untrackedCall()
+		}
+	}
 	if e.breakers != nil && c.Key != "" {
-		t, tr, err := e.breakers.admit(c.Key, r.now())
+		t, tr, err := e.breakers.allow(r.host, c.Key, r.now(), true)
 		r.report(tr)
 		if err != nil {
 			if h := e.hooks.OnBreakerReject; h != nil {
@@ -32,10 +39,18 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 		r.probe = true
 		r.maxAttempts = 1
 	}
+	if l := r.limiter(); l != nil {
+		if err := r.admitFirst(l); err != nil {
+			r.report(e.breakers.done(tk, outcomeIgnore, e.seconds.Time()))
+			return ticket{}, r.end(Result[T]{Err: err}, ReasonOverloaded), false
+		}
+		tk.lim = l
+	}
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
 		r.report(e.breakers.done(tk, outcomeIgnore, e.seconds.Time()))
+		tk.releasePermit(time.Time{}, 0, limitIgnore)
 		return ticket{}, r.end(Result[T]{Err: err}, ReasonNotRetryable), false
 	}
 	if n < r.maxAttempts {
@@ -46,6 +61,63 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 		r.limitReason = ReasonCircuitOpen
 	}
 	return tk, Result[T]{}, true
+}
+
+// limiter returns the concurrency limit the call's attempts need a permit
+// of, or nil.
+func (r *run[T]) limiter() *limiter {
+	if r.host == nil {
+		return nil
+	}
+	return r.host.lim
+}
+
+// admitFirst takes a permit for the call's first attempt, waiting for one
+// if the limit allows (see ConcurrencyLimit.MaxWait), or returns the
+// *OverloadError the call ends with.
+func (r *run[T]) admitFirst(l *limiter) error {
+	p := &r.c.Policy
+	if p.NoLimit {
+		l.force()
+		return nil
+	}
+	ok, waited := l.acquire(r.parent, p.Criticality, r.e.clock)
+	if ok {
+		if h := r.e.hooks.OnLimitWait; h != nil && waited > 0 {
+			h(LimitWaitEvent{Event: r.event(), Criticality: p.Criticality, Limit: l.Limit(), InFlight: l.inFlight(), Waited: waited})
+		}
+		return nil
+	}
+	return r.shed(l, KindInitial, waited)
+}
+
+// admitLimit takes a permit for a retry or hedge into t; they never wait.
+// It reports false, having fired OnShed, when the limit refuses.
+func (r *run[T]) admitLimit(k AttemptKind, t *ticket) bool {
+	l := r.limiter()
+	switch {
+	case l == nil:
+		return true
+	case r.c.Policy.NoLimit:
+		l.force()
+	case !l.tryAcquire(r.c.Policy.Criticality):
+		_ = r.shed(l, k, 0)
+		return false
+	}
+	t.lim = l
+	return true
+}
+
+// shed counts and reports an attempt the limit refused, returning the
+// error a shed call ends with.
+func (r *run[T]) shed(l *limiter, k AttemptKind, waited time.Duration) error {
+	l.shed.Add(1)
+	lim, n := l.Limit(), l.inFlight()
+	if h := r.e.hooks.OnShed; h != nil {
+		h(ShedEvent{Event: r.event(), Attempt: r.launched + 1, Kind: k, Criticality: r.c.Policy.Criticality,
+			Limit: lim, InFlight: n, Waited: waited})
+	}
+	return &OverloadError{Key: r.c.Key, Limit: lim, InFlight: n, Waited: waited}
 }
 
 // now is the call's start when it was read (see Engine.timed), else the
@@ -74,10 +146,11 @@ func (r *run[T]) report(tr transition) {
 	}
 }
 
-// admitNext asks the budget, then the breaker, for one more attempt of kind
-// k. It returns the breaker's ticket and the budget's token (to refund if the
-// attempt does not launch after all), or the reason it was refused. A
-// token taken before a refusal by the breaker is refunded here.
+// admitNext asks the budget, then the breaker, then the concurrency limit,
+// for one more attempt of kind k. It returns the ticket (the breaker's
+// admission and the limit's permit) and the budget's token (to refund if
+// the attempt does not launch after all), or the reason it was refused.
+// What was taken before a refusal is given back here.
 func (r *run[T]) admitNext(k AttemptKind) (ticket, budgetToken, EndReason, bool) {
 	tok, ok := r.spend(k)
 	if !ok {
@@ -87,6 +160,11 @@ func (r *run[T]) admitNext(k AttemptKind) (ticket, budgetToken, EndReason, bool)
 	if !ok {
 		tok.Refund()
 		return t, budgetToken{}, ReasonCircuitOpen, false
+	}
+	if !r.admitLimit(k, &t) {
+		tok.Refund()
+		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
+		return ticket{}, budgetToken{}, ReasonOverloaded, false
 	}
 	return t, tok, 0, true
 }
@@ -110,7 +188,7 @@ func (r *run[T]) admitBreaker() (ticket, bool) {
 	if e.breakers == nil || r.c.Key == "" {
 		return ticket{}, true
 	}
-	t, tr, err := e.breakers.admitRetry(r.c.Key, e.seconds.Time())
+	t, tr, err := e.breakers.allow(r.host, r.c.Key, e.seconds.Time(), false)
 	r.report(tr)
 	if err != nil {
 		if h := e.hooks.OnBreakerReject; h != nil {

@@ -1,19 +1,10 @@
 package resilience
 
-// This file is over 400 lines because it is one concern: the breaker's
-// state machine and the bounded, sharded set that holds one per key
-// (eviction included); splitting the two would put the lock rules they share
-// in two places.
-
 import (
 	"fmt"
-	"hash/maphash"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // BreakerState is the state of one circuit breaker.
@@ -44,11 +35,12 @@ const (
 	DefaultFailureThreshold = 5
 	DefaultOpenDuration     = 30 * time.Second
 	DefaultHalfOpenProbes   = 1
-	DefaultMaxBreakers      = 10000
 )
 
-// BreakerConfig configures the circuit breakers. Zero fields take the
-// defaults above.
+// BreakerConfig configures the circuit breakers, one per key (host). Zero
+// fields take the defaults above. How many keys are tracked, and which are
+// evicted to make room, is the engine's (EngineConfig.MaxKeys): an open
+// breaker is never evicted before its OpenDuration ends.
 type BreakerConfig struct {
 	// FailureThreshold is the number of consecutive failures that opens a
 	// closed breaker. Default 5. A threshold above 2^30 (about a billion)
@@ -60,21 +52,6 @@ type BreakerConfig struct {
 	// HalfOpenProbes is how many probe requests a half-open breaker admits at
 	// once. Default 1.
 	HalfOpenProbes int
-	// MaxBreakers bounds how many keys (hosts) are tracked. Default 10000.
-	// Keys are spread by hash over 16 shards of MaxBreakers/16 breakers
-	// each (one shard of MaxBreakers when it is below 64), and room is made
-	// within the new key's shard: about an eighth of it is evicted, idle
-	// closed breakers first, then closed ones counting failures, then
-	// half-open ones (or open ones whose OpenDuration has ended), least
-	// recently used first in each group.
-	//
-	// An open breaker is never evicted before its OpenDuration ends, so it
-	// keeps rejecting. When every breaker in the new key's shard is open, the
-	// new key is served untracked: admitted as if its breaker were closed,
-	// with nothing recorded (it cannot open), until an OpenDuration ends and
-	// room can be made. transport.Transport.UntrackedAdmissions counts those
-	// admissions.
-	MaxBreakers int
 }
 
 // withDefaults validates c and fills zero fields; it panics naming the field
@@ -89,9 +66,6 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 	if c.HalfOpenProbes < 0 {
 		panic(fmt.Sprintf("resilience: BreakerConfig.HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes))
 	}
-	if c.MaxBreakers < 0 {
-		panic(fmt.Sprintf("resilience: BreakerConfig.MaxBreakers must not be negative, got %d", c.MaxBreakers))
-	}
 	if c.FailureThreshold == 0 {
 		c.FailureThreshold = DefaultFailureThreshold
 	}
@@ -100,9 +74,6 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 	}
 	if c.HalfOpenProbes == 0 {
 		c.HalfOpenProbes = DefaultHalfOpenProbes
-	}
-	if c.MaxBreakers == 0 {
-		c.MaxBreakers = DefaultMaxBreakers
 	}
 	return c
 }
@@ -126,64 +97,41 @@ type transition struct {
 // Changed reports whether t records a change.
 func (t transition) Changed() bool { return t.From != t.To }
 
-// ticket is an admission by a breaker; hand it back with Done. The zero
-// ticket (no breaker) accepts Done as a no-op.
+// ticket is an attempt's admission: by a breaker (hand it back with done;
+// the zero ticket, no breaker, accepts done as a no-op) and, with lim set,
+// a permit of the key's concurrency limit (see releasePermit).
 type ticket struct {
 	b     *breaker
 	gen   uint32 // the breaker's generation when it admitted
 	probe bool
+	lim   *limiter
+}
+
+// releasePermit returns the ticket's permit, if it holds one, with the
+// attempt's result; it does nothing the second time.
+func (t *ticket) releasePermit(now time.Time, d time.Duration, res limitResult) {
+	if l := t.lim; l != nil {
+		t.lim = nil
+		l.release(now, d, res)
+	}
 }
 
 // Probe reports whether the ticket admits a half-open probe.
 func (t ticket) Probe() bool { return t.probe }
 
-// breakerSet is a bounded set of circuit breakers, one per key. State is
-// evaluated lazily when it is read: there are no timers and no background
-// goroutines. Safe for concurrent use.
+// breakerSet runs the circuit breakers of an engine's hosts (see
+// hostTable), one per key. State is evaluated lazily when it is read: there
+// are no timers and no background goroutines. Safe for concurrent use.
 //
 // The common path takes no lock and writes no word that another core is
-// writing: finding a tracked key's breaker is a sync.Map lookup, admitting
-// through a closed breaker reads one atomic word, and a success there writes
-// that word only when it has failures to forget. Locks are taken to add a
-// key (and evict to make room), to change a breaker's state, to admit or
-// settle a half-open probe, and to record the failure that opens a breaker.
+// writing: admitting through a closed breaker reads one atomic word, and a
+// success there writes that word only when it has failures to forget. Locks
+// are taken to change a breaker's state, to admit or settle a half-open
+// probe, and to record the failure that opens a breaker.
 type breakerSet struct {
 	cfg       BreakerConfig
 	threshold uint32 // cfg.FailureThreshold, at most maxFailures+1
-	seed      maphash.Seed
-	shards    []breakerShard
-	shardCap  int
-	// clk, when set (by the engine), is read for the exact time wherever
-	// a breaker changes or is created: callers may then pass a coarse time
-	// (the current second), which only the closed, lock-free path uses.
-	clk clock.Clock
-	// last is the breaker most recently found by get, checked before any
-	// hashing: a transport that calls one host (the common case) finds its
-	// breaker with one string comparison. It is replaced only when the
-	// breaker in it is gone or was not used in the current second, so
-	// calls to several hosts at once do not keep rewriting it.
-	last      atomic.Pointer[breaker]
-	_         [64]byte      // read on every call above, written rarely below
-	untracked atomic.Uint64 // admissions served untracked; see MaxBreakers
-}
-
-// breakerShard holds the breakers of the keys that hash to it. It is 128
-// bytes, so that the shards of one slice (an allocation whose size class is
-// a multiple of 64) never share a cache line: a shard written to add a key
-// does not slow lookups in its neighbours.
-type breakerShard struct {
-	// m maps a key to its *breaker. Lookups take no lock; m is written only
-	// with mu held, so a writer sees it stable.
-	m  sync.Map
-	mu sync.RWMutex
-	n  int // keys in m; guarded by mu
-	// fullUntil, when set, is the earliest end of an OpenDuration among the
-	// shard's breakers, found when the shard was full and all of them were
-	// open. Until then none can be evicted (a breaker leaves the open state
-	// only when its OpenDuration ends), so a new key is served untracked
-	// without another scan. Guarded by mu.
-	fullUntil time.Time
-	_         [24]byte
+	hosts     *hostTable
 }
 
 // breaker is the state machine for one key.
@@ -197,22 +145,14 @@ type breakerShard struct {
 // closed breaker can drop to zero underfoot: writers under mu use
 // compare-and-swap too.
 type breaker struct {
-	key      string        // immutable
-	word     atomic.Uint64 // a breakerWord: state, failures, generation
-	lastUsed atomic.Int64  // unix nanos of an admission at most lastUsedGrain old; for eviction
-	evicted  atomic.Bool   // removed from its shard: breakerSet.last must not return it
+	key  string        // immutable
+	word atomic.Uint64 // a breakerWord: state, failures, generation
 
 	mu       sync.Mutex // guards the fields below
 	openedAt time.Time  // when the breaker last opened
 	since    time.Time  // when it entered its state (for a lazily half-open one, openedAt+OpenDuration)
 	probes   int        // probes in flight, whatever state they were admitted in
 }
-
-// lastUsedGrain is how stale a breaker's lastUsed may be. Admissions within
-// it of the stored time leave it alone, so that a busy host's admissions do
-// not all write one word; eviction's least-recently-used order is exact to
-// this grain.
-const lastUsedGrain = int64(time.Millisecond)
 
 // A breakerWord packs a breaker's state in its low stateBits bits, its
 // consecutive failures while closed in the next failureBits, and its
@@ -263,257 +203,92 @@ func (br *breaker) moveLocked(old breakerWord, s BreakerState, since time.Time) 
 	return true // probes in flight keep their slots until they complete
 }
 
-// touch records an admission at now for eviction, unless the stored time is
-// within lastUsedGrain of it.
-func (br *breaker) touch(now time.Time) {
-	ns := now.UnixNano()
-	if d := ns - br.lastUsed.Load(); d >= lastUsedGrain || d <= -lastUsedGrain {
-		br.lastUsed.Store(ns)
-	}
-}
-
-// newBreakerSet returns an empty set configured by cfg (zero fields take their
-// defaults). It panics if a field is negative.
-func newBreakerSet(cfg BreakerConfig) *breakerSet {
+// newBreakerSet returns the breakers of hosts, configured by cfg (zero
+// fields take their defaults); nil hosts means a table of its own, of
+// DefaultMaxKeys. It panics if a field is negative.
+func newBreakerSet(cfg BreakerConfig, hosts *hostTable) *breakerSet {
 	cfg = cfg.withDefaults()
-	n := 16
-	if cfg.MaxBreakers < 64 {
-		n = 1
+	if hosts == nil {
+		hosts = newHostTable(0, nil)
 	}
-	b := &breakerSet{cfg: cfg, seed: maphash.MakeSeed(), shards: make([]breakerShard, n)}
-	b.threshold = uint32(min(cfg.FailureThreshold, maxFailures+1))
-	b.shardCap = max(1, cfg.MaxBreakers/n)
-	return b
+	hosts.openFor = cfg.OpenDuration
+	return &breakerSet{cfg: cfg, threshold: uint32(min(cfg.FailureThreshold, maxFailures+1)), hosts: hosts}
 }
 
-// exact returns the exact time for a transition or a new breaker: from clk
-// when set, else now as the caller passed it.
-func (b *breakerSet) exact(now time.Time) time.Time {
-	if b.clk != nil {
-		return b.clk.Now()
-	}
-	return now
-}
+// exact returns the exact time for a transition, given now as the caller
+// passed it.
+func (b *breakerSet) exact(now time.Time) time.Time { return b.hosts.exact(now) }
 
 // Config returns the effective configuration, defaults filled in.
 func (b *breakerSet) Config() BreakerConfig { return b.cfg }
 
-func (b *breakerSet) shard(key string) *breakerShard {
-	if len(b.shards) == 1 {
-		return &b.shards[0]
-	}
-	return &b.shards[maphash.String(b.seed, key)%uint64(len(b.shards))]
-}
-
-// lookup returns key's breaker, or nil if it is not tracked. It takes no lock.
-func (s *breakerShard) lookup(key string) *breaker {
-	if v, ok := s.m.Load(key); ok {
-		return v.(*breaker)
-	}
-	return nil
-}
-
-// get returns key's breaker, creating (and evicting to make room) if needed.
-// It returns nil when the key's shard is full of open breakers: the key is
-// then served untracked (see BreakerConfig.MaxBreakers).
-func (b *breakerSet) get(key string, now time.Time) *breaker {
-	if br := b.last.Load(); br != nil && br.key == key && !br.evicted.Load() {
-		return br
-	}
-	br := b.find(key, now)
-	if br != nil {
-		b.remember(br, now)
-	}
-	return br
-}
-
-// remember makes br the one get checks first, unless the breaker there is
-// still tracked and was used within the current second (the times are
-// those of admissions, which may be the current second: see clk).
-func (b *breakerSet) remember(br *breaker, now time.Time) {
-	old := b.last.Load()
-	if old == br {
-		return
-	}
-	if old != nil && !old.evicted.Load() && now.UnixNano()-old.lastUsed.Load() < int64(time.Second) {
-		return
-	}
-	b.last.Store(br)
-}
-
-// find is get without the one-entry cache.
-func (b *breakerSet) find(key string, now time.Time) *breaker {
-	s := b.shard(key)
-	if br := s.lookup(key); br != nil {
-		return br
-	}
-	s.mu.RLock()
-	br := s.lookup(key) // added since the lookup above?
-	full := br == nil && now.Before(s.fullUntil)
-	s.mu.RUnlock()
-	if br != nil {
-		return br
-	}
-	if full {
-		return nil
-	}
-	now = b.exact(now)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if existing := s.lookup(key); existing != nil {
-		return existing
-	}
-	if s.n >= b.shardCap && !s.evictLocked(b.shardCap, now, b.cfg.OpenDuration) {
-		return nil
-	}
-	br = &breaker{key: key, since: now}
-	br.lastUsed.Store(now.UnixNano())
-	s.m.Store(key, br)
-	s.n++
-	return br
-}
-
-// evictLocked removes up to about an eighth of the shard, least recently
-// used first among idle closed breakers, then failing closed ones, then
-// half-open ones; it never removes a breaker that is open at now. It reports
-// whether it removed any; when it removed none (every breaker is open) it
-// sets s.fullUntil. Requires s.mu held.
-func (s *breakerShard) evictLocked(capacity int, now time.Time, openFor time.Duration) bool {
-	type cand struct {
-		br    *breaker
-		rank  int // 0 idle closed, 1 failing closed, 2 half-open (or open past openFor)
-		stamp int64
-	}
-	cands := make([]cand, 0, s.n)
-	var until time.Time
-	s.m.Range(func(_, v any) bool {
-		br := v.(*breaker)
-		br.mu.Lock()
-		w, ends := br.load(), br.openedAt.Add(openFor)
-		br.mu.Unlock()
-		rank := 2
-		switch {
-		case w.state() == BreakerOpen && now.Before(ends):
-			if until.IsZero() || ends.Before(until) {
-				until = ends
-			}
-			return true // still rejecting: never evicted
-		case w.state() == BreakerClosed && w.failures() == 0:
-			rank = 0
-		case w.state() == BreakerClosed:
-			rank = 1
-		}
-		cands = append(cands, cand{br, rank, br.lastUsed.Load()})
-		return true
-	})
-	if len(cands) == 0 {
-		s.fullUntil = until
-		return false
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].rank != cands[j].rank {
-			return cands[i].rank < cands[j].rank
-		}
-		return cands[i].stamp < cands[j].stamp
-	})
-	n := max(1, capacity/8)
-	for i := 0; i < n && i < len(cands); i++ {
-		cands[i].br.evicted.Store(true) // before it leaves m: see breakerSet.last
-		s.m.Delete(cands[i].br.key)
-		s.n--
-	}
-	return true
-}
-
-// Untracked returns how many admissions were served untracked because every
-// breaker in the key's shard was open (see BreakerConfig.MaxBreakers). It
-// only grows; export it as a counter.
-func (b *breakerSet) Untracked() uint64 { return b.untracked.Load() }
+// Untracked returns how many calls were served untracked (see hostTable).
+// It only grows; export it as a counter.
+func (b *breakerSet) Untracked() uint64 { return b.hosts.untracked.Load() }
 
 // Len returns the number of tracked keys.
-func (b *breakerSet) Len() int {
-	n := 0
-	for i := range b.shards {
-		s := &b.shards[i]
-		s.mu.RLock()
-		n += s.n
-		s.mu.RUnlock()
-	}
-	return n
-}
+func (b *breakerSet) Len() int { return b.hosts.Len() }
 
 // State returns key's state at now; an untracked key is closed.
 func (b *breakerSet) State(key string, now time.Time) BreakerState {
-	br := b.shard(key).lookup(key)
-	if br == nil {
+	h := b.hosts.lookup(key)
+	if h == nil {
 		return BreakerClosed
 	}
-	if w := br.load(); w.state() == BreakerClosed {
-		return BreakerClosed
-	}
+	s, _ := b.stateOf(&h.br, now)
+	return s
+}
+
+// stateOf returns br's state at now and when it entered it: a breaker
+// whose open period ended is half-open since it ended, before any admission
+// moves it.
+func (b *breakerSet) stateOf(br *breaker, now time.Time) (BreakerState, time.Time) {
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	st := br.load().state()
+	st, since := br.load().state(), br.since
 	if st == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
-		return BreakerHalfOpen // what the next admission will see
+		st, since = BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration)
 	}
-	return st
+	return st, since
 }
 
 // Each calls fn with every tracked key, its state at now and when it
 // entered that state. fn runs without any breaker lock held; states may
 // change while Each runs.
 func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState, since time.Time)) {
-	type kv struct {
-		k     string
-		s     BreakerState
-		since time.Time
-	}
-	var snap []kv
-	for i := range b.shards {
-		s := &b.shards[i]
-		s.mu.RLock()
-		s.m.Range(func(_, v any) bool {
-			br := v.(*breaker)
-			br.mu.Lock()
-			st, since := br.load().state(), br.since
-			if st == BreakerOpen && now.Sub(br.openedAt) >= b.cfg.OpenDuration {
-				st, since = BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration)
-			}
-			br.mu.Unlock()
-			snap = append(snap, kv{br.key, st, since})
-			return true
-		})
-		s.mu.RUnlock()
-	}
-	for _, e := range snap {
-		fn(e.k, e.s, e.since)
-	}
+	b.hosts.each(func(h *host) {
+		st, since := b.stateOf(&h.br, now)
+		fn(h.key, st, since)
+	})
 }
 
-// Admit asks key's breaker to admit the first attempt of a request. A closed
-// breaker admits; an open one rejects with ErrCircuitOpen until OpenDuration
-// has passed, then turns half-open and admits up to HalfOpenProbes probes at
-// once. The returned transition (if Changed) must be reported by the caller
-// after Admit returns.
+// admit and admitRetry are allow for a key (the engine calls allow itself,
+// having found the host once for the whole call).
 func (b *breakerSet) admit(key string, now time.Time) (ticket, transition, error) {
-	return b.allow(key, now, true)
+	h := b.hosts.get(key, now)
+	if h == nil {
+		b.hosts.untrackedCall()
+	}
+	return b.allow(h, key, now, true)
 }
 
-// AdmitRetry asks key's breaker to admit a later attempt of a request that is
-// already running (a retry or hedge). Only a closed breaker admits: a
-// half-open breaker's probes are whole requests, not retries.
 func (b *breakerSet) admitRetry(key string, now time.Time) (ticket, transition, error) {
-	return b.allow(key, now, false)
+	return b.allow(b.hosts.lookup(key), key, now, false)
 }
 
-func (b *breakerSet) allow(key string, now time.Time, admission bool) (ticket, transition, error) {
-	br := b.get(key, now)
-	if br == nil {
-		b.untracked.Add(1)
+// allow asks h's breaker to admit an attempt: the first of a call when
+// admission is set, else a later one (a retry or hedge). A closed breaker
+// admits; an open one rejects with ErrCircuitOpen until OpenDuration has
+// passed, then turns half-open and admits up to HalfOpenProbes first
+// attempts at once (a half-open breaker's probes are whole calls, not
+// retries). A nil h (an untracked key) admits with nothing recorded. The
+// returned transition (if Changed) must be reported by the caller after
+// allow returns.
+func (b *breakerSet) allow(h *host, key string, now time.Time, admission bool) (ticket, transition, error) {
+	if h == nil {
 		return ticket{}, transition{Key: key}, nil // served untracked: as if closed, nothing recorded
 	}
-	br.touch(now)
+	br := &h.br
 	if w := br.load(); w.state() == BreakerClosed {
 		return ticket{b: br, gen: w.gen()}, transition{Key: key}, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // TestBreakerHammeredAcrossTransitions drives one breaker from many
@@ -21,7 +20,7 @@ func TestBreakerHammeredAcrossTransitions(t *testing.T) {
 		calls      = 3000
 		probes     = 2
 	)
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: 5 * time.Millisecond, HalfOpenProbes: probes})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: 5 * time.Millisecond, HalfOpenProbes: probes}, nil)
 	var clock atomic.Int64 // nanoseconds after t0
 	var inFlight atomic.Int64
 	var mu sync.Mutex
@@ -70,7 +69,7 @@ func TestBreakerHammeredAcrossTransitions(t *testing.T) {
 	}
 	wg.Wait()
 
-	w := b.get("h", t0).load()
+	w := b.hosts.lookup("h").br.load()
 	total := 0
 	for _, n := range moves {
 		total += n
@@ -105,7 +104,7 @@ func TestBreakerHammeredAcrossTransitions(t *testing.T) {
 // the rest are dropped as stale.
 func TestBreakerOpensOnceUnderConcurrentFailures(t *testing.T) {
 	const goroutines = 16
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 4, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 4, OpenDuration: time.Second}, nil)
 	tickets := make([]ticket, goroutines)
 	for i := range tickets {
 		tk, _, err := b.admit("h", t0)
@@ -142,7 +141,7 @@ func TestBreakerOpensOnceUnderConcurrentFailures(t *testing.T) {
 // the failures counted since. The lock-free success compares the generation
 // along with the count, so it cannot.
 func TestBreakerStaleSuccessKeepsNewFailures(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 2, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 2, OpenDuration: time.Second}, nil)
 	old, _, _ := b.admit("h", t0)
 	fail(t, b, "h", t0)
 	fail(t, b, "h", t0) // opens
@@ -192,7 +191,7 @@ func TestBreakerWordPacking(t *testing.T) {
 // TestBreakerThresholdAboveTheWord: a FailureThreshold too large for the
 // word's count is reported as configured and acts as the largest count.
 func TestBreakerThresholdAboveTheWord(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1 << 40})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1 << 40}, nil)
 	if got := b.Config().FailureThreshold; got != 1<<40 {
 		t.Errorf("Config().FailureThreshold = %d", got)
 	}
@@ -205,13 +204,13 @@ func TestBreakerThresholdAboveTheWord(t *testing.T) {
 // time leave it alone (a busy host does not write it on every call); later
 // ones, or earlier ones by as much, move it.
 func TestBreakerLastUsedGrain(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{})
+	b := newBreakerSet(BreakerConfig{}, nil)
 	admitAt := func(d time.Duration) time.Duration {
 		t.Helper()
 		if _, _, err := b.admit("h", t0.Add(d)); err != nil {
 			t.Fatal(err)
 		}
-		return time.Duration(b.get("h", t0).lastUsed.Load() - t0.UnixNano())
+		return time.Duration(b.hosts.lookup("h").lastUsed.Load() - t0.UnixNano())
 	}
 	grain := time.Duration(lastUsedGrain)
 	for _, c := range []struct{ at, want time.Duration }{
@@ -224,13 +223,5 @@ func TestBreakerLastUsedGrain(t *testing.T) {
 		if got := admitAt(c.at); got != c.want {
 			t.Errorf("after an admission at t0%+v: lastUsed t0%+v, want t0%+v", c.at, got, c.want)
 		}
-	}
-}
-
-// TestBreakerShardSize pins the size breakerShard's doc promises: 128 bytes,
-// so that the shards of one slice never share a cache line.
-func TestBreakerShardSize(t *testing.T) {
-	if n := unsafe.Sizeof(breakerShard{}); n != 128 {
-		t.Fatalf("breakerShard is %d bytes; adjust its padding to 128", n)
 	}
 }

@@ -22,8 +22,8 @@ func TestBreakerStateString(t *testing.T) {
 }
 
 func TestBreakerConfigDefaults(t *testing.T) {
-	got := newBreakerSet(BreakerConfig{}).Config()
-	want := BreakerConfig{FailureThreshold: DefaultFailureThreshold, OpenDuration: DefaultOpenDuration, HalfOpenProbes: DefaultHalfOpenProbes, MaxBreakers: DefaultMaxBreakers}
+	got := newBreakerSet(BreakerConfig{}, nil).Config()
+	want := BreakerConfig{FailureThreshold: DefaultFailureThreshold, OpenDuration: DefaultOpenDuration, HalfOpenProbes: DefaultHalfOpenProbes}
 	if got != want {
 		t.Fatalf("defaults = %+v, want %+v", got, want)
 	}
@@ -37,9 +37,8 @@ func TestBreakerConfigRejectsNegatives(t *testing.T) {
 		{BreakerConfig{FailureThreshold: -1}, "FailureThreshold"},
 		{BreakerConfig{OpenDuration: -time.Second}, "OpenDuration"},
 		{BreakerConfig{HalfOpenProbes: -2}, "HalfOpenProbes"},
-		{BreakerConfig{MaxBreakers: -3}, "MaxBreakers"},
 	} {
-		if msg := panicMessage(func() { newBreakerSet(c.cfg) }); !strings.Contains(msg, c.want) {
+		if msg := panicMessage(func() { newBreakerSet(c.cfg, nil) }); !strings.Contains(msg, c.want) {
 			t.Errorf("panic %q does not name %s", msg, c.want)
 		}
 	}
@@ -56,7 +55,7 @@ func fail(t *testing.T, b *breakerSet, key string, now time.Time) []transition {
 }
 
 func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Second}, nil)
 	fail(t, b, "h", t0)
 	fail(t, b, "h", t0)
 	// A success resets the count.
@@ -79,7 +78,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 }
 
 func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1}, nil)
 	tk, _, _ := b.admit("h", t0)
 	b.done(tk, outcomeIgnore, t0)
 	if s := b.State("h", t0); s != BreakerClosed {
@@ -89,7 +88,7 @@ func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
 
 func TestBreakerHalfOpenProbes(t *testing.T) {
 	cfg := BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, HalfOpenProbes: 2}
-	b := newBreakerSet(cfg)
+	b := newBreakerSet(cfg, nil)
 	fail(t, b, "h", t0)
 	later := t0.Add(time.Second)
 	p1, tr, err := b.admit("h", later)
@@ -122,7 +121,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 }
 
 func TestBreakerProbeFailureReopens(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}, nil)
 	fail(t, b, "h", t0)
 	at := t0.Add(time.Second)
 	p, _, _ := b.admit("h", at)
@@ -135,7 +134,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 }
 
 func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}, nil)
 	old, _, _ := b.admit("h", t0)
 	fail(t, b, "h", t0) // opens
 	if tr := b.done(old, outcomeSuccess, t0); tr.Changed() || b.State("h", t0) != BreakerOpen {
@@ -144,7 +143,7 @@ func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
 }
 
 func TestBreakersAreBounded(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{MaxBreakers: 1000})
+	b := newBreakerSet(BreakerConfig{}, newHostTable(1000, nil))
 	for i := 0; i < 100000; i++ {
 		tk, _, _ := b.admit(fmt.Sprintf("host-%d", i), t0.Add(time.Duration(i)))
 		b.done(tk, outcomeSuccess, t0)
@@ -155,7 +154,7 @@ func TestBreakersAreBounded(t *testing.T) {
 }
 
 func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, newHostTable(8, nil))
 	fail(t, b, "bad", t0)
 	for i := 0; i < 100; i++ {
 		if _, _, err := b.admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1))); err != nil {
@@ -168,7 +167,7 @@ func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
 }
 
 func TestBreakersEach(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1}, nil)
 	fail(t, b, "a", t0)
 	if _, _, err := b.admit("b", t0); err != nil {
 		t.Fatalf("Admit b: %v", err)
@@ -185,7 +184,7 @@ func TestBreakersEach(t *testing.T) {
 // admission moves it.
 func TestBreakersEachSince(t *testing.T) {
 	const open = time.Minute
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: open})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: open}, nil)
 	if _, _, err := b.admit("b", t0); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +221,7 @@ func TestBreakerProperties(t *testing.T) {
 			OpenDuration:     time.Duration(rapid.IntRange(1, 10).Draw(t, "open")) * time.Second,
 			HalfOpenProbes:   rapid.IntRange(1, 3).Draw(t, "probes"),
 		}
-		b := newBreakerSet(cfg)
+		b := newBreakerSet(cfg, nil)
 		now := t0
 		var held []ticket
 		var openedAt time.Time
@@ -255,7 +254,7 @@ func TestBreakerProperties(t *testing.T) {
 				now = now.Add(time.Duration(rapid.IntRange(0, 4000).Draw(t, "ms")) * time.Millisecond)
 			}
 			probes := 0
-			br := b.get("k", now)
+			br := &b.hosts.get("k", now).br
 			br.mu.Lock()
 			if br.load().state() == BreakerHalfOpen {
 				probes = br.probes
@@ -269,7 +268,7 @@ func TestBreakerProperties(t *testing.T) {
 }
 
 func TestBreakersConcurrentUse(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond, MaxBreakers: 64})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond}, newHostTable(64, nil))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -295,7 +294,7 @@ func TestBreakersConcurrentUse(t *testing.T) {
 // that still rejects; once an OpenDuration ends, room is made as usual.
 func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 	fc := fakeclock.New(t0)
-	b := newBreakerSet(BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second})
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}, newHostTable(2, nil))
 	fail(t, b, "a", fc.Now())
 	fc.Advance(time.Second)
 	fail(t, b, "b", fc.Now())
@@ -340,56 +339,5 @@ func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 	b.Each(fc.Now(), func(k string, s BreakerState, _ time.Time) { got[k] = s })
 	if want := map[string]BreakerState{"b": BreakerOpen, "c": BreakerClosed}; !maps.Equal(got, want) {
 		t.Fatalf("tracked %v, want %v", got, want)
-	}
-}
-
-// TestBreakersLastFound: the breaker a call found last is found again
-// without hashing; it gives way to another key's only when it was not used
-// in the current second; and once evicted it is never returned, so a key
-// admitted after its breaker was evicted gets the breaker that is tracked.
-func TestBreakersLastFound(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{MaxBreakers: 8, FailureThreshold: 1, OpenDuration: time.Hour})
-	admit := func(key string, now time.Time) {
-		t.Helper()
-		tk, _, err := b.admit(key, now)
-		if err != nil {
-			t.Fatalf("admit %s: %v", key, err)
-		}
-		b.done(tk, outcomeSuccess, now)
-	}
-	last := func() string {
-		if br := b.last.Load(); br != nil {
-			return br.key
-		}
-		return ""
-	}
-	admit("a", t0)
-	admit("b", t0.Add(time.Millisecond))
-	if got := last(); got != "a" {
-		t.Fatalf("last = %q after b within a second of a's use, want a", got)
-	}
-	admit("b", t0.Add(2*time.Second))
-	if got := last(); got != "b" {
-		t.Fatalf("last = %q after a went unused for a second, want b", got)
-	}
-
-	// New keys, each used after b, fill the shard and evict the least
-	// recently used: b among them.
-	evicted := b.last.Load()
-	for i := 0; !evicted.evicted.Load(); i++ {
-		if i == 1000 {
-			t.Fatal("b was never evicted")
-		}
-		admit(fmt.Sprintf("h%d", i), t0.Add(2*time.Second+time.Duration(i+1)*time.Microsecond))
-	}
-	// The eviction's own lookup replaced it; a get racing with the
-	// eviction could still have put it back.
-	b.last.Store(evicted)
-	fail(t, b, "b", t0.Add(3*time.Second))
-	if b.last.Load() == evicted {
-		t.Error("the evicted breaker is still last")
-	}
-	if s := b.State("b", t0.Add(3*time.Second)); s != BreakerOpen {
-		t.Fatalf("b after a failure on a fresh admission: %v, want open (the evicted breaker was used)", s)
 	}
 }

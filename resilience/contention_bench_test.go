@@ -19,7 +19,7 @@ func BenchmarkBreakerAdmitDone(b *testing.B) {
 	const host = "payments.internal"
 	now := t0
 	b.Run("sequential", func(b *testing.B) {
-		s := newBreakerSet(BreakerConfig{})
+		s := newBreakerSet(BreakerConfig{}, nil)
 		b.ReportAllocs()
 		for b.Loop() {
 			tk, _, err := s.admit(host, now)
@@ -30,7 +30,7 @@ func BenchmarkBreakerAdmitDone(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		s := newBreakerSet(BreakerConfig{})
+		s := newBreakerSet(BreakerConfig{}, nil)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,13 +27,17 @@ import (
 // shared by every call to one downstream, so its budget and breakers have
 // memory.
 type Engine struct {
-	clock    clock.Clock
-	budget   *retryBudget
-	breakers *breakerSet
-	hooks    Hooks
-	hedgers  *hedgers       // adaptive hedging state per key; nil when not configured
-	seconds  *clock.Seconds // the current second, for the budget's deposits (see clock.Seconds)
-	queues   *clock.Queues  // inline hedge delays and per-attempt timeouts (see timers.go)
+	clock  clock.Clock
+	budget *retryBudget
+	hooks  Hooks
+	// The per-key state, when something needs it (a breaker, adaptive
+	// hedging, a concurrency limit): nil otherwise.
+	hosts    *hostTable
+	breakers *breakerSet       // nil when breaking is off
+	adaptive *AdaptiveHedging  // nil when adaptive hedging is off
+	limit    *ConcurrencyLimit // nil without a concurrency limit
+	seconds  *clock.Seconds    // the current second, for the budget's deposits (see clock.Seconds)
+	queues   *clock.Queues     // inline hedge delays and per-attempt timeouts (see timers.go)
 	// timed: something wants each call's start time (a call hook,
 	// adaptive hedging); otherwise a call reads no clock on its success
 	// path (the budget and a closed breaker make do with the second).
@@ -75,6 +80,15 @@ type EngineConfig struct {
 	// Adaptive, when set, keeps the per-key latency state that calls whose
 	// Policy.Adaptive is set hedge by. NewEngine panics if it is invalid.
 	Adaptive *AdaptiveHedging
+	// Limit, when set, keeps an adaptive concurrency limit per key (see
+	// ConcurrencyLimit; zero fields take their defaults, NewEngine panics on
+	// nonsense); nil disables it.
+	Limit *ConcurrencyLimit
+	// MaxKeys bounds how many keys the breakers, adaptive hedging and the
+	// concurrency limit track, together: each key's state is one entry
+	// (see Stats.UntrackedAdmissions for what happens when all are
+	// pinned). Default DefaultMaxKeys; NewEngine panics on a negative one.
+	MaxKeys int
 }
 
 // NewEngine returns an engine for cfg. It panics, naming the field, on a
@@ -85,20 +99,31 @@ func NewEngine(cfg EngineConfig) *Engine {
 	}
 	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks,
 		seconds: clock.SecondsOf(cfg.Clock), queues: clock.QueuesOf(cfg.Clock)}
+	if cfg.MaxKeys < 0 {
+		panic("resilience: EngineConfig.MaxKeys must not be negative, got " + strconv.Itoa(cfg.MaxKeys))
+	}
+	if cfg.Breaker != nil || cfg.Adaptive != nil || cfg.Limit != nil {
+		e.hosts = newHostTable(cfg.MaxKeys, cfg.Clock)
+	}
 	if cfg.Breaker != nil {
-		e.breakers = newBreakerSet(*cfg.Breaker)
-		e.breakers.clk = cfg.Clock // exact times for transitions; calls pass the current second
+		e.breakers = newBreakerSet(*cfg.Breaker, e.hosts)
 	}
 	if cfg.Adaptive != nil {
 		if err := cfg.Adaptive.Validate(); err != nil {
 			panic(err.Error())
 		}
-		e.hedgers = newHedgers(*cfg.Adaptive)
+		a := *cfg.Adaptive
+		e.adaptive = &a
+	}
+	if cfg.Limit != nil {
+		l := cfg.Limit.withDefaults()
+		e.limit = &l
+		e.hosts.newLimit = func() *limiter { return newLimiter(e.limit) }
 	}
 	h := &e.hooks
-	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.hedgers != nil
-	e.keyed = e.breakers != nil || e.hedgers != nil || !e.hooks.empty()
-	e.plain = !e.timed && e.breakers == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
+	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.adaptive != nil
+	e.keyed = e.hosts != nil || !e.hooks.empty()
+	e.plain = !e.timed && e.hosts == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
 }
 
@@ -118,18 +143,23 @@ func (h Hooks) empty() bool {
 // current hedge delay and whether the key is warm (has enough samples). fn
 // runs with no lock held. For gauges; does nothing without adaptive hedging.
 func (e *Engine) EachHedgeDelay(fn func(key string, delay time.Duration, warm bool)) {
-	if e.hedgers != nil {
-		e.hedgers.each(e.clock.Now(), fn)
+	if e.adaptive != nil {
+		now := e.clock.Now()
+		e.hosts.each(func(h *host) {
+			if k := h.hedge.Load(); k != nil {
+				fn(h.key, k.current(now), k.warm.Load())
+			}
+		})
 	}
 }
 
 // MaxExtraLoad returns adaptive hedging's cap on extra load
 // (AdaptiveHedging.MaxExtraLoad), or 0 without adaptive hedging. For gauges.
 func (e *Engine) MaxExtraLoad() float64 {
-	if e.hedgers == nil {
+	if e.adaptive == nil {
 		return 0
 	}
-	return e.hedgers.cfg.MaxExtraLoad
+	return e.adaptive.MaxExtraLoad
 }
 
 // BreakerState returns key's breaker state (closed when breaking is off or
@@ -157,14 +187,13 @@ func (e *Engine) EachBreakerFor(fn func(key string, s BreakerState, in time.Dura
 	}
 }
 
-// UntrackedAdmissions returns how many calls were admitted without a
-// breaker because every breaker in their key's shard was open (see
-// BreakerConfig.MaxBreakers); 0 when breaking is off.
+// UntrackedAdmissions returns how many calls were served untracked because
+// every tracked key was pinned by an open breaker (see EngineConfig.MaxKeys).
 func (e *Engine) UntrackedAdmissions() uint64 {
-	if e.breakers == nil {
+	if e.hosts == nil {
 		return 0
 	}
-	return e.breakers.Untracked()
+	return e.hosts.untracked.Load()
 }
 
 // Keyed reports whether the engine uses a Call's Key: for its breakers, its
@@ -206,6 +235,12 @@ type Policy struct {
 	// honour; a longer one ends the call. Negative means no cap (the
 	// caller's deadline still applies).
 	MaxRetryAfter time.Duration
+	// Criticality orders the call under the concurrency limit (see
+	// ConcurrencyLimit); the zero value is CriticalityDefault.
+	Criticality Criticality
+	// NoLimit exempts the call from the concurrency limit: its attempts
+	// never wait or are shed (they are still counted in flight).
+	NoLimit bool
 }
 
 // hedging reports whether p hedges on engine e: with a fixed delay, or with
@@ -216,13 +251,17 @@ func (p Policy) hedging(e *Engine) bool {
 
 // adaptive reports whether p hedges with the delay learned on e.
 func (p Policy) adaptive(e *Engine) bool {
-	return p.Adaptive && p.HedgeDelay == 0 && e.hedgers != nil
+	return p.Adaptive && p.HedgeDelay == 0 && e.adaptive != nil
 }
 
 // Verdict is the classification of one attempt's result.
 type Verdict struct {
 	// Retryable reports that another attempt may succeed.
 	Retryable bool
+	// Overload reports that the downstream answered that it is overloaded
+	// (for HTTP: 503, 429): the concurrency limit counts it as congestion,
+	// not as a good result.
+	Overload bool
 	// Code is a status code to report in events and hooks (0 if none).
 	Code int
 	// RetryAfter is a server-dictated delay for the next retry, used instead

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
@@ -367,6 +368,7 @@ func (r *run[T]) admitHedge() (ticket, budgetToken, bool) {
 // unadmit gives back what admitHedge took for a hedge that does not launch.
 func (r *run[T]) unadmit(t ticket, tok budgetToken) {
 	tok.Refund()
+	t.releasePermit(time.Time{}, 0, limitIgnore)
 	if r.hk != nil {
 		r.hk.untake()
 	}

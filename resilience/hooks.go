@@ -79,6 +79,7 @@ const (
 	ReasonNotIdempotent                      // retryable, but the call may not be repeated
 	ReasonBodyNotReplayable                  // retryable, but the request body cannot be sent again
 	ReasonCanceled                           // the caller's context ended
+	ReasonOverloaded                         // the concurrency limit shed the call or its next attempt
 )
 
 // String returns the reason in snake case, e.g. "attempts_exhausted"; these
@@ -106,6 +107,8 @@ func (r EndReason) String() string {
 		return "body_not_replayable"
 	case ReasonCanceled:
 		return "canceled"
+	case ReasonOverloaded:
+		return "overloaded"
 	}
 	return "EndReason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -216,6 +219,29 @@ type BudgetEvent struct {
 	Kind    AttemptKind // retry or hedge
 }
 
+// ShedEvent: the concurrency limit refused an attempt: the call's first
+// (Attempt 1: the call ends with ReasonOverloaded and nothing was sent), a
+// retry (the call ends) or a hedge (the call goes on without it).
+type ShedEvent struct {
+	Event
+	Attempt     int
+	Kind        AttemptKind
+	Criticality Criticality
+	Limit       int           // the key's limit then
+	InFlight    int           // attempts in flight to the key then
+	Waited      time.Duration // how long the attempt waited for a permit first
+}
+
+// LimitWaitEvent: a call's first attempt found the concurrency limit
+// reached, waited, and got a permit.
+type LimitWaitEvent struct {
+	Event
+	Criticality Criticality
+	Limit       int
+	InFlight    int
+	Waited      time.Duration
+}
+
 // BreakerRejectEvent: a breaker refused a call (Attempt 0) or a later attempt.
 type BreakerRejectEvent struct {
 	Event
@@ -292,6 +318,11 @@ type Hooks struct {
 	OnBudgetExhausted func(e BudgetEvent)
 	// OnBreakerReject fires when a breaker refuses a call or an attempt.
 	OnBreakerReject func(e BreakerRejectEvent)
+	// OnShed fires when the concurrency limit refuses an attempt.
+	OnShed func(e ShedEvent)
+	// OnLimitWait fires when a call's first attempt waited for a permit of
+	// the concurrency limit and got one, before the attempt starts.
+	OnLimitWait func(e LimitWaitEvent)
 	// OnBreakerStateChange fires after a breaker changed state, in the
 	// context of the call whose admission or attempt moved it (on the
 	// attempt's goroutine for a hedge that ends after its call returned).
@@ -321,6 +352,8 @@ func Combine(a, b Hooks) Hooks {
 		OnHedge:              both(a.OnHedge, b.OnHedge),
 		OnBudgetExhausted:    both(a.OnBudgetExhausted, b.OnBudgetExhausted),
 		OnBreakerReject:      both(a.OnBreakerReject, b.OnBreakerReject),
+		OnShed:               both(a.OnShed, b.OnShed),
+		OnLimitWait:          both(a.OnLimitWait, b.OnLimitWait),
 		OnBreakerStateChange: both(a.OnBreakerStateChange, b.OnBreakerStateChange),
 		OnCallEnd:            both(a.OnCallEnd, b.OnCallEnd),
 		OnResultDone:         both(a.OnResultDone, b.OnResultDone),

@@ -94,6 +94,7 @@ type callState[T any] struct {
 	maxAttempts int
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
+	host        *host         // the key's state, when the engine keeps any and the key is tracked
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
@@ -220,8 +221,8 @@ func (r *run[T]) execute() Result[T] {
 		return res
 	}
 	e.budget.Deposit(r.now())
-	if r.c.Policy.adaptive(e) && r.c.Key != "" {
-		r.hk = e.hedgers.get(r.c.Key, r.start)
+	if r.c.Policy.adaptive(e) && r.host != nil {
+		r.hk = r.host.hedgeState(e.adaptive)
 	}
 	r.hedging = r.maxAttempts > 1 && r.c.Policy.hedging(e)
 	r.hedgeDelay = r.c.Policy.HedgeDelay
@@ -287,8 +288,12 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	if d := r.c.Policy.PerAttemptTimeout; d > 0 && !a.lateTimeout {
 		a.timer = e.armTimeout(d, &a.own)
 	}
-	// Timing costs two clock reads; only hooks and adaptive hedging want it.
-	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil
+	if a.ticket.lim != nil {
+		defer r.unwound(a) // a permit must not leak if Do or a hook panics
+	}
+	// Timing costs two clock reads; only hooks, adaptive hedging and the
+	// concurrency limit want it.
+	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil || a.ticket.lim != nil
 	if timed {
 		a.start = r.clockNow()
 	}
@@ -301,8 +306,9 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		a.ctx = ctx
 	}
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
+	var now time.Time
 	if timed {
-		now := r.clockNow()
+		now = r.clockNow()
 		a.dur = now.Sub(a.start)
 		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
 			// The key's latency is its calls' first attempts: what a call
@@ -335,6 +341,29 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
 	}
 	a.verd = r.c.Op.Classify(a.v, a.err, a.info)
+	a.ticket.releasePermit(now, a.dur, r.limitResult(a))
+}
+
+// limitResult says what a finished attempt teaches the concurrency limit:
+// a per-attempt timeout or an overload answer is congestion; an error, a
+// cancellation or a loss to a hedge says nothing of the downstream's
+// latency.
+func (r *run[T]) limitResult(a *attempt[T]) limitResult {
+	switch {
+	case r.parent.Err() != nil:
+		return limitIgnore
+	case a.lingering, a.verd.Overload:
+		return limitOverload
+	case a.err != nil:
+		return limitIgnore
+	}
+	return limitGood
+}
+
+// unwound returns a's permit if exec did not get to (Do or a hook
+// panicked); the panic goes on.
+func (r *run[T]) unwound(a *attempt[T]) {
+	a.ticket.releasePermit(r.e.clock.Now(), 0, limitIgnore)
 }
 
 // outcome maps a classified attempt to its breaker outcome.

@@ -83,6 +83,11 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 		tok.Refund()
 		return r.endWithout(ReasonCircuitOpen), true
 	}
+	if !r.admitLimit(KindRetry, &t) {
+		tok.Refund()
+		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
+		return r.endWithout(ReasonOverloaded), true
+	}
 	r.launch(KindRetry, t)
 	return Result[T]{}, false
 }

@@ -1,10 +1,10 @@
 package transport
 
-// UntrackedAdmissions returns how many requests were admitted without a
-// breaker because every breaker in their host's shard was open (an open
-// breaker is never evicted before its OpenDuration ends; see
-// resilience.BreakerConfig.MaxBreakers). It only grows; export it as a
-// counter. It is 0 when the breaker is off.
+// UntrackedAdmissions returns how many requests were served untracked (no
+// breaker, adaptive delay or concurrency limit) because every tracked host
+// was pinned by an open breaker (an open breaker is never evicted before its
+// OpenDuration ends; see WithMaxHosts). It only grows; export it as a
+// counter.
 func (t *Transport) UntrackedAdmissions() uint64 {
 	return t.engine.UntrackedAdmissions()
 }

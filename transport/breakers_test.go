@@ -20,7 +20,8 @@ func TestOpenBreakersAreNotEvictedForNewHosts(t *testing.T) {
 		return fakeResponse(r, http.StatusServiceUnavailable, "down"), nil
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{MaxBreakers: 2, FailureThreshold: 1, OpenDuration: 10 * time.Second}))
+		transport.WithMaxHosts(2),
+		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
 	get := func(url string) error {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
 		if err == nil {

@@ -30,7 +30,7 @@ func memoryHosts(t *testing.T) int {
 // TestBreakersStayBoundedOverManyHosts sends one request to each of a great
 // many distinct hosts (h123.test, through an in-memory base: no DNS, no
 // sockets) with the breaker on. The number of tracked breakers stays within
-// MaxBreakers all the way, the heap stops growing once the bound is reached,
+// the bound (WithMaxHosts) all the way, the heap stops growing once the bound is reached,
 // and the cost of a tracked host is logged.
 func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 	if testing.Short() {
@@ -38,13 +38,13 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 	}
 	hosts := memoryHosts(t)
 	tests := []struct {
-		name  string
-		cfg   resilience.BreakerConfig
-		bound int
-		hosts int
+		name     string
+		maxHosts int // 0: the default
+		bound    int
+		hosts    int
 	}{
-		{"default MaxBreakers", resilience.BreakerConfig{}, resilience.DefaultMaxBreakers, hosts},
-		{"MaxBreakers 20000", resilience.BreakerConfig{MaxBreakers: 20_000}, 20_000, hosts / 2},
+		{"default bound", 0, resilience.DefaultMaxKeys, hosts},
+		{"WithMaxHosts 20000", 20_000, 20_000, hosts / 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,7 +56,11 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 				return &resp, nil
 			})
 			heapStart := settledHeap()
-			tr := transport.New(base, transport.WithCircuitBreaker(tc.cfg))
+			opts := []transport.Option{transport.WithCircuitBreaker(resilience.BreakerConfig{})}
+			if tc.maxHosts > 0 {
+				opts = append(opts, transport.WithMaxHosts(tc.maxHosts))
+			}
+			tr := transport.New(base, opts...)
 			tracked := func() int {
 				n := 0
 				tr.EachBreaker(func(string, resilience.BreakerState) { n++ })

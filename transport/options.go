@@ -41,6 +41,8 @@ type config struct {
 	maxHedges         int
 	adaptive          *resilience.AdaptiveHedging
 	breaker           *resilience.BreakerConfig
+	limit             *resilience.ConcurrencyLimit
+	maxHosts          int
 	hooks             Hooks
 	perAttemptTimeout time.Duration
 	classifier        Classifier
@@ -178,6 +180,44 @@ func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 	}()
 	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates
 	return optionFunc(func(c *config) { c.breaker = &cfg })
+}
+
+// WithConcurrencyLimit turns on an adaptive concurrency limit per host
+// (default off; hosts are keyed as for WithCircuitBreaker): how many
+// attempts may be in flight to a host at once, learned from its latency and
+// its overload answers (503, 429, per-attempt timeouts), so that when a
+// host's capacity drops, the requests it can still answer in time keep
+// being answered and the rest fail at once, locally, instead of all of them
+// queueing there until they time out. A request over the limit waits
+// briefly for a permit (cfg.MaxWait) and is then shed: RoundTrip returns an
+// error matching resilience.ErrOverloaded (a *resilience.OverloadError),
+// nothing is sent, the request body is closed, and the call ends with the
+// give-up reason "overloaded". Retries and hedges need a permit too, and
+// never wait. Policy.Criticality and Policy.NoLimit order or exempt one
+// request. See resilience.ConcurrencyLimit for the model; below a host's
+// capacity it sheds nothing. Zero fields of cfg take their defaults; it
+// panics, naming the field, on one that makes no sense.
+func WithConcurrencyLimit(cfg resilience.ConcurrencyLimit) Option {
+	defer func() {
+		if r := recover(); r != nil {
+			invalid("WithConcurrencyLimit", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
+		}
+	}()
+	resilience.NewEngine(resilience.EngineConfig{Limit: &cfg}) // validates
+	return optionFunc(func(c *config) { c.limit = &cfg })
+}
+
+// WithMaxHosts bounds how many hosts the per-host state (circuit breakers,
+// adaptive hedging, the concurrency limit) tracks, together. Default
+// resilience.DefaultMaxKeys (10,000). To make room, idle hosts are evicted
+// first, least recently used first; a host whose breaker is open is kept
+// until its OpenDuration ends, and while every tracked host is such a one a
+// new host is served untracked (see Stats). It panics when n < 1.
+func WithMaxHosts(n int) Option {
+	if n < 1 {
+		invalid("WithMaxHosts", "n must be at least 1, got %d", n)
+	}
+	return optionFunc(func(c *config) { c.maxHosts = n })
 }
 
 // WithHooks adds observation hooks. Several WithHooks options combine: each

@@ -28,6 +28,12 @@ type Policy struct {
 	// RetryNonIdempotent lets this request be retried and hedged whatever
 	// its method.
 	RetryNonIdempotent bool
+	// Criticality, if not the default, orders this request under the
+	// concurrency limit (WithConcurrencyLimit): sheddable requests are shed
+	// first and never wait, critical ones wait ahead of the rest.
+	Criticality resilience.Criticality
+	// NoLimit exempts this request from the concurrency limit.
+	NoLimit bool
 }
 
 // NoRetry is the policy of a request that must be sent exactly once: one
@@ -60,6 +66,8 @@ func (p Policy) validate() error {
 		return fmt.Errorf("transport: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
 	case p.Backoff != nil && nilBackoff(p.Backoff):
 		return fmt.Errorf("transport: invalid Policy.Backoff: a nil BackoffFunc")
+	case p.Criticality < resilience.CriticalitySheddable || p.Criticality > resilience.CriticalityCritical:
+		return fmt.Errorf("transport: invalid Policy.Criticality %d: not one of resilience's criticalities", int(p.Criticality))
 	}
 	return nil
 }

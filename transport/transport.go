@@ -48,6 +48,8 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		Hooks:           cfg.hooks,
 		Clock:           cfg.clock,
 		Adaptive:        cfg.adaptive,
+		Limit:           cfg.limit,
+		MaxKeys:         cfg.maxHosts,
 	}
 	t := &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
 	t.policy = resilience.Policy{
@@ -217,6 +219,12 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 	if rp.RetryNonIdempotent && !c.idempotent() {
 		c.nonIdempotentOK = true
 	}
+	if rp.Criticality != resilience.CriticalityDefault {
+		p.Criticality = rp.Criticality
+	}
+	if rp.NoLimit {
+		p.NoLimit = true
+	}
 	return nil
 }
 
@@ -368,6 +376,7 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 		return v
 	}
 	v.Code = resp.StatusCode
+	v.Overload = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 	if v.Retryable && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			v.RetryAfter, v.HasRetryAfter = parseRetryAfter(ra, c.t.engine.Now())

@@ -1,0 +1,476 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
+)
+
+// ConcurrencyLimit configures an adaptive concurrency limit per key (per
+// host, for the transport): how many attempts may be in flight to it at
+// once, learned from how fast it answers. An attempt over the limit is
+// shed (or briefly queued) locally, so what reaches an overloaded
+// downstream is what it can answer in time, and goodput stays at its
+// capacity instead of collapsing into a queue of requests that time out.
+//
+// The model, per key, updated once per window of results (at least 10
+// results and max(50ms, 4 × the no-load latency)):
+//
+//   - The no-load latency is the mean time to a good result (one that is
+//     not an overload answer or a timeout) while this client is not
+//     queueing at the downstream: a window whose mean is lower replaces it
+//     at once; a window that did not fill the limit moves it an eighth of
+//     the way toward its own mean; a window that filled the limit leaves
+//     it (its latency may be this client's own queue), except for a probe.
+//   - The delivery rate is the good results per second, its peak taken over
+//     the last 8 windows.
+//   - Their product (Little's law) estimates how many attempts the
+//     downstream serves at once without queueing; the target limit is
+//     twice that plus 4, so a downstream at its capacity holds a queue of
+//     about as many attempts as it serves, and never an unbounded one.
+//   - A window that filled the limit with a mean latency over twice the
+//     no-load latency, or whose results are more than 10% overload answers
+//     (Verdict.Overload: 503 and 429 for the transport, and per-attempt
+//     timeouts), is congested: the limit drops to the target. A window that filled the
+//     limit without congestion doubles it (up to MaxLimit), so a new or
+//     busier key finds its level in a few windows. Otherwise the limit
+//     follows twice the window's peak in flight plus 4, never below the
+//     target or InitialLimit.
+//   - While the limit keeps being filled, every 10th window is a probe,
+//     twice as long: the limit is held at the estimate itself, so that any
+//     queue this client built at the downstream drains, and the mean
+//     latency of the attempts sent during the probe becomes the no-load
+//     latency. This is how the limit follows a downstream that got slower
+//     without mistaking its own queue for that; at the right estimate a
+//     probe costs nothing, since the downstream is still kept busy.
+//
+// A first attempt that finds the limit reached waits for a permit up to
+// MaxWait, never past its context's deadline, then is shed with an
+// *OverloadError (errors.Is(err, ErrOverloaded)) and the call ends with
+// ReasonOverloaded. Retries and hedges need a permit too and never wait: a
+// hedge that finds none is not sent, a retry that finds none ends the call
+// (with the last result, as for an exhausted budget). Policy.Criticality
+// orders who goes first: sheddable calls are shed once three quarters of
+// the limit is in use and never wait, critical ones wait ahead of the
+// rest; Policy.NoLimit exempts a call (its attempts are still counted in
+// flight and still teach the limit).
+//
+// In steady state, below the downstream's capacity, the limit sits at
+// about twice the peak in flight and sheds nothing. Its state is a few
+// hundred bytes per key; admitting and releasing take one atomic
+// compare-and-swap and one uncontended lock, and allocate nothing unless
+// an attempt has to wait.
+type ConcurrencyLimit struct {
+	// InitialLimit is a new key's limit, and the floor the limit decays to
+	// while the key is not congested. Default 20.
+	InitialLimit int
+	// MinLimit is the lowest limit a congested key falls to. Default 1.
+	MinLimit int
+	// MaxLimit is the highest limit. Default 1000.
+	MaxLimit int
+	// MaxWait is how long a first attempt that finds the limit reached
+	// waits for a permit before it is shed. 0 means the key's no-load
+	// latency (at least 1ms, at most 100ms); negative means never wait.
+	// The wait always ends at the call's deadline. At most as many
+	// attempts wait as the limit.
+	MaxWait time.Duration
+}
+
+// Defaults for the zero fields of ConcurrencyLimit.
+const (
+	DefaultInitialLimit = 20
+	DefaultMinLimit     = 1
+	DefaultMaxLimit     = 1000
+)
+
+// withDefaults validates c and fills zero fields; it panics naming the field
+// when a value makes no sense.
+func (c ConcurrencyLimit) withDefaults() ConcurrencyLimit {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"InitialLimit", c.InitialLimit}, {"MinLimit", c.MinLimit}, {"MaxLimit", c.MaxLimit}} {
+		if f.v < 0 {
+			panic(fmt.Sprintf("resilience: ConcurrencyLimit.%s must not be negative, got %d", f.name, f.v))
+		}
+	}
+	if c.MinLimit == 0 {
+		c.MinLimit = DefaultMinLimit
+	}
+	if c.MaxLimit == 0 {
+		c.MaxLimit = max(DefaultMaxLimit, c.MinLimit, c.InitialLimit)
+	}
+	if c.InitialLimit == 0 {
+		c.InitialLimit = min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit)
+	}
+	if c.MinLimit > c.MaxLimit {
+		panic(fmt.Sprintf("resilience: ConcurrencyLimit.MinLimit %d is above MaxLimit %d", c.MinLimit, c.MaxLimit))
+	}
+	if c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxLimit {
+		panic(fmt.Sprintf("resilience: ConcurrencyLimit.InitialLimit %d is outside [MinLimit %d, MaxLimit %d]", c.InitialLimit, c.MinLimit, c.MaxLimit))
+	}
+	return c
+}
+
+// Criticality orders calls under a concurrency limit: when the limit is
+// reached, sheddable calls go first and critical ones last.
+type Criticality int
+
+// The criticalities, least critical first. The zero value is
+// CriticalityDefault.
+const (
+	CriticalitySheddable Criticality = iota - 1 // shed once 3/4 of the limit is in use; never waits
+	CriticalityDefault                          // up to the limit; waits up to MaxWait
+	CriticalityCritical                         // up to the limit; waits ahead of the default ones
+)
+
+// String returns "sheddable", "default" or "critical".
+func (c Criticality) String() string {
+	switch c {
+	case CriticalitySheddable:
+		return "sheddable"
+	case CriticalityDefault:
+		return "default"
+	case CriticalityCritical:
+		return "critical"
+	}
+	return fmt.Sprintf("Criticality(%d)", int(c))
+}
+
+// ErrOverloaded is matched (errors.Is) by the error of a call shed by the
+// concurrency limit.
+var ErrOverloaded = errors.New("resilience: overloaded: concurrency limit reached")
+
+// OverloadError is the error of a call whose first attempt the concurrency
+// limit shed: nothing was sent. It matches ErrOverloaded.
+type OverloadError struct {
+	Key      string        // the call's key (the host)
+	Limit    int           // the key's limit when the attempt was shed
+	InFlight int           // attempts in flight to the key then
+	Waited   time.Duration // how long the attempt waited for a permit
+}
+
+func (e *OverloadError) Error() string {
+	return fmt.Sprintf("resilience: overloaded: %s has %d attempts in flight at its limit of %d", e.Key, e.InFlight, e.Limit)
+}
+
+// Is reports whether target is ErrOverloaded.
+func (e *OverloadError) Is(target error) bool { return target == ErrOverloaded }
+
+// The limit's constants; see ConcurrencyLimit.
+const (
+	limitMinSamples    = 10
+	limitMinWindow     = 50 * time.Millisecond
+	limitWindowRTTs    = 4  // a window lasts at least this many no-load latencies
+	limitRateWindows   = 8  // the delivery rate's peak is over this many windows
+	limitRTTExpiry     = 20 // windows after which the no-load latency is taken afresh
+	limitProbeEvery    = 10 // windows between probes while the limit is filled
+	limitGain          = 2.0
+	limitHeadroom      = 4
+	limitCongestedRTT  = 2.0 // mean latency over this × no-load latency is congestion
+	limitCongestedLoad = 0.1 // overload answers over this fraction of results is congestion
+)
+
+// limiter is the concurrency limit of one key.
+//
+// limit and inFlight are read and written with atomics, so that admission
+// is a compare-and-swap; everything under mu is the learning state and the
+// queue of waiting attempts.
+type limiter struct {
+	cfg *ConcurrencyLimit
+
+	limit    atomic.Int32
+	inflight atomic.Int32
+	peak     atomic.Int32 // the window's highest in flight
+	filled   atomic.Bool  // an attempt found the limit reached this window
+	waiting  atomic.Int32 // len(queue), for release to skip mu
+	shed     atomic.Uint64
+
+	mu sync.Mutex // guards the fields below
+	// The current window.
+	winStart     time.Time
+	n, good, bad int
+	sum          time.Duration // good results' latencies
+	// During a probe: the good results of attempts sent since it began.
+	probeStart time.Time
+	probeN     int
+	probeSum   time.Duration
+	// The estimates.
+	windows int64         // windows closed
+	base    time.Duration // the no-load latency (0: none yet)
+	rates   [limitRateWindows]float64
+	probing bool
+	probeAt int64 // the window that last ended a probe
+	queue   []*limitWaiter
+}
+
+// limitWaiter is an attempt waiting for a permit.
+type limitWaiter struct {
+	crit    Criticality
+	ready   chan struct{} // closed when granted
+	granted bool          // guarded by the limiter's mu
+}
+
+func newLimiter(cfg *ConcurrencyLimit) *limiter {
+	l := &limiter{cfg: cfg}
+	l.limit.Store(int32(cfg.InitialLimit))
+	return l
+}
+
+func (l *limiter) inFlight() int { return int(l.inflight.Load()) }
+
+// Limit returns the current limit.
+func (l *limiter) Limit() int { return int(l.limit.Load()) }
+
+// ceiling is how many may be in flight for an attempt of criticality c.
+func ceiling(limit int32, c Criticality) int32 {
+	if c < CriticalityDefault {
+		return max(1, limit*3/4)
+	}
+	return limit
+}
+
+// tryAcquire takes a permit if one is free for criticality c.
+func (l *limiter) tryAcquire(c Criticality) bool {
+	for {
+		n, lim := l.inflight.Load(), l.limit.Load()
+		if n >= ceiling(lim, c) {
+			if !l.filled.Load() {
+				l.filled.Store(true)
+			}
+			return false
+		}
+		if l.inflight.CompareAndSwap(n, n+1) {
+			if n+1 > l.peak.Load() {
+				l.notePeak(n + 1)
+			}
+			return true
+		}
+	}
+}
+
+// force takes a permit whatever the limit (a call exempt from it).
+func (l *limiter) force() {
+	if n := l.inflight.Add(1); n > l.peak.Load() {
+		l.notePeak(n)
+	}
+}
+
+func (l *limiter) notePeak(n int32) {
+	for {
+		p := l.peak.Load()
+		if n <= p || l.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// acquire takes a permit for a first attempt of criticality c, waiting up
+// to the configured wait (bounded by ctx) when none is free. It reports
+// whether it got one and how long it waited.
+func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (bool, time.Duration) {
+	if l.tryAcquire(c) {
+		return true, 0
+	}
+	wait := l.maxWait()
+	if wait <= 0 || c < CriticalityDefault {
+		return false, 0
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, dl.Sub(clk.Now()))
+		if wait <= 0 {
+			return false, 0
+		}
+	}
+	w := &limitWaiter{crit: c, ready: make(chan struct{})}
+	l.mu.Lock()
+	if len(l.queue) >= int(l.limit.Load()) {
+		l.mu.Unlock()
+		return false, 0 // the queue is as long as the limit
+	}
+	at := len(l.queue)
+	if c > CriticalityDefault {
+		for at > 0 && l.queue[at-1].crit < c {
+			at--
+		}
+	}
+	l.queue = append(l.queue, nil)
+	copy(l.queue[at+1:], l.queue[at:])
+	l.queue[at] = w
+	l.waiting.Add(1)
+	l.grantLocked() // a permit may have been released since tryAcquire
+	l.mu.Unlock()
+
+	start := clk.Now()
+	t := clk.NewTimer(wait)
+	select {
+	case <-w.ready:
+	case <-t.C():
+	case <-ctx.Done():
+	}
+	t.Stop()
+	l.mu.Lock()
+	granted := w.granted
+	if !granted {
+		l.removeLocked(w)
+	}
+	l.mu.Unlock()
+	return granted, clk.Now().Sub(start)
+}
+
+// maxWait is how long a first attempt may wait for a permit.
+func (l *limiter) maxWait() time.Duration {
+	if l.cfg.MaxWait != 0 {
+		return l.cfg.MaxWait
+	}
+	l.mu.Lock()
+	d := l.base
+	l.mu.Unlock()
+	return min(max(d, time.Millisecond), 100*time.Millisecond)
+}
+
+// grantLocked hands free permits to the waiters at the head of the queue.
+// Requires l.mu held.
+func (l *limiter) grantLocked() {
+	for len(l.queue) > 0 {
+		w := l.queue[0]
+		if !l.tryAcquire(w.crit) {
+			return
+		}
+		w.granted = true
+		close(w.ready)
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		l.waiting.Add(-1)
+	}
+}
+
+// removeLocked takes a waiter that gave up out of the queue. Requires l.mu
+// held.
+func (l *limiter) removeLocked(w *limitWaiter) {
+	for i, x := range l.queue {
+		if x == w {
+			copy(l.queue[i:], l.queue[i+1:])
+			l.queue[len(l.queue)-1] = nil
+			l.queue = l.queue[:len(l.queue)-1]
+			l.waiting.Add(-1)
+			return
+		}
+	}
+}
+
+// The kinds of result a permit is released with.
+type limitResult int
+
+const (
+	limitIgnore   limitResult = iota // says nothing of the downstream (cancelled, lost to a hedge)
+	limitGood                        // an answer that is not an overload answer
+	limitOverload                    // an overload answer or a timeout
+)
+
+// release returns a permit, teaching the limit the attempt's result: its
+// kind and, for a good one, its latency d, observed at now.
+func (l *limiter) release(now time.Time, d time.Duration, res limitResult) {
+	l.inflight.Add(-1)
+	l.mu.Lock()
+	if l.waiting.Load() > 0 {
+		l.grantLocked()
+	}
+	l.recordLocked(now, d, res)
+	l.mu.Unlock()
+}
+
+// recordLocked adds one result to the window, closing it when it is
+// complete. Requires l.mu held.
+func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) {
+	if l.winStart.IsZero() {
+		l.winStart = now
+	}
+	switch res {
+	case limitGood:
+		l.n++
+		l.good++
+		l.sum += d
+		if l.probing && !now.Add(-d).Before(l.probeStart) {
+			l.probeN++
+			l.probeSum += d
+		}
+	case limitOverload:
+		l.n++
+		l.bad++
+	}
+	span := max(limitMinWindow, limitWindowRTTs*l.base)
+	if l.probing {
+		span *= 2 // time for the downstream's queue to drain, then samples
+	}
+	el := now.Sub(l.winStart)
+	if el < span || (l.n < limitMinSamples && el < 4*span) || l.n == 0 {
+		return
+	}
+	l.closeLocked(el)
+	l.winStart, l.n, l.good, l.bad, l.sum = now, 0, 0, 0, 0
+	l.probeStart, l.probeN, l.probeSum = now, 0, 0
+	l.peak.Store(l.inflight.Load())
+	l.filled.Store(false)
+}
+
+// closeLocked updates the estimates and the limit at the end of a window
+// el long. Requires l.mu held.
+func (l *limiter) closeLocked(el time.Duration) {
+	l.windows++
+	l.rates[l.windows%limitRateWindows] = float64(l.good) / el.Seconds()
+	probed := l.probing
+	l.probing = false
+	filled := l.filled.Load()
+	var mean time.Duration
+	if l.good > 0 {
+		mean = l.sum / time.Duration(l.good)
+	}
+	switch {
+	case l.good == 0:
+	case probed && l.probeN > 0:
+		l.base = l.probeSum / time.Duration(l.probeN)
+	case l.base == 0 || mean < l.base:
+		l.base = mean
+	case !filled:
+		l.base += (mean - l.base) / 8
+	}
+	if probed {
+		l.probeAt = l.windows
+	}
+	var rate float64
+	for _, r := range l.rates {
+		rate = max(rate, r)
+	}
+	est := rate * l.base.Seconds() // what the downstream serves at once
+	target := int32(math.Ceil(limitGain*est)) + limitHeadroom
+	cfg := l.cfg
+	lim := l.limit.Load()
+	peak := l.peak.Load()
+	// Latency counts as congestion only in a window that filled the limit:
+	// below it, a slower downstream is not this client's doing.
+	congested := l.n > 0 && float64(l.bad) > limitCongestedLoad*float64(l.n) ||
+		filled && l.good > 0 && float64(mean) > limitCongestedRTT*float64(l.base)
+	switch {
+	case filled && !probed && l.windows-l.probeAt >= limitProbeEvery && est > 0:
+		// Probe: hold the limit at the estimate for the next window.
+		l.probing = true
+		lim = int32(math.Ceil(est))
+	case congested:
+		lim = min(lim, target)
+	case filled:
+		lim = max(target, 2*lim)
+	default:
+		lim = max(target, min(lim, 2*peak+limitHeadroom), int32(cfg.InitialLimit))
+	}
+	l.limit.Store(min(max(lim, int32(cfg.MinLimit)), int32(cfg.MaxLimit)))
+	if l.waiting.Load() > 0 {
+		l.grantLocked()
+	}
+}
