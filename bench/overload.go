@@ -219,6 +219,10 @@ func overloadCandidates() []overloadCandidate {
 			return &http.Client{Transport: transport.New(b, transport.WithPerAttemptTimeout(o.Deadline),
 				transport.WithCircuitBreaker(resilience.BreakerConfig{OpenDuration: time.Second}))}
 		}},
+		{"gotry + limit", func(b http.RoundTripper, o *OverloadConfig) *http.Client {
+			return &http.Client{Transport: transport.New(b, transport.WithPerAttemptTimeout(o.Deadline),
+				transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{}))}
+		}},
 		{"failsafe-go retry + adaptivelimiter", func(b http.RoundTripper, o *OverloadConfig) *http.Client {
 			return &http.Client{Transport: failsafeLimited(b, overloadRetry, o.Deadline)}
 		}},
@@ -248,7 +252,7 @@ func failsafeLimited(base http.RoundTripper, rc retryConfig, deadline time.Durat
 // isShed reports a request refused locally, before reaching the server: by
 // a concurrency limiter or gotry's breaker.
 func isShed(err error) bool {
-	return errors.Is(err, adaptivelimiter.ErrExceeded) || isCircuitOpen(err)
+	return errors.Is(err, resilience.ErrOverloaded) || errors.Is(err, adaptivelimiter.ErrExceeded) || isCircuitOpen(err)
 }
 
 // arrivalTimes returns the offsets at which an open-loop client offering
@@ -297,7 +301,7 @@ type OverloadRun struct {
 	Normal   float64       // goodput before the drop, per second
 	Goodput  float64       // goodput during the drop, per second
 	Recovery time.Duration // from the drop's end until goodput is back at ≥ 90% of Normal; -1: not within the run
-	Peak     float64       // the most server arrivals in one window, ÷ the offered in one
+	Peak     float64       // the most server arrivals in one window, ÷ the requests started in it
 	Shed     int           // requests refused locally
 	Requests int
 	P50, P99 time.Duration // of successful requests
@@ -361,13 +365,28 @@ func overloadDrop(o *OverloadConfig, c overloadCandidate, seed uint64) OverloadR
 		}
 		return float64(n) / (to - from).Seconds()
 	}
-	run.Normal = rateIn(o.Before/3, o.Before)
+	// Normal is the median bin before the drop, so that a stall of the
+	// (busy) machine there does not lower the bar for recovery.
+	var before []float64
+	for i := int(o.Before / 3 / arrivalBin); i < int(o.Before/arrivalBin); i++ {
+		before = append(before, float64(good[i])/arrivalBin.Seconds())
+	}
+	run.Normal = median(before)
 	run.Goodput = rateIn(o.Before, o.Before+o.Drop)
 	run.Recovery = recovery(good, o.Before+o.Drop, total, 0.9*run.Normal)
+	// Peak compares the server's arrivals with the requests the clients
+	// started in the same window: when a stall of the machine holds the
+	// driver back, the requests it then starts late do not count as
+	// amplification.
 	window := min(time.Second, o.Drop/2)
-	perWindow := run.Offered * window.Seconds()
-	for _, n := range srv.arrivalsPer(window, total) {
-		run.Peak = max(run.Peak, float64(n)/perWindow)
+	started := make([]int64, int(total/window)+1)
+	for _, r := range recs {
+		if i := int(r.start / window); i < len(started) {
+			started[i]++
+		}
+	}
+	for i, n := range srv.arrivalsPer(window, total) {
+		run.Peak = max(run.Peak, float64(n)/float64(max(started[i], 1)))
 	}
 	run.Shed, run.P50, run.P99 = summarize(recs)
 	return run
@@ -491,7 +510,7 @@ func (res *OverloadResult) write(w io.Writer) {
 		o.Capacity, o.Service, o.capacity(), 100*o.Load, o.rate(), arrivals, o.Deadline, o.Before, o.Factor, o.Drop, drop, o.After,
 		overloadRetry.attempts, overloadRetry.backoff, o.Rounds)
 	fmt.Fprintf(w, "\"Back to normal\" is the time from the drop's end until goodput (over a %v window) is back at ≥ 90%% of what it was before the drop. "+
-		"\"Peak arrivals\" is the most requests the server received in one %v window, ÷ the requests offered in one. "+
+		"\"Peak arrivals\" is the most requests the server received in one %v window (aligned to the run's start), ÷ the requests the clients started in it. "+
 		"\"Shed\" counts requests refused locally (a limiter, or gotry's breaker).\n\n",
 		recoveryWindow, min(time.Second, o.Drop/2))
 	fmt.Fprintf(w, "| client | goodput during the drop | of the %.0f/s it could serve | back to normal after the drop | peak arrivals ÷ offered | shed | p50 | p99 |\n", drop)
