@@ -487,7 +487,7 @@ func rangeOf[R any](runs []R, f func(R) float64, format string) string {
 		xs[i] = f(r)
 	}
 	s := fmt.Sprintf(format, median(xs))
-	if len(xs) > 1 {
+	if len(xs) > 1 && slices.Min(xs) != slices.Max(xs) {
 		s += fmt.Sprintf(" ("+format+"–"+format+")", slices.Min(xs), slices.Max(xs))
 	}
 	return s
@@ -561,7 +561,7 @@ func fmtRecovery(runs []OverloadRun) string {
 		xs[i] = f(r)
 	}
 	s := one(median(xs))
-	if len(xs) > 1 {
+	if len(xs) > 1 && slices.Min(xs) != slices.Max(xs) {
 		s += " (" + one(slices.Min(xs)) + "–" + one(slices.Max(xs)) + ")"
 	}
 	return s
