@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"context"
 	"math"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -472,4 +475,65 @@ func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 	if got := b.Tokens(sec(24)); got <= 2 { // seconds 15 to 24
 		t.Errorf("Tokens = %v once the outage has left the window, want deposits again", got)
 	}
+}
+
+// timeoutErr is an operation's own error that says it is a timeout, as
+// net.Error and net/http's are.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o timeout" }
+func (timeoutErr) Timeout() bool { return true }
+
+// TestEngineChargesFailedAttemptsToTheBudget: the engine charges every
+// attempt with a retryable result, retried or not, at its cost: a
+// retryable error takes back one call's deposit, a timeout (the operation's
+// own, or the per-attempt timeout's) a whole token; a success or an error
+// that is not retryable costs nothing beyond its deposit.
+func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
+	tests := []struct {
+		name       string
+		step       step
+		timeout    time.Duration // per-attempt
+		wantTokens float64       // 10 calls at ratio 0.5 deposit 5; two of them are step
+	}{
+		{"successes", step{v: 200}, 0, 5},
+		{"an error that is not retryable", step{err: errBoom}, 0, 5},
+		{"retryable errors take back their deposits", step{v: 503, retryable: true}, 0, 4},
+		{"timeouts of the operation cost a token each", step{err: timeoutErr{}, retryable: true}, 0, 3},
+		{"per-attempt timeouts cost a token each", step{block: true}, time.Millisecond, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The real clock, for the per-attempt timeout; the ten calls'
+			// tokens are the window's, whichever seconds they fall in.
+			e := NewEngine(EngineConfig{BudgetRatio: 0.5})
+			for i := range 10 {
+				op := &scripted{steps: []step{{v: 200}}}
+				if i >= 8 {
+					op.steps[0] = tc.step
+				}
+				Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 1, PerAttemptTimeout: tc.timeout}})
+			}
+			if got := e.BudgetTokens(); got != tc.wantTokens {
+				t.Errorf("BudgetTokens = %v after 10 calls, want %v", got, tc.wantTokens)
+			}
+		})
+	}
+	t.Run("two retryable errors per call", func(t *testing.T) {
+		// On the fake clock, so that all of it falls in one second: the
+		// retry must be earned by its own second too.
+		e := newTestEngine(fakeclock.New(t0), nil, EngineConfig{BudgetRatio: 0.5})
+		for range 20 {
+			Execute(context.Background(), e, Call[int]{Op: &scripted{steps: []step{{v: 200}}}, Policy: Policy{MaxAttempts: 1}})
+		}
+		op := &scripted{steps: []step{{v: 503, retryable: true}}}
+		Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
+		if op.Calls() != 2 {
+			t.Fatalf("%d attempts, want 2 (the retry paid from 10.5 deposited)", op.Calls())
+		}
+		// 21 deposits (10.5), two failures (1), one retry (1).
+		if got := e.BudgetTokens(); got != 8.5 {
+			t.Errorf("BudgetTokens = %v, want 8.5", got)
+		}
+	})
 }

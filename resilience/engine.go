@@ -62,8 +62,8 @@ type EngineConfig struct {
 	// always allowed. An attempt that fails with a retryable error takes
 	// back one call's deposit and one that times out a whole token, so the
 	// deposits stop paying while failures dominate; and no second pays out
-	// more than a second's deposits, so what a calm window saved cannot
-	// burst into an outage. Both 0 (the zero value) disable it. The budget
+	// more than its own calls have earned, so what a calm window saved
+	// cannot burst into an outage. Both 0 (the zero value) disable it. The budget
 	// is lock-free, and a call that succeeds costs it one atomic add;
 	// NewEngine panics on a negative, NaN or infinite ratio or a negative
 	// minimum.

@@ -113,7 +113,7 @@ func WithBackoff(b resilience.Backoff) Option {
 // the base transport) a whole token; so while more than about 9% of
 // attempts fail, or 5% time out (at the default ratio), only the minPerSec
 // floor pays for retries, until those failures are 10s old. And no second
-// spends more than ratio × a second's requests from the deposits, so the
+// spends more from the deposits than its own requests have earned, so the
 // tokens saved in calm seconds never burst out at once. WithBudget(0, 0)
 // disables the budget. It panics on a negative, NaN or infinite ratio or a
 // negative minPerSec.
