@@ -39,8 +39,12 @@ const (
 // Every original request deposits ratio tokens; deposits expire after
 // budgetWindow, in whole seconds: the window is the current second and the
 // nine before it. Each retry or hedge that launches spends one token. On top of
-// that, minPerSec retries per second are always allowed, so a client with
-// little traffic can still retry.
+// that, a floor of minPerSec retries per second is allowed, so a client with
+// little traffic can still retry; the floor only tops the deposits up to
+// minPerSec a second: it pays what ratio × the window's requests, spread
+// over its ten seconds, fall short of (rounded up), so a client whose
+// deposits earn minPerSec a second (100 requests a second at the defaults)
+// has none, and its retries stop entirely when its failures dominate.
 //
 // Failures cost tokens too, so that the budget stops paying out when they
 // dominate: an attempt that fails with a retryable error takes back one
@@ -49,10 +53,10 @@ const (
 // likely still working on the request, and a retry adds to its queue (the
 // shape of the AWS SDKs' retry quota; gRPC's retry throttling likewise
 // charges failures and pays for successes). Once the window's failures cost
-// more than its deposits, only the floor pays. At the steady state that is
-// when more than ratio/(1+ratio) of attempts fail with errors (9% at the
-// default 0.1), or more than ratio/2 time out (5%); in an outage it is within
-// about a second. The failures stay in the window like the deposits: after
+// more than its deposits, only the floor (if the client has one) pays. At
+// the steady state that is when more than ratio/(1+ratio) of attempts fail
+// with errors (9% at the default 0.1), or more than ratio/2 time out (5%);
+// in an outage it is within about a second. The failures stay in the window like the deposits: after
 // an episode in which they dominated, the deposits pay again once the
 // episode's seconds have left it.
 //
@@ -62,11 +66,12 @@ const (
 // would all pay out in the first second of an outage, a burst that hits
 // the server just when it can least afford it; with it, a client whose
 // failures start to dominate sends less than a second's deposits more,
-// then only the floor.
+// then only the floor's, if any.
 //
 // Exactly, with seconds being whole seconds of the times passed in: a retry
-// is paid from the floor if, counting it, at most minPerSec retries were paid
-// from the floor in its own second; failing that, from deposits if, counting
+// is paid from the floor if, counting it, at most ⌈minPerSec − ratio ×
+// requests in its window ÷ 10⌉ retries were paid from the floor in its own
+// second; failing that, from deposits if, counting
 // it, at most ⌊ratio × (requests − errors) − timeouts⌋ were paid from
 // deposits in its window (requests, errors and timeouts counted in the same
 // window) and at most ⌈ratio × (requests − errors) − timeouts⌉ (rounded up,
@@ -276,7 +281,7 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	if b.minPerSec > 0 {
 		w := &b.floor[e%budgetBuckets]
 		add(w, e, 1)
-		if read(w, e) <= b.minPerSec {
+		if float64(read(w, e)) <= b.floorAt(e) {
 			return budgetToken{w: w, epoch: e}, true
 		}
 		add(w, e, -1)
@@ -292,6 +297,19 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	}
 	add(w, e, -1)
 	return budgetToken{}, false
+}
+
+// floorAt returns how many retries the floor pays for in epoch's second:
+// what the window's deposits, spread over its seconds, fall short of
+// minPerSec, rounded up. A client whose deposits alone pay minPerSec a
+// second has no floor, so that in an outage the floor adds nothing to a
+// busy client's load; one with little traffic keeps all of it.
+func (b *retryBudget) floorAt(epoch uint64) float64 {
+	if b.ratio == 0 {
+		return float64(b.minPerSec)
+	}
+	perSec := b.ratio * float64(b.requestsIn(epoch, budgetBuckets)) / budgetBuckets
+	return max(math.Ceil(float64(b.minPerSec)-perSec), 0)
 }
 
 // Fail records an attempt that failed at now with a retryable error, or by
@@ -320,6 +338,6 @@ func (b *retryBudget) Tokens(now time.Time) float64 {
 	}
 	e := epochOf(now)
 	dep := b.earned(e, budgetBuckets) - float64(sum(&b.spent, e, budgetBuckets))
-	fl := float64(b.minPerSec - read(&b.floor[e%budgetBuckets], e))
+	fl := b.floorAt(e) - float64(read(&b.floor[e%budgetBuckets], e))
 	return max(dep, 0) + max(fl, 0)
 }

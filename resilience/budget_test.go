@@ -154,25 +154,72 @@ func paidFromDeposits(b *retryBudget, tok budgetToken) bool {
 // bound holds only for windows that end with a retry paid from deposits: at
 // ratio 0.5 and a floor of 1/s, 14 requests in second 0 save 7 tokens, and
 // one request in each of seconds 1 to 10 lets each of seconds 1 to 9 spend
-// one of them (a second pays no more than it earned, rounded up: 0.5 → 1),
-// on top of one from the floor in each of seconds 1 to 10. The window of
-// seconds 1 to 10 holds 10 requests and ends with a retry paid from the
-// floor: it holds 19 retries, more than ⌊0.5 × 10⌋ + 10 = 15.
+// one of them (a second pays no more than it earned, rounded up: 0.5 → 1).
+// The window of seconds 1 to 10 holds 10 requests, ⌊0.5 × 10⌋ = 5 tokens,
+// and ends with a retry paid from the floor (the window's deposits are
+// spent): 9 of its retries were paid from deposits.
 func TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits(t *testing.T) {
 	b := newRetryBudget(0.5, 1)
 	for range 14 {
 		b.Deposit(t0)
 	}
-	granted := 0
+	fromDeposits := 0
+	var last budgetToken
 	for s := 1; s <= 10; s++ {
 		now := t0.Add(time.Duration(s) * time.Second)
 		b.Deposit(now)
-		for b.Withdraw(now) {
-			granted++
+		for {
+			tok, ok := b.take(now)
+			if !ok {
+				break
+			}
+			if paidFromDeposits(b, tok) {
+				fromDeposits++
+			}
+			last = tok
 		}
 	}
-	if granted != 19 {
-		t.Fatalf("granted %d retries in seconds 1 to 10, want 19 (10 from the floor, 9 from the deposits)", granted)
+	if fromDeposits != 9 {
+		t.Fatalf("%d retries in seconds 1 to 10 paid from deposits, want 9", fromDeposits)
+	}
+	if paidFromDeposits(b, last) {
+		t.Fatal("the last retry of second 10 was paid from deposits, want the floor")
+	}
+}
+
+// TestBudgetFloorTopsUpDeposits: the floor pays what the window's deposits,
+// spread over its ten seconds, fall short of minPerSec a second.
+func TestBudgetFloorTopsUpDeposits(t *testing.T) {
+	tests := []struct {
+		name     string
+		perSec   int // requests a second, for ten seconds
+		wantFrom int // retries from the floor in the last second
+	}{
+		{"no traffic: the whole floor", 0, 10},
+		{"deposits of 5 a second: half", 50, 5},
+		{"deposits of 9.5 a second: rounded up, 1", 95, 1},
+		{"deposits of 10 a second: none", 100, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0.1, 10)
+			for s := range 10 {
+				for range tc.perSec {
+					b.Deposit(t0.Add(time.Duration(s) * time.Second))
+				}
+			}
+			now := t0.Add(9 * time.Second)
+			for range 1000 { // failures enough that the deposits pay nothing
+				b.Fail(now, true)
+			}
+			got := 0
+			for b.Withdraw(now) {
+				got++
+			}
+			if got != tc.wantFrom {
+				t.Errorf("withdrew %d, want %d from the floor", got, tc.wantFrom)
+			}
+		})
 	}
 }
 
@@ -432,8 +479,9 @@ func TestBudgetPaysNoMoreInASecondThanItEarned(t *testing.T) {
 // in the budget's terms: 100 requests a second succeed for ten seconds,
 // then every attempt times out and asks for a retry. The window has saved
 // 100 tokens, but only the outage's first second pays from them, less than
-// the 10 a second deposits; then only the floor, until the outage's seconds
-// leave the window after it ends.
+// the 10 a second deposits; then nothing (the deposits earn more than the
+// floor of 2, so there is none), until the outage's seconds leave the
+// window after it ends.
 func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 	b := newRetryBudget(0.1, 2)
 	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -456,12 +504,12 @@ func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 			}
 		}
 	}
-	if paid[10] >= 2+10 || paid[10] <= 2 {
-		t.Errorf("the outage's first second paid %d retries, want the floor (2) and fewer than a second's deposits (10)", paid[10])
+	if paid[10] >= 10 || paid[10] == 0 {
+		t.Errorf("the outage's first second paid %d retries, want some, fewer than a second's deposits (10)", paid[10])
 	}
 	for s := 11; s < 15; s++ {
-		if paid[s] != 2 {
-			t.Errorf("second %d of the outage paid %d retries, want the floor's 2", s-10, paid[s])
+		if paid[s] != 0 {
+			t.Errorf("second %d of the outage paid %d retries, want none", s-10, paid[s])
 		}
 	}
 	for s := 15; s < 25; s++ { // calm again
@@ -469,10 +517,10 @@ func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 			b.Deposit(sec(s))
 		}
 	}
-	if got := b.Tokens(sec(22)); got != 2 { // the window: seconds 13 to 22
-		t.Errorf("Tokens = %v while the outage is in the window, want the floor's 2", got)
+	if got := b.Tokens(sec(22)); got != 0 { // the window: seconds 13 to 22
+		t.Errorf("Tokens = %v while the outage is in the window, want 0", got)
 	}
-	if got := b.Tokens(sec(24)); got <= 2 { // seconds 15 to 24
+	if got := b.Tokens(sec(24)); got <= 0 { // seconds 15 to 24
 		t.Errorf("Tokens = %v once the outage has left the window, want deposits again", got)
 	}
 }
