@@ -119,7 +119,9 @@ func shiftOnce(res *ShiftResult, wrap func(http.RoundTripper) http.RoundTripper,
 					return
 				case <-t.C:
 					var d time.Duration
-					tr.EachHedgeDelay(func(_ string, delay time.Duration, _ bool) { d = delay })
+					for _, h := range tr.Stats().Hosts {
+						d = h.HedgeDelay
+					}
 					delays = append(delays, d)
 				}
 			}

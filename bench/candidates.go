@@ -79,14 +79,14 @@ func (k *otelKit) shutdown() {
 func gotryTelemetry(base http.RoundTripper, k *otelKit, opts ...transport.Option) http.RoundTripper {
 	tel := telemetry.New(telemetry.WithTracerProvider(k.tp), telemetry.WithMeterProvider(k.mp),
 		telemetry.WithPropagators(k.prop), telemetry.WithLogger(k.log))
-	return transport.New(base, append(opts, transport.WithHooks(tel.Hooks()))...)
+	return transport.New(base, append(opts, tel.Transport())...)
 }
 
 // gotryArmed has every protection armed on the success path: a breaker,
 // hedging that never fires (1s) and a per-attempt timeout.
 func gotryArmed(base http.RoundTripper) http.RoundTripper {
 	return transport.New(base,
-		transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+		transport.WithBreaker(resilience.BreakerConfig{}),
 		transport.WithHedging(time.Second, 1),
 		transport.WithPerAttemptTimeout(5*time.Second))
 }

@@ -76,7 +76,7 @@ func runOutage(cfg *Config) (*OutageResult, error) {
 	cfg.progress("outage: gotry breaker")
 	base := newLoopbackBase()
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: gotryRetry(base, outageRetry, transport.WithCircuitBreaker(resilience.BreakerConfig{}))}
+	client := &http.Client{Transport: gotryRetry(base, outageRetry, transport.WithBreaker(resilience.BreakerConfig{}))}
 	be.reset()
 	be.downUntil.Store(time.Now().Add(time.Hour).UnixNano())
 	var (

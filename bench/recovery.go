@@ -47,7 +47,7 @@ func runRecovery(cfg *Config) (*RecoveryResult, error) {
 		wrap func(http.RoundTripper) http.RoundTripper
 	}{
 		{"gotry + breaker (open 1s)", func(b http.RoundTripper) http.RoundTripper {
-			return gotryRetry(b, outageRetry, transport.WithCircuitBreaker(recoveryBreaker))
+			return gotryRetry(b, outageRetry, transport.WithBreaker(recoveryBreaker))
 		}},
 		{"gotry defaults, no breaker", func(b http.RoundTripper) http.RoundTripper { return gotryRetry(b, outageRetry) }},
 		{"go-retryablehttp", func(b http.RoundTripper) http.RoundTripper { return retryableHTTP(b, outageRetry) }},

@@ -214,7 +214,7 @@ func (m Metric) HasLabel(label string) bool {
 // new slice on each call.
 func Contract() []Metric {
 	// gotry_transport is optional on every family: it names the transport
-	// (telemetry.NamedHooks and ObserveTransport) when a process runs more
+	// (telemetry.Name, given to Telemetry.Transport) when a process runs more
 	// than one.
 	return []Metric{
 		{MetricRequestDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelReason, LabelTransport}},

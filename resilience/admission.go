@@ -3,55 +3,72 @@ package resilience
 import (
 	"errors"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // Admission: the breaker, the concurrency limit and the budget decide
 // whether a call, and each further attempt, may go ahead. Refusals fire
 // their hooks here.
 
-// admit finds the call's host, asks its breaker and its concurrency limit
-// to admit the call and lets the operation prepare it; it reports false
-// with the call's result when the call ends here.
-func (r *run[T]) admit() (ticket, Result[T], bool) {
+// admit finds the call's host and asks its breaker to admit the call; it
+// reports false with the call's result when the call ends here. A probe's
+// ticket is held from the moment the breaker issues it: the caller
+// (execute) arms unwindProbe for it before anything that may panic runs.
+func (r *run[T]) admit() (ticket, transition, Result[T], bool) {
 	e, c := r.e, r.c
-	var tk ticket
+	var (
+		tk ticket
+		tr transition
+	)
 	if e.hosts != nil && c.Key != "" {
-		if r.host = e.hosts.get(c.Key, r.now()); r.host == nil {
+		if r.host = e.hosts.get(c.Key, e.seconds.Time()); r.host == nil {
 			e.hosts.untrackedCall()
 		}
 	}
 	if e.breakers != nil && c.Key != "" {
-		t, tr, err := e.breakers.allow(r.host, c.Key, r.now(), true)
-		r.report(tr)
+		t, trn, err := e.breakers.allow(r.host, c.Key, e.seconds.Time(), true)
 		if err != nil {
+			r.report(trn)
 			if h := e.hooks.OnBreakerReject; h != nil {
 				var coe *CircuitOpenError
 				errors.As(err, &coe)
 				h(BreakerRejectEvent{Event: r.event(), State: coe.State})
 			}
-			return ticket{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
+			return ticket{}, transition{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
 		}
-		tk = t
+		tk, tr = t, trn
 	}
 	if tk.Probe() {
-		r.probe = true
+		r.probe, r.probeHeld = true, true
 		r.maxAttempts = 1
 	}
+	return tk, tr, Result[T]{}, true
+}
+
+// prepare reports the breaker's transition of admit (tr), takes the first
+// attempt's permit of the concurrency limit into tk (before anything is
+// read of the request, so a shed call costs nothing) and lets the
+// operation prepare the call; it reports false with the call's result when
+// the call ends here. A permit taken is held (permitHeld) until the first
+// attempt takes it over: the caller arms unwindPermit for it.
+func (r *run[T]) prepare(tk *ticket, tr transition) (Result[T], bool) {
+	e, c := r.e, r.c
+	r.report(tr)
 	if l := r.limiter(); l != nil {
 		if err := r.admitFirst(l); err != nil {
-			r.report(e.breakers.done(tk, outcomeIgnore, e.seconds.Time()))
-			return ticket{}, r.end(Result[T]{Err: err}, ReasonOverloaded), false
+			r.probeHeld = false
+			r.report(e.breakers.done(*tk, outcomeIgnore, e.seconds.Time()))
+			return r.end(Result[T]{Err: err}, ReasonOverloaded), false
 		}
-		tk.lim = l
+		tk.lim, r.permitHeld = l, true
 	}
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
-		r.report(e.breakers.done(tk, outcomeIgnore, e.seconds.Time()))
+		r.probeHeld = false
+		r.report(e.breakers.done(*tk, outcomeIgnore, e.seconds.Time()))
+		r.permitHeld = false
 		tk.releasePermit(time.Time{}, 0, limitIgnore)
-		return ticket{}, r.end(Result[T]{Err: err}, ReasonNotRetryable), false
+		return r.end(Result[T]{Err: err}, ReasonNotRetryable), false
 	}
 	if n < r.maxAttempts {
 		r.maxAttempts = max(1, n)
@@ -60,7 +77,34 @@ func (r *run[T]) admit() (ticket, Result[T], bool) {
 	if r.probe {
 		r.limitReason = ReasonCircuitOpen
 	}
-	return tk, Result[T]{}, true
+	return Result[T]{}, true
+}
+
+// unwindProbe returns the probe slot that ticket t holds when the call is
+// unwound by a panic (of a hook, Prepare, Do or Classify, which propagate)
+// before its one attempt settled: without it, the half-open breaker would
+// count the probe in flight forever and reject every later request. The
+// probe counts as neither success nor failure, so the next request is
+// admitted as a probe again. It is deferred only for a probe, so a call
+// through a closed breaker (or none) runs no defer for it; on a call that
+// returns it finds the slot already returned and does nothing.
+func (r *run[T]) unwindProbe(t ticket) {
+	if !r.probeHeld {
+		return
+	}
+	r.probeHeld = false
+	r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()) // no transition: the outcome is ignored
+	r.first.own.cancel(ErrAttemptLost)                      // the probe's attempt, if it had its own context
+}
+
+// unwindPermit returns the first attempt's permit when the call is unwound
+// by a panic (of a hook or Prepare) before the attempt took it over; once
+// it has, the attempt returns it (see exec).
+func (r *run[T]) unwindPermit(l *limiter) {
+	if r.permitHeld {
+		r.permitHeld = false
+		l.release(time.Time{}, 0, limitIgnore)
+	}
 }
 
 // limiter returns the concurrency limit the call's attempts need a permit
@@ -118,24 +162,6 @@ func (r *run[T]) shed(l *limiter, k AttemptKind, waited time.Duration) error {
 			Limit: lim, InFlight: n, Waited: waited})
 	}
 	return &OverloadError{Key: r.c.Key, Limit: lim, InFlight: n, Waited: waited}
-}
-
-// now is the call's start when it was read (see Engine.timed), else the
-// current second: what the budget and a closed breaker need.
-func (r *run[T]) now() time.Time {
-	if r.e.timed {
-		return r.start
-	}
-	return r.e.seconds.Time()
-}
-
-// clockNow reads the engine's clock for the call's timing: cheaply, from the
-// call's start (see clock.NowFrom), when the call was timed from its start.
-func (r *run[T]) clockNow() time.Time {
-	if r.start.IsZero() {
-		return r.e.clock.Now()
-	}
-	return clock.NowFrom(r.e.clock, r.start)
 }
 
 // report forwards a breaker transition to the hook, in the call's context.

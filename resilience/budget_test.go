@@ -562,7 +562,7 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 				}
 				Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 1, PerAttemptTimeout: tc.timeout}})
 			}
-			if got := e.BudgetTokens(); got != tc.wantTokens {
+			if got := e.Stats().BudgetTokens; got != tc.wantTokens {
 				t.Errorf("BudgetTokens = %v after 10 calls, want %v", got, tc.wantTokens)
 			}
 		})
@@ -580,7 +580,7 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 			t.Fatalf("%d attempts, want 2 (the retry paid from 10.5 deposited)", op.Calls())
 		}
 		// 21 deposits (10.5), two failures (1), one retry (1).
-		if got := e.BudgetTokens(); got != 8.5 {
+		if got := e.Stats().BudgetTokens; got != 8.5 {
 			t.Errorf("BudgetTokens = %v, want 8.5", got)
 		}
 	})

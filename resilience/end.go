@@ -70,7 +70,7 @@ func (r *run[T]) wrap(err error, reason EndReason) error {
 func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
 	r.decide()
 	if h := r.e.hooks.OnCallEnd; h != nil {
-		now := r.clockNow()
+		now := r.e.clock.Now()
 		h(CallEndEvent{Event: r.event(), Start: r.start,
 			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
 			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe, Returned: res.Attempt})

@@ -2,7 +2,6 @@ package resilience
 
 import (
 	"context"
-	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -37,14 +36,10 @@ type Engine struct {
 	adaptive *AdaptiveHedging  // nil when adaptive hedging is off
 	limit    *ConcurrencyLimit // nil without a concurrency limit
 	seconds  *clock.Seconds    // the current second, for the budget's deposits (see clock.Seconds)
-	queues   *clock.Queues     // inline hedge delays and per-attempt timeouts (see timers.go)
 	// timed: something wants each call's start time (a call hook,
 	// adaptive hedging); otherwise a call reads no clock on its success
 	// path (the budget and a closed breaker make do with the second).
 	timed bool
-	// keyed: calls need their Key (for the breaker, adaptive hedging or a
-	// hook); see Keyed.
-	keyed bool
 	// plain: no hook can fire before a call's first result is judged or
 	// when it ends, and there is no breaker or adaptive state, so a call's
 	// first attempt can run with no run state at all (see Execute).
@@ -99,7 +94,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		cfg.Clock = clock.Real()
 	}
 	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks,
-		seconds: clock.SecondsOf(cfg.Clock), queues: clock.QueuesOf(cfg.Clock)}
+		seconds: clock.SecondsOf(cfg.Clock)}
 	if cfg.MaxKeys < 0 {
 		panic("resilience: EngineConfig.MaxKeys must not be negative, got " + strconv.Itoa(cfg.MaxKeys))
 	}
@@ -123,93 +118,15 @@ func NewEngine(cfg EngineConfig) *Engine {
 	}
 	h := &e.hooks
 	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.adaptive != nil
-	e.keyed = e.hosts != nil || !e.hooks.empty()
 	e.plain = !e.timed && e.hosts == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
 }
-
-// empty reports whether no hook is set. (By reflection, once per engine, so
-// a new hook needs no edit here.)
-func (h Hooks) empty() bool {
-	v := reflect.ValueOf(h)
-	for i := range v.NumField() {
-		if !v.Field(i).IsNil() {
-			return false
-		}
-	}
-	return true
-}
-
-// EachHedgeDelay calls fn for every key tracked by adaptive hedging with its
-// current hedge delay and whether the key is warm (has enough samples). fn
-// runs with no lock held. For gauges; does nothing without adaptive hedging.
-func (e *Engine) EachHedgeDelay(fn func(key string, delay time.Duration, warm bool)) {
-	if e.adaptive != nil {
-		now := e.clock.Now()
-		e.hosts.each(func(h *host) {
-			if k := h.hedge.Load(); k != nil {
-				fn(h.key, k.current(now), k.warm.Load())
-			}
-		})
-	}
-}
-
-// MaxExtraLoad returns adaptive hedging's cap on extra load
-// (AdaptiveHedging.MaxExtraLoad), or 0 without adaptive hedging. For gauges.
-func (e *Engine) MaxExtraLoad() float64 {
-	if e.adaptive == nil {
-		return 0
-	}
-	return e.adaptive.MaxExtraLoad
-}
-
-// BreakerState returns key's breaker state (closed when breaking is off or
-// the key is not tracked).
-func (e *Engine) BreakerState(key string) BreakerState {
-	if e.breakers == nil {
-		return BreakerClosed
-	}
-	return e.breakers.State(key, e.clock.Now())
-}
-
-// EachBreaker calls fn for every tracked key with its breaker state, with no
-// lock held. It does nothing when breaking is off.
-func (e *Engine) EachBreaker(fn func(key string, s BreakerState)) {
-	e.EachBreakerFor(func(key string, s BreakerState, _ time.Duration) { fn(key, s) })
-}
-
-// EachBreakerFor is EachBreaker that also says how long each breaker has
-// been in its state, by the engine's clock (a breaker whose open period
-// ended is half-open since that moment). For gauges.
-func (e *Engine) EachBreakerFor(fn func(key string, s BreakerState, in time.Duration)) {
-	if e.breakers != nil {
-		now := e.clock.Now()
-		e.breakers.Each(now, func(key string, s BreakerState, since time.Time) { fn(key, s, now.Sub(since)) })
-	}
-}
-
-// UntrackedAdmissions returns how many calls were served untracked because
-// every tracked key was pinned by an open breaker (see EngineConfig.MaxKeys).
-func (e *Engine) UntrackedAdmissions() uint64 {
-	if e.hosts == nil {
-		return 0
-	}
-	return e.hosts.untracked.Load()
-}
-
-// Keyed reports whether the engine uses a Call's Key: for its breakers, its
-// adaptive hedging state or its hooks. When it does not, an adapter may leave
-// the key empty rather than compute it.
-func (e *Engine) Keyed() bool { return e.keyed }
 
 // Hooks returns the engine's hooks.
 func (e *Engine) Hooks() Hooks { return e.hooks }
 
 // Now reads the engine's clock.
 func (e *Engine) Now() time.Time { return e.clock.Now() }
-
-// BudgetTokens returns the budget's tokens now (+Inf without a budget).
-func (e *Engine) BudgetTokens() float64 { return e.budget.Tokens(e.clock.Now()) }
 
 // Policy is the retry and hedging policy of one call.
 type Policy struct {
@@ -286,6 +203,27 @@ type AttemptInfo struct {
 	Carrier any
 }
 
+// prompt may be implemented by an Operation whose Do returns promptly once
+// its context is cancelled (an HTTP round trip over http.Transport does);
+// CancelsPromptly is the promise, and does nothing. A hedging call then
+// runs each attempt on the caller's goroutine until a hedge actually fires,
+// so hedging costs no goroutine or channel on the success path; a hedge
+// that wins cancels the caller's attempt and is returned once that attempt
+// has returned. Without the promise every attempt of a hedging call runs on
+// a goroutine of its own, so a winner is returned at once even while a
+// loser ignores its cancellation.
+type prompt interface{ CancelsPromptly() }
+
+// recycler may be implemented by an Operation that its adapter reuses from
+// call to call (the transport pools its own). The engine calls Recycle as
+// Execute returns, on the caller's goroutine, when nothing but the caller
+// can use the Operation any more: every attempt ran on the caller's
+// goroutine and no timer's callback may still run. Otherwise it never
+// calls it (after a hedge fired, a late attempt may still be using the
+// Operation), and the Operation is left to the garbage collector. The
+// adapter must not touch the Operation after Execute returns either way.
+type recycler interface{ Recycle() }
+
 // carrier may be implemented by an Operation whose attempts carry metadata
 // of their own that hooks may write (the transport: each attempt's copy of
 // the request headers, for trace context). The engine calls NewCarrier
@@ -336,15 +274,6 @@ type Call[T any] struct {
 	Policy Policy
 	// Op makes and judges the attempts.
 	Op Operation[T]
-	// Cancelable promises that Op.Do returns promptly once its context is
-	// cancelled (an HTTP round trip over http.Transport does). A hedging
-	// call then runs each attempt on the caller's goroutine until a hedge
-	// actually fires, so hedging costs no goroutine or channel on the
-	// success path; a hedge that wins cancels the caller's attempt and is
-	// returned once that attempt has returned. Without the promise every
-	// attempt of a hedging call runs on a goroutine of its own, so a winner
-	// is returned at once even while a loser ignores its cancellation.
-	Cancelable bool
 }
 
 // Result is what Execute returns.
@@ -362,13 +291,6 @@ type Result[T any] struct {
 	Attempt int
 	// Context is that attempt's context.
 	Context context.Context
-	// Detached reports that something besides the caller may still use
-	// the Operation after Execute returned: an attempt on a goroutine of
-	// its own (a hedge fired, or a hedging call that is not Cancelable), or
-	// a timer's callback that fired as its attempt answered. Otherwise
-	// every attempt ran on the caller's goroutine and nothing holds the
-	// Operation any more.
-	Detached bool
 
 	fin Finisher // what Finish does
 }
@@ -377,17 +299,14 @@ type Result[T any] struct {
 // HTTP: when the response body is closed or read to EOF): it cancels the
 // attempt's own context, if it has one, and fires OnResultDone with err (an
 // error that ended the use early, or nil). Call it once for a result with a
-// Value; it does nothing for one without, or when NeedsFinish is false.
+// Value; it does nothing for one without.
 func (r *Result[T]) Finish(err error) { r.fin.Finish(err) }
 
 // Finisher returns what Finish does, in a few words, for an adapter that
 // keeps it until the value's use ends (the transport keeps one in every
-// response body it wraps).
-func (r *Result[T]) Finisher() Finisher { return r.fin }
-
-// NeedsFinish reports whether Finish does anything, so an adapter can spare
-// arranging to call it (for HTTP: wrapping the response body).
-func (r *Result[T]) NeedsFinish() bool { return r.fin.Needed() }
+// response body it wraps), and whether it does anything at all, so the
+// adapter can spare arranging to call it (for HTTP: wrapping the body).
+func (r *Result[T]) Finisher() (f Finisher, needed bool) { return r.fin, r.fin.needed() }
 
 // Finisher ends a returned result: see Result.Finish. The zero value does
 // nothing. It is a value of a few words, kept whole (an adapter stores it
@@ -415,5 +334,5 @@ func (f *Finisher) Finish(err error) {
 	}
 }
 
-// Needed reports whether Finish does anything.
-func (f *Finisher) Needed() bool { return f.own.set() || f.done.hook != nil }
+// needed reports whether Finish does anything.
+func (f *Finisher) needed() bool { return f.own.set() || f.done.hook != nil }

@@ -33,6 +33,7 @@ type scripted struct {
 	mu       sync.Mutex
 	calls    int
 	released []int
+	recycled int
 	retained []int
 	ctxs     []context.Context
 }
@@ -86,6 +87,41 @@ func (s *scripted) Release(v int) {
 	s.mu.Lock()
 	s.released = append(s.released, v)
 	s.mu.Unlock()
+}
+
+// Recycle counts the engine's recycling of s (see recycler).
+func (s *scripted) Recycle() {
+	s.mu.Lock()
+	s.recycled++
+	s.mu.Unlock()
+}
+
+// detached reports whether the engine never recycled s: something besides
+// the caller may still have been using it when Execute returned.
+func (s *scripted) detached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recycled == 0
+}
+
+// promptOp marks an Operation as cancelling promptly (see prompt),
+// forwarding Recycle to it.
+type promptOp[T any] struct{ Operation[T] }
+
+func (promptOp[T]) CancelsPromptly() {}
+
+func (p promptOp[T]) Recycle() {
+	if r, ok := p.Operation.(recycler); ok {
+		r.Recycle()
+	}
+}
+
+// promptly returns op marked as cancelling promptly when yes is set.
+func promptly[T any](op Operation[T], yes bool) Operation[T] {
+	if yes {
+		return promptOp[T]{op}
+	}
+	return op
 }
 
 func (s *scripted) Calls() int {
@@ -367,13 +403,13 @@ func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	if op.Calls() != 2 || res.Value != 503 || !rec.end.Probe || rec.end.Reason != ReasonCircuitOpen {
 		t.Fatalf("probe: calls %d res %+v end %+v", op.Calls(), res, rec.end)
 	}
-	if e.BreakerState("h") != BreakerOpen {
+	if h, _ := e.Stats().Host("h"); h.Breaker != BreakerOpen {
 		t.Fatal("failed probe did not re-open the breaker")
 	}
 }
 
 // Both hedging modes: attempts on goroutines from the start, and a
-// Cancelable call whose first attempt runs on the caller's goroutine.
+// prompt call (see prompt) whose first attempt runs on the caller's goroutine.
 func TestEngineHedgeWinsAndLoserIsCancelled(t *testing.T) {
 	for _, cancelable := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cancelable=%v", cancelable), func(t *testing.T) { testHedgeWins(t, cancelable) })
@@ -385,13 +421,13 @@ func testHedgeWins(t *testing.T, cancelable bool) {
 	rec := &recorder{}
 	e := newTestEngine(fc, rec, EngineConfig{})
 	op := &scripted{steps: []step{{block: true}, {v: 200}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: cancelable, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 50 * time.Millisecond}})
+	done := runAsync(context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 50 * time.Millisecond}})
 	if !fc.WaitForArmed(1, 5*time.Second) {
 		t.Fatal("hedge timer never armed")
 	}
 	fc.Advance(50 * time.Millisecond)
 	res := <-done
-	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.NeedsFinish() {
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.fin.needed() {
 		t.Fatalf("res %+v", res)
 	}
 	res.Finish(nil)
@@ -440,7 +476,7 @@ func testRetryableWhileInFlight(t *testing.T, cancelable bool) {
 	e := newTestEngine(fc, rec, EngineConfig{})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 200}, {v: 503, retryable: true}, {v: 201}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: cancelable, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second, Backoff: Constant(time.Hour)}})
+	done := runAsync(context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second, Backoff: Constant(time.Hour)}})
 	fc.WaitForArmed(1, 5*time.Second)
 	fc.Advance(time.Second) // hedge (attempt 2) launches and fails at once; attempt 3 follows with no sleep
 	res := <-done
@@ -522,7 +558,7 @@ func TestEngineNeverExceedsMaxAttempts(t *testing.T) {
 		op := &countingOp{scripted: &scripted{steps: steps}, calls: &calls, delay: time.Duration(rapid.IntRange(0, 200).Draw(t, "us")) * time.Microsecond}
 		e := NewEngine(EngineConfig{})
 		cancelable := rapid.Bool().Draw(t, "cancelable")
-		Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: cancelable, Policy: Policy{MaxAttempts: maxAttempts, MaxHedges: hedges, HedgeDelay: 50 * time.Microsecond}})
+		Execute[int](context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: maxAttempts, MaxHedges: hedges, HedgeDelay: 50 * time.Microsecond}})
 		if c := int(calls.Load()); c > maxAttempts {
 			t.Fatalf("%d attempts, MaxAttempts %d", c, maxAttempts)
 		}
@@ -562,15 +598,16 @@ func TestEnginePanicOnAttemptGoroutinePropagatesToCaller(t *testing.T) {
 	}
 }
 
-// Result.Detached tells an adapter whether a late attempt may still use its
-// Operation after Execute returned: only when the call hedged.
-func TestResultDetachedOnlyWhenHedging(t *testing.T) {
-	op := &scripted{steps: []step{{v: 200}}}
-	seq := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, PerAttemptTimeout: time.Hour}})
-	hedged := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
-	seq.Finish(nil)
-	hedged.Finish(nil)
-	if seq.Detached || !hedged.Detached {
-		t.Errorf("Detached: sequential %v, hedged %v; want false, true", seq.Detached, hedged.Detached)
+// An Operation is recycled (see recycler) only when no late attempt may
+// still use it after Execute returned: not when the call hedged on
+// goroutines of its own.
+func TestRecycledOnlyWhenNotHedging(t *testing.T) {
+	seq, hedged := &scripted{steps: []step{{v: 200}}}, &scripted{steps: []step{{v: 200}}}
+	r1 := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: seq, Policy: Policy{MaxAttempts: 3, PerAttemptTimeout: time.Hour}})
+	r2 := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: hedged, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
+	r1.Finish(nil)
+	r2.Finish(nil)
+	if seq.detached() || !hedged.detached() {
+		t.Errorf("detached: sequential %v, hedged %v; want false, true", seq.detached(), hedged.detached())
 	}
 }

@@ -47,14 +47,15 @@ func ExampleRetry_giveUp() {
 }
 
 // One Retrier per dependency, shared by every call to it, so its budget and
-// breakers have memory. Hooks observe every call (telemetry.Hooks() is the
-// usual set); here one counts the retries.
+// breakers have memory. Hooks observe every call (telemetry's
+// Telemetry.Retrier option is the usual set); here one counts the retries,
+// and Stats reads the breaker.
 func ExampleNewRetrier() {
 	retries := 0
 	r := resilience.NewRetrier(
 		resilience.WithMaxAttempts(4),
 		resilience.WithBackoff(resilience.ExponentialJitter(time.Millisecond, 10*time.Millisecond)),
-		resilience.WithAttemptTimeout(time.Second),
+		resilience.WithPerAttemptTimeout(time.Second),
 		resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 5}),
 		resilience.WithHooks(resilience.Hooks{
 			OnRetry: func(e resilience.RetryEvent) { retries++ },
@@ -67,7 +68,8 @@ func ExampleNewRetrier() {
 		}
 		return n, nil
 	})
-	fmt.Println(err, retries, r.Engine().BreakerState("queue.publish"))
+	st, _ := r.Stats().Host("queue.publish")
+	fmt.Println(err, retries, st.Breaker)
 	// Output: <nil> 2 closed
 }
 

@@ -8,8 +8,9 @@ import (
 	"github.com/MrVSiK/gotry/internal/clock"
 )
 
-// Hedging, in two phases, for a Cancelable call (any other hedging call
-// runs every attempt on a goroutine of its own, with the caller driving).
+// Hedging, in two phases, for a call whose Operation cancels promptly (see
+// prompt; any other hedging call runs every attempt on a goroutine of its
+// own, with the caller driving).
 //
 // Until a hedge fires, a hedging call costs what a sequential one does: the
 // caller's goroutine runs each attempt itself ("inline"), with a pooled
@@ -67,7 +68,7 @@ func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
 func (r *run[T]) inlineReturned(a *attempt[T]) {
 	ht := a.ht
 	a.ht = nil
-	if ht.t.Stop() { // answered within the delay: no hedge, nobody else involved
+	if ht.stop() { // answered within the delay: no hedge, nobody else involved
 		if r.lingering { // an earlier timer's callback may still look
 			r.mu.Lock()
 			r.inline, r.ht = nil, nil
@@ -75,7 +76,7 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 		} else {
 			r.inline, r.ht = nil, nil
 		}
-		ht.target = nil
+		ht.r = nil
 		r.spareHT = ht // for the call's next inline attempt, or the run's next call
 		return
 	}
@@ -95,20 +96,16 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 
 // armInline arms a hedge timer for the inline attempt a, unless a is the
 // last attempt the call may make.
-func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
+func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer[T] {
 	if r.launched >= r.maxAttempts {
 		return nil
 	}
-	if r.self == nil {
-		r.self = r
-	}
 	ht := r.spareHT
 	if ht == nil {
-		ht = new(hedgeTimer)
-		ht.t.F = ht.fire
+		ht = new(hedgeTimer[T])
 	}
 	r.spareHT = nil
-	ht.target = &r.self
+	ht.r = r
 	a.ht = ht
 	a.lateTimeout = r.c.Policy.PerAttemptTimeout > r.hedgeDelay
 	if r.lingering {
@@ -119,11 +116,11 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer {
 		r.mu.Unlock()
 	} else {
 		// No timer of this call ever fired, so no other goroutine knows r;
-		// arming ht publishes these to its callback (the queue's lock
+		// arming ht publishes these to its callback (arming a timer
 		// orders the two).
 		r.inline, r.ht = a, ht
 	}
-	r.e.queues.Arm(&ht.t, r.hedgeDelay)
+	ht.arm(r.e.clock, r.hedgeDelay)
 	return ht
 }
 
@@ -135,11 +132,11 @@ func (r *run[T]) inlinePanicked(a *attempt[T]) {
 	r.inline = nil
 	r.waitAdmission()
 	if r.ht != nil {
-		r.ht.t.Stop()
+		r.ht.stop()
 		r.ht = nil
 	}
 	if a.timer != nil { // armed late by the hedge timer's callback
-		a.timer.t.Stop()
+		a.timer.stop()
 	}
 	r.lingering = true
 	if r.concurrent && !r.decided {
@@ -152,7 +149,7 @@ func (r *run[T]) inlinePanicked(a *attempt[T]) {
 // hedgeFired runs on the hedge timer's goroutine when the delay passed. If
 // the caller is still in its attempt and a hedge may launch, this goroutine
 // takes the call over and drives it to its end.
-func (r *run[T]) hedgeFired(ht *hedgeTimer) {
+func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	r.mu.Lock()
 	if r.ht != ht || r.inline == nil || r.decided {
 		r.mu.Unlock() // stale: the attempt answered first

@@ -51,7 +51,7 @@ func TestCancelableHedgingRunsOnTheCallersGoroutine(t *testing.T) {
 	op := &stackOp{marker: "TestCancelableHedgingRunsOnTheCallersGoroutine",
 		scripted: scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}}}
 	e := NewEngine(EngineConfig{})
-	res := Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+	res := Execute[int](context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour, PerAttemptTimeout: time.Hour}})
 	res.Finish(nil)
 	if res.Err != nil || res.Value != 200 || res.Attempt != 2 {
@@ -60,15 +60,15 @@ func TestCancelableHedgingRunsOnTheCallersGoroutine(t *testing.T) {
 	if len(op.inline) != 2 || !op.inline[0] || !op.inline[1] {
 		t.Errorf("attempts on the caller's goroutine: %v, want [true true]", op.inline)
 	}
-	if res.Detached {
-		t.Error("Detached with no hedge fired: nothing else holds the call")
+	if op.detached() {
+		t.Error("not recycled with no hedge fired: nothing else holds the call")
 	}
 	// Without the promise, the same call runs its attempts on goroutines.
 	op2 := &stackOp{marker: "TestCancelableHedgingRunsOnTheCallersGoroutine", scripted: scripted{steps: []step{{v: 200}}}}
 	res = Execute[int](context.Background(), e, Call[int]{Op: op2, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
 	res.Finish(nil)
-	if len(op2.inline) != 1 || op2.inline[0] || !res.Detached {
-		t.Errorf("not Cancelable: inline %v detached %v, want [false] true", op2.inline, res.Detached)
+	if len(op2.inline) != 1 || op2.inline[0] || !op2.detached() {
+		t.Errorf("not prompt: inline %v detached %v, want [false] true", op2.inline, op2.detached())
 	}
 }
 
@@ -80,7 +80,7 @@ func TestCancelableHedgeTakesOverWhileTheCallerWaits(t *testing.T) {
 	rec := &recorder{}
 	e := newTestEngine(fc, rec, EngineConfig{})
 	op := &stackOp{marker: "resilience.runAsync", scripted: scripted{steps: []step{{block: true}, {v: 200}}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
 	if !fc.WaitForArmed(1, 5*time.Second) {
 		t.Fatal("hedge timer never armed")
@@ -88,7 +88,7 @@ func TestCancelableHedgeTakesOverWhileTheCallerWaits(t *testing.T) {
 	fc.Advance(time.Second)
 	res := <-done
 	res.Finish(nil)
-	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !res.Detached {
+	if res.Err != nil || res.Value != 200 || res.Attempt != 2 || !op.detached() {
 		t.Fatalf("res %+v", res)
 	}
 	op.mu.Lock()
@@ -112,7 +112,7 @@ func TestCancelableCallersAttemptWinsAfterTheHedge(t *testing.T) {
 	e := newTestEngine(fc, nil, EngineConfig{})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 201}, {block: true}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
 	fc.WaitForArmed(1, 5*time.Second)
 	fc.Advance(time.Second)
@@ -145,7 +145,7 @@ func waitCalls(t *testing.T, s *scripted, n int) {
 	}
 }
 
-// panicOfHedgedCall runs a Cancelable hedging call of op on its own
+// panicOfHedgedCall runs a prompt hedging call of op on its own
 // goroutine, fires its hedge, calls then, and returns what the call
 // panicked with.
 func panicOfHedgedCall(t *testing.T, op Operation[int], then func()) any {
@@ -155,7 +155,7 @@ func panicOfHedgedCall(t *testing.T, op Operation[int], then func()) any {
 	got := make(chan any, 1)
 	go func() {
 		defer func() { got <- recover() }()
-		Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		Execute[int](context.Background(), e, Call[int]{Op: promptOp[int]{op},
 			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
 	}()
 	fc.WaitForArmed(1, 5*time.Second)
@@ -239,7 +239,7 @@ func TestCancelableHedgeRefusedLeavesTheCallToTheCaller(t *testing.T) {
 	e := newTestEngine(fc, rec, EngineConfig{BudgetRatio: 0.0001})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 200}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
 	fc.WaitForArmed(1, 5*time.Second)
 	fc.Advance(time.Second)
@@ -269,7 +269,7 @@ func TestCancelableTimerRacingTheAnswer(t *testing.T) {
 	for i := range 300 {
 		op := &countingOp{scripted: &scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}},
 			calls: new(atomic.Int32), delay: 20 * time.Microsecond}
-		res := Execute[int](context.Background(), e, Call[int]{Op: op, Cancelable: true,
+		res := Execute[int](context.Background(), e, Call[int]{Op: promptOp[int]{op},
 			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 20 * time.Microsecond}})
 		res.Finish(nil)
 		if res.Err != nil || res.Value != 200 {
@@ -289,7 +289,7 @@ func TestCancelableLateTimeoutKeepsItsLength(t *testing.T) {
 	fc := fakeclock.New(t0)
 	e := newTestEngine(fc, nil, EngineConfig{})
 	op := &scripted{steps: []step{{block: true}, {block: true}}}
-	done := runAsync(context.Background(), e, Call[int]{Op: op, Cancelable: true,
+	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: time.Second, PerAttemptTimeout: 3 * time.Second}})
 	if !fc.WaitForArmed(1, 5*time.Second) {
 		t.Fatal("hedge timer never armed")

@@ -20,35 +20,43 @@ import (
 // capacity instead of collapsing into a queue of requests that time out.
 //
 // The model, per key, updated once per window of results (at least 10
-// results and max(50ms, 4 × the no-load latency)):
+// results and max(50ms, 4 × the no-load latency); a window in which an
+// attempt found the limit reached ends after 4 no-load latencies):
 //
 //   - The no-load latency is the mean time to a good result (one that is
-//     not an overload answer or a timeout) while this client is not
-//     queueing at the downstream: a window whose mean is lower replaces it
-//     at once; a window that did not fill the limit moves it an eighth of
-//     the way toward its own mean; a window that filled the limit leaves
-//     it (its latency may be this client's own queue), except for a probe.
+//     not an overload answer or a timeout) while this client builds no
+//     queue at the downstream: a window whose mean is lower replaces it at
+//     once; a window that did not fill the limit moves it an eighth of the
+//     way toward its own mean; a window that filled the limit leaves it
+//     (its latency may be this client's own queue), except for a probe.
 //   - The delivery rate is the good results per second, its peak taken over
 //     the last 8 windows.
 //   - Their product (Little's law) estimates how many attempts the
-//     downstream serves at once without queueing; the target limit is
-//     twice that plus 4, so a downstream at its capacity holds a queue of
-//     about as many attempts as it serves, and never an unbounded one.
-//   - A window that filled the limit with a mean latency over twice the
-//     no-load latency, or whose results are more than 10% overload answers
-//     (Verdict.Overload: 503 and 429 for the transport, and per-attempt
-//     timeouts), is congested: the limit drops to the target. A window that filled the
-//     limit without congestion doubles it (up to MaxLimit), so a new or
-//     busier key finds its level in a few windows. Otherwise the limit
-//     follows twice the window's peak in flight plus 4, never below the
-//     target or InitialLimit.
-//   - While the limit keeps being filled, every 10th window is a probe,
-//     twice as long: the limit is held at the estimate itself, so that any
-//     queue this client built at the downstream drains, and the mean
-//     latency of the attempts sent during the probe becomes the no-load
-//     latency. This is how the limit follows a downstream that got slower
-//     without mistaking its own queue for that; at the right estimate a
-//     probe costs nothing, since the downstream is still kept busy.
+//     downstream serves at once without queueing. The target limit is
+//     twice that plus 4 (MinLimit when nothing good came back), so a
+//     downstream at its capacity holds a queue of about as many attempts
+//     as it serves, never an unbounded one.
+//   - A window is congested when it filled the limit with a mean latency
+//     over twice the no-load latency, or when over 10% of its results were
+//     overload answers (Verdict.Overload: 503 and 429 for the transport)
+//     or per-attempt timeouts. Two congested windows in a row drop the
+//     limit to the target; one alone may be a pause of this process.
+//   - A window that filled the limit without congestion raises it: to
+//     twice its value (at least the target) when its latency shows no
+//     queue (a mean up to 1.5 × the no-load latency), else by an eighth;
+//     so a new or busier key finds its level within a few windows.
+//   - Otherwise the limit follows twice the peak in flight over the last 8
+//     windows plus 4, never below the target or InitialLimit.
+//   - After three windows in a row congested by latency (and at most every
+//     10th window) comes a probe, twice as long: the limit is held at the
+//     estimate itself, so that the queue this client built at the
+//     downstream drains, and the mean latency of the attempts sent during
+//     the probe becomes the no-load latency (at most twice the one before:
+//     the probe's first attempts may still meet some of the queue). This is
+//     how the limit follows a downstream that got slower without mistaking
+//     its own queue for that; at an estimate at or above the downstream's
+//     own concurrency a probe costs nothing, since the downstream is still
+//     kept busy.
 //
 // A first attempt that finds the limit reached waits for a permit up to
 // MaxWait, never past its context's deadline, then is shed with an
@@ -75,10 +83,10 @@ type ConcurrencyLimit struct {
 	// MaxLimit is the highest limit. Default 1000.
 	MaxLimit int
 	// MaxWait is how long a first attempt that finds the limit reached
-	// waits for a permit before it is shed. 0 means the key's no-load
-	// latency (at least 1ms, at most 100ms); negative means never wait.
-	// The wait always ends at the call's deadline. At most as many
-	// attempts wait as the limit.
+	// waits for a permit before it is shed. 0 means four times the key's
+	// no-load latency (at least 1ms, at most 100ms; 100ms until it is
+	// known); negative means never wait. The wait always ends at the
+	// call's deadline. At most as many attempts wait as the limit.
 	MaxWait time.Duration
 }
 
@@ -165,16 +173,21 @@ func (e *OverloadError) Is(target error) bool { return target == ErrOverloaded }
 
 // The limit's constants; see ConcurrencyLimit.
 const (
+	limitColdWait      = 100 * time.Millisecond // MaxWait's default for a key with no latency yet, and its cap
+	limitWaitRTTs      = 4                      // MaxWait's default, in no-load latencies
 	limitMinSamples    = 10
 	limitMinWindow     = 50 * time.Millisecond
 	limitWindowRTTs    = 4  // a window lasts at least this many no-load latencies
 	limitRateWindows   = 8  // the delivery rate's peak is over this many windows
 	limitRTTExpiry     = 20 // windows after which the no-load latency is taken afresh
-	limitProbeEvery    = 10 // windows between probes while the limit is filled
+	limitProbeEvery    = 10 // windows between probes
+	limitProbeAfter    = 3  // consecutive windows congested by latency before a probe
+	limitHotWindows    = 2  // consecutive congested windows before the limit drops
 	limitGain          = 2.0
 	limitHeadroom      = 4
 	limitCongestedRTT  = 2.0 // mean latency over this × no-load latency is congestion
 	limitCongestedLoad = 0.1 // overload answers over this fraction of results is congestion
+	limitClearRTT      = 1.5 // mean latency up to this × no-load latency shows no queue
 )
 
 // limiter is the concurrency limit of one key.
@@ -205,8 +218,11 @@ type limiter struct {
 	windows int64         // windows closed
 	base    time.Duration // the no-load latency (0: none yet)
 	rates   [limitRateWindows]float64
+	peaks   [limitRateWindows]int32
 	probing bool
 	probeAt int64 // the window that last ended a probe
+	hot     int   // consecutive congested windows
+	slowRun int   // consecutive windows congested by latency
 	queue   []*limitWaiter
 }
 
@@ -332,7 +348,10 @@ func (l *limiter) maxWait() time.Duration {
 	l.mu.Lock()
 	d := l.base
 	l.mu.Unlock()
-	return min(max(d, time.Millisecond), 100*time.Millisecond)
+	if d == 0 {
+		return limitColdWait // nothing learned yet
+	}
+	return min(max(limitWaitRTTs*d, time.Millisecond), limitColdWait)
 }
 
 // grantLocked hands free permits to the waiters at the head of the queue.
@@ -406,6 +425,10 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 		l.bad++
 	}
 	span := max(limitMinWindow, limitWindowRTTs*l.base)
+	if l.filled.Load() && !l.probing {
+		// Attempts are waiting or being shed: learn sooner.
+		span = limitWindowRTTs * l.base
+	}
 	if l.probing {
 		span *= 2 // time for the downstream's queue to drain, then samples
 	}
@@ -420,11 +443,20 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 	l.filled.Store(false)
 }
 
+// streak returns run+1 when on is set, else 0.
+func streak(run int, on bool) int {
+	if on {
+		return run + 1
+	}
+	return 0
+}
+
 // closeLocked updates the estimates and the limit at the end of a window
 // el long. Requires l.mu held.
 func (l *limiter) closeLocked(el time.Duration) {
 	l.windows++
 	l.rates[l.windows%limitRateWindows] = float64(l.good) / el.Seconds()
+	l.peaks[l.windows%limitRateWindows] = l.peak.Load()
 	probed := l.probing
 	l.probing = false
 	filled := l.filled.Load()
@@ -435,7 +467,9 @@ func (l *limiter) closeLocked(el time.Duration) {
 	switch {
 	case l.good == 0:
 	case probed && l.probeN > 0:
-		l.base = l.probeSum / time.Duration(l.probeN)
+		// At most doubled per probe: a probe's first attempts may still
+		// meet some of the queue it is draining.
+		l.base = min(l.probeSum/time.Duration(l.probeN), 2*l.base)
 	case l.base == 0 || mean < l.base:
 		l.base = mean
 	case !filled:
@@ -445,27 +479,34 @@ func (l *limiter) closeLocked(el time.Duration) {
 		l.probeAt = l.windows
 	}
 	var rate float64
-	for _, r := range l.rates {
-		rate = max(rate, r)
+	var peak int32
+	for i, r := range l.rates {
+		rate, peak = max(rate, r), max(peak, l.peaks[i])
 	}
+	cfg := l.cfg
 	est := rate * l.base.Seconds() // what the downstream serves at once
 	target := int32(math.Ceil(limitGain*est)) + limitHeadroom
-	cfg := l.cfg
+	if est == 0 {
+		target = int32(cfg.MinLimit) // nothing good came back: as low as allowed
+	}
 	lim := l.limit.Load()
-	peak := l.peak.Load()
 	// Latency counts as congestion only in a window that filled the limit:
 	// below it, a slower downstream is not this client's doing.
-	congested := l.n > 0 && float64(l.bad) > limitCongestedLoad*float64(l.n) ||
-		filled && l.good > 0 && float64(mean) > limitCongestedRTT*float64(l.base)
+	slow := filled && l.good > 0 && float64(mean) > limitCongestedRTT*float64(l.base)
+	congested := slow || l.n > 0 && float64(l.bad) > limitCongestedLoad*float64(l.n)
+	l.hot, l.slowRun = streak(l.hot, congested), streak(l.slowRun, slow)
 	switch {
-	case filled && !probed && l.windows-l.probeAt >= limitProbeEvery && est > 0:
+	case l.slowRun >= limitProbeAfter && !probed && l.windows-l.probeAt >= limitProbeEvery && est > 0:
 		// Probe: hold the limit at the estimate for the next window.
 		l.probing = true
 		lim = int32(math.Ceil(est))
-	case congested:
+	case congested && l.hot >= limitHotWindows:
 		lim = min(lim, target)
+	case congested: // one window may be a stall (a pause of this process, say): wait for the next
+	case filled && float64(mean) <= limitClearRTT*float64(l.base):
+		lim = max(target, 2*lim) // no sign of a queue: room to grow
 	case filled:
-		lim = max(target, 2*lim)
+		lim = max(target, lim+max(lim/8, 1)) // some queueing already: gently
 	default:
 		lim = max(target, min(lim, 2*peak+limitHeadroom), int32(cfg.InitialLimit))
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 )
 
 // Retrier runs any func(context.Context) (T, error) with the same engine as
@@ -22,74 +22,106 @@ type Retrier struct {
 	retryIf func(error) bool
 }
 
-// RetrierOption configures a Retrier. The option constructors check their
-// arguments when they are called and panic, with a message naming the option
-// and the value, on one that makes no sense; NewRetrier itself never panics,
-// and ignores nil options.
-type RetrierOption func(*retrierConfig)
+// Option configures a Retrier. Options are applied in order at NewRetrier;
+// a later option overrides an earlier one, except WithHooks, which adds. The
+// option constructors check their arguments when they are called and panic,
+// with a message naming the option and the value, on one that makes no
+// sense; NewRetrier itself never panics, and ignores nil options. The
+// options share their names and meanings with package transport's.
+type Option interface{ apply(*retrierConfig) }
+
+type optionFunc func(*retrierConfig)
+
+func (f optionFunc) apply(c *retrierConfig) { f(c) }
 
 type retrierConfig struct {
 	policy  Policy
 	ratio   float64
 	minPS   int
 	breaker *BreakerConfig
-	hooks   Hooks
+	limit   *ConcurrencyLimit
+	maxKeys int
+	hooks   []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
 	retryIf func(error) bool
 	clock   clock.Clock // nil: the wall clock
 }
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together
 // (default 3). It panics if n < 1.
-func WithMaxAttempts(n int) RetrierOption {
+func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		panic(fmt.Sprintf("resilience: WithMaxAttempts: attempts must be at least 1, got %d", n))
 	}
-	return func(c *retrierConfig) { c.policy.MaxAttempts = n }
+	return optionFunc(func(c *retrierConfig) { c.policy.MaxAttempts = n })
 }
 
 // WithBackoff sets the delay between retries (default full jitter from
 // 100ms to 5s). It panics on nil.
-func WithBackoff(b Backoff) RetrierOption {
+func WithBackoff(b Backoff) Option {
 	if isNil(b) {
 		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
 	}
-	return func(c *retrierConfig) { c.policy.Backoff = b }
+	return optionFunc(func(c *retrierConfig) { c.policy.Backoff = b })
 }
 
-// WithAttemptTimeout bounds each attempt separately from the caller's
+// WithPerAttemptTimeout bounds each attempt separately from the caller's
 // deadline (default none); a timed-out attempt is retried. It panics if d < 0.
-func WithAttemptTimeout(d time.Duration) RetrierOption {
+func WithPerAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
-		panic(fmt.Sprintf("resilience: WithAttemptTimeout: timeout must not be negative, got %v", d))
+		panic(fmt.Sprintf("resilience: WithPerAttemptTimeout: timeout must not be negative, got %v", d))
 	}
-	return func(c *retrierConfig) { c.policy.PerAttemptTimeout = d }
+	return optionFunc(func(c *retrierConfig) { c.policy.PerAttemptTimeout = d })
 }
 
 // WithHedging launches another attempt when delay passes without a result,
 // up to maxHedges extra in flight (default off). It panics on negatives.
-func WithHedging(delay time.Duration, maxHedges int) RetrierOption {
+func WithHedging(delay time.Duration, maxHedges int) Option {
 	if delay < 0 || maxHedges < 0 {
 		panic(fmt.Sprintf("resilience: WithHedging: delay and maxHedges must not be negative, got %v, %d", delay, maxHedges))
 	}
-	return func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges }
+	return optionFunc(func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges })
 }
 
-// WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
-// BudgetMinPerSec describe (default 0.1 and 10 per second);
-// WithRetryBudget(0, 0) disables it. It panics on a negative, NaN or
-// infinite ratio or a negative minPerSec.
-func WithRetryBudget(ratio float64, minPerSec int) RetrierOption {
-	defer renamePanic("WithRetryBudget")
+// WithBudget sets the retry budget as EngineConfig.BudgetRatio and
+// BudgetMinPerSec describe (default 0.1 and 10 per second): each call
+// deposits ratio tokens that expire after 10s, each retry or hedge spends
+// one, and minPerSec retries per second are always allowed. WithBudget(0, 0)
+// disables it. It panics on a negative, NaN or infinite ratio or a negative
+// minPerSec.
+func WithBudget(ratio float64, minPerSec int) Option {
+	defer renamePanic("WithBudget")
 	newRetryBudget(ratio, minPerSec) // validates
-	return func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec }
+	return optionFunc(func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec })
 }
 
 // WithBreaker turns on a breaker per call key (default off). Zero fields of
 // cfg take their defaults; it panics on negative fields.
-func WithBreaker(cfg BreakerConfig) RetrierOption {
+func WithBreaker(cfg BreakerConfig) Option {
 	defer renamePanic("WithBreaker")
 	cfg.withDefaults() // validates
-	return func(c *retrierConfig) { c.breaker = &cfg }
+	return optionFunc(func(c *retrierConfig) { c.breaker = &cfg })
+}
+
+// WithConcurrencyLimit turns on an adaptive concurrency limit per call key
+// (default off; see ConcurrencyLimit): a call over it waits briefly, then
+// fails at once with an error matching ErrOverloaded without running fn;
+// retries and hedges need a permit too. For Retry, what teaches the limit
+// congestion is its per-attempt timeouts (WithPerAttemptTimeout) and the
+// latency of fn's results. It panics, naming the field, on nonsense.
+func WithConcurrencyLimit(cfg ConcurrencyLimit) Option {
+	defer renamePanic("WithConcurrencyLimit")
+	cfg.withDefaults() // validates
+	return optionFunc(func(c *retrierConfig) { c.limit = &cfg })
+}
+
+// WithMaxKeys bounds how many call keys the breakers and the concurrency
+// limit track, together (transport.WithMaxHosts for the transport). Default
+// DefaultMaxKeys. It panics when n < 1.
+func WithMaxKeys(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("resilience: WithMaxKeys: n must be at least 1, got %d", n))
+	}
+	return optionFunc(func(c *retrierConfig) { c.maxKeys = n })
 }
 
 // renamePanic, deferred by an option constructor, re-panics a validation
@@ -101,33 +133,49 @@ func renamePanic(option string) {
 	}
 }
 
-// WithHooks adds hooks; several WithHooks combine.
-func WithHooks(h Hooks) RetrierOption {
-	return func(c *retrierConfig) { c.hooks = Combine(c.hooks, h) }
+// WithHooks adds hooks. Several WithHooks (and WithHooksFor) options
+// combine: each hook set sees every event, in the order the options were
+// given.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *retrierConfig) { c.hooks = append(c.hooks, func(*Retrier) Hooks { return h }) })
 }
 
-// WithClock runs the Retrier on c (default the wall clock; nil is ignored).
-// As transport.WithClock, it is gotry's one way to inject time, for tests
-// inside this module (clock is an internal package).
-func WithClock(c clock.Clock) RetrierOption {
-	return func(rc *retrierConfig) {
+// WithHooksFor adds the hooks that f makes for the Retrier being built, for
+// an adapter whose hooks depend on it (telemetry's Telemetry.Retrier keeps r
+// to read its Stats for gauges). NewRetrier calls f once, before r is ready
+// for use: f may keep r, and must not run calls on it or read its Stats
+// until NewRetrier has returned. It combines with WithHooks as WithHooks
+// does. It panics on nil.
+func WithHooksFor(f func(r *Retrier) Hooks) Option {
+	if f == nil {
+		panic("resilience: WithHooksFor: func must not be nil")
+	}
+	return optionFunc(func(c *retrierConfig) { c.hooks = append(c.hooks, f) })
+}
+
+// WithClock runs the Retrier on c: its backoff sleeps, hedge timers,
+// attempt timeouts, breaker and budget windows (default the wall clock; nil
+// is ignored). A test passes a clock.Fake and moves it on instead of
+// sleeping (see the clock package's example).
+func WithClock(c clock.Clock) Option {
+	return optionFunc(func(rc *retrierConfig) {
 		if c != nil {
 			rc.clock = c
 		}
-	}
+	})
 }
 
 // WithRetryIf sets which errors are retried when a call gives no predicate
 // of its own (default DefaultRetryIf). It panics on nil.
-func WithRetryIf(f func(error) bool) RetrierOption {
+func WithRetryIf(f func(error) bool) Option {
 	if f == nil {
 		panic("resilience: WithRetryIf: predicate must not be nil")
 	}
-	return func(c *retrierConfig) { c.retryIf = f }
+	return optionFunc(func(c *retrierConfig) { c.retryIf = f })
 }
 
 // NewRetrier returns a Retrier.
-func NewRetrier(opts ...RetrierOption) *Retrier {
+func NewRetrier(opts ...Option) *Retrier {
 	c := retrierConfig{
 		policy: Policy{MaxAttempts: 3, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
 		ratio:  0.1, minPS: 10,
@@ -135,15 +183,22 @@ func NewRetrier(opts ...RetrierOption) *Retrier {
 	}
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o.apply(&c)
 		}
 	}
-	ec := EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker, Hooks: c.hooks, Clock: c.clock}
-	return &Retrier{engine: NewEngine(ec), policy: c.policy, retryIf: c.retryIf}
+	r := &Retrier{policy: c.policy, retryIf: c.retryIf}
+	var hooks Hooks
+	for _, f := range c.hooks {
+		hooks = Combine(hooks, f(r))
+	}
+	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker,
+		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock})
+	return r
 }
 
-// Engine returns the retrier's engine, to read its budget and breakers.
-func (r *Retrier) Engine() *Engine { return r.engine }
+// Stats returns a snapshot of the retrier's budget, breakers and limits (see
+// Engine.Stats; its Hosts are the call keys). For gauges: it allocates.
+func (r *Retrier) Stats() Stats { return r.engine.Stats() }
 
 type permanentError struct{ err error }
 

@@ -180,11 +180,11 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 	}{
 		{func() { WithMaxAttempts(0) }, "WithMaxAttempts"},
 		{func() { WithBackoff(nil) }, "WithBackoff"},
-		{func() { WithAttemptTimeout(-1) }, "WithAttemptTimeout"},
+		{func() { WithPerAttemptTimeout(-1) }, "WithPerAttemptTimeout"},
 		{func() { WithHedging(-1, 1) }, "WithHedging"},
 		{func() { WithRetryIf(nil) }, "WithRetryIf"},
-		{func() { WithRetryBudget(-1, 0) }, "WithRetryBudget"},
-		{func() { WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
+		{func() { WithBudget(-1, 0) }, "WithBudget"},
+		{func() { WithBudget(0.1, -1) }, "WithBudget"},
 		{func() { WithBreaker(BreakerConfig{OpenDuration: -1}) }, "WithBreaker"},
 	} {
 		if msg := panicMessage(c.fn); !strings.Contains(msg, c.want) {
@@ -196,13 +196,39 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 // TestRetrierOptionsPanicNotNewRetrier: the option constructors panic where
 // they are called; NewRetrier itself never panics, and ignores nil options.
 func TestRetrierOptionsPanicNotNewRetrier(t *testing.T) {
-	var opt RetrierOption
+	var opt Option
 	msg := panicMessage(func() { opt = WithMaxAttempts(0) })
 	if opt != nil || !strings.Contains(msg, "WithMaxAttempts") {
 		t.Fatalf("WithMaxAttempts(0): option %v, panic %q; want a panic naming it", opt, msg)
 	}
 	if msg := panicMessage(func() { NewRetrier(nil, WithMaxAttempts(1), nil) }); msg != "" {
 		t.Fatalf("NewRetrier with nil options panicked: %s", msg)
+	}
+}
+
+// WithHooksFor's func runs once, inside NewRetrier, with the Retrier being
+// built, and its hooks run in option order beside WithHooks'.
+func TestWithHooksForGetsItsRetrier(t *testing.T) {
+	var order []string
+	var seen []*Retrier
+	r := NewRetrier(
+		WithHooks(Hooks{OnCallEnd: func(CallEndEvent) { order = append(order, "first") }}),
+		WithHooksFor(func(r *Retrier) Hooks {
+			seen = append(seen, r)
+			return Hooks{OnCallEnd: func(CallEndEvent) { order = append(order, "second") }}
+		}),
+	)
+	if len(seen) != 1 || seen[0] != r {
+		t.Fatalf("WithHooksFor's func saw %v, want the Retrier NewRetrier returned, once", seen)
+	}
+	if _, err := Retry(context.Background(), r, "k", func(context.Context) (int, error) { return 1, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, []string{"first", "second"}) {
+		t.Errorf("OnCallEnd calls %v, want first, second", order)
+	}
+	if msg := panicMessage(func() { WithHooksFor(nil) }); !strings.Contains(msg, "WithHooksFor") {
+		t.Errorf("WithHooksFor(nil) panicked with %q, want a message naming it", msg)
 	}
 }
 
@@ -230,19 +256,19 @@ func TestEndReasonStrings(t *testing.T) {
 func TestRetryAttemptContextsEndWhenRetryReturns(t *testing.T) {
 	cases := []struct {
 		name    string
-		opts    []RetrierOption
+		opts    []Option
 		results []error // attempt n returns results[n-1]; nil is a success
 	}{
 		{"first attempt wins", nil, []error{nil}},
 		{"retried then wins", nil, []error{errBoom, errBoom, nil}},
 		{"gives up", nil, []error{errBoom, errBoom, errBoom}},
 		{"not retryable", nil, []error{Permanent(errBoom)}},
-		{"per-attempt timeout", []RetrierOption{WithAttemptTimeout(time.Hour)}, []error{errBoom, nil}},
-		{"hedging", []RetrierOption{WithHedging(time.Hour, 1)}, []error{errBoom, nil}},
+		{"per-attempt timeout", []Option{WithPerAttemptTimeout(time.Hour)}, []error{errBoom, nil}},
+		{"hedging", []Option{WithHedging(time.Hour, 1)}, []error{errBoom, nil}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := NewRetrier(append([]RetrierOption{WithMaxAttempts(3), WithBackoff(Constant(0))}, c.opts...)...)
+			r := NewRetrier(append([]Option{WithMaxAttempts(3), WithBackoff(Constant(0))}, c.opts...)...)
 			var ctxs []context.Context
 			_, _ = Retry(context.Background(), r, "op", func(ctx context.Context) (int, error) {
 				ctxs = append(ctxs, ctx)
@@ -266,15 +292,15 @@ func TestRetryAttemptContextsEndWhenRetryReturns(t *testing.T) {
 func TestRetryReleasesKeptResultWhenALaterAttemptPanics(t *testing.T) {
 	cases := []struct {
 		name string
-		opts []RetrierOption
+		opts []Option
 	}{
 		{"sequential", nil},
-		{"hedging", []RetrierOption{WithHedging(time.Hour, 1)}},
-		{"per-attempt timeout", []RetrierOption{WithAttemptTimeout(time.Hour)}},
+		{"hedging", []Option{WithHedging(time.Hour, 1)}},
+		{"per-attempt timeout", []Option{WithPerAttemptTimeout(time.Hour)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := NewRetrier(append([]RetrierOption{WithMaxAttempts(3), WithBackoff(Constant(0))}, c.opts...)...)
+			r := NewRetrier(append([]Option{WithMaxAttempts(3), WithBackoff(Constant(0))}, c.opts...)...)
 			var mu sync.Mutex
 			var released []int
 			n := 0
@@ -320,7 +346,7 @@ func panicValue(fn func()) (p any) {
 // BenchmarkRetrySucceedsFirstTime measures the common case: one attempt that
 // succeeds, under a cancelable caller context.
 func BenchmarkRetrySucceedsFirstTime(b *testing.B) {
-	r := NewRetrier(WithRetryBudget(0, 0))
+	r := NewRetrier(WithBudget(0, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fn := func(context.Context) (int, error) { return 1, nil }
@@ -328,6 +354,47 @@ func BenchmarkRetrySucceedsFirstTime(b *testing.B) {
 	for b.Loop() {
 		if _, err := Retry(ctx, r, "op", fn); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestRetrierConcurrencyLimit: over the limit, Retry fails at once with an
+// error matching ErrOverloaded without running fn; WithMaxKeys bounds the
+// keys; both options name themselves on nonsense.
+func TestRetrierConcurrencyLimit(t *testing.T) {
+	r := NewRetrier(WithMaxKeys(4), WithConcurrencyLimit(ConcurrencyLimit{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, MaxWait: -1}))
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Retry(context.Background(), r, "db", func(context.Context) (int, error) {
+			close(held)
+			<-release
+			return 1, nil
+		})
+		done <- err
+	}()
+	<-held
+	ran := false
+	_, err := Retry(context.Background(), r, "db", func(context.Context) (int, error) { ran = true; return 1, nil })
+	if !errors.Is(err, ErrOverloaded) || ran {
+		t.Errorf("Retry at the limit: %v (fn ran: %v), want ErrOverloaded without running fn", err, ran)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := r.Stats().Host("db"); !ok || h.Limit != 1 || h.Shed != 1 || h.InFlight != 0 {
+		t.Errorf("Stats for db: %+v, want limit 1, 1 shed, nothing in flight", h)
+	}
+	for _, c := range []struct {
+		f    func()
+		want string
+	}{
+		{func() { WithConcurrencyLimit(ConcurrencyLimit{MaxLimit: -1}) }, "WithConcurrencyLimit: ConcurrencyLimit.MaxLimit"},
+		{func() { WithMaxKeys(0) }, "WithMaxKeys"},
+	} {
+		if msg := panicMessage(c.f); !strings.Contains(msg, c.want) {
+			t.Errorf("panic %q, want it to contain %q", msg, c.want)
 		}
 	}
 }

@@ -20,7 +20,7 @@ type attempt[T any] struct {
 	// of the timeout, if the attempt is still running when the hedge delay
 	// has passed; most attempts answer within the delay, and then one
 	// timer served both. handed: the callback took the call over.
-	ht                  *hedgeTimer
+	ht                  *hedgeTimer[T]
 	lateTimeout, handed bool
 	ticket              ticket
 	start               time.Time
@@ -29,9 +29,9 @@ type attempt[T any] struct {
 	err                 error
 	verd                Verdict
 	kept                bool // Retain has run on v
-	// lingering: the per-attempt timeout fired, and its callback (which
+	// timedOut: the per-attempt timeout fired, and its callback (which
 	// calls cancel) may still be running: the attempt must not be reused.
-	lingering bool
+	timedOut bool
 
 	panicked *attemptPanic // set when the attempt panicked on its own goroutine
 }
@@ -39,51 +39,55 @@ type attempt[T any] struct {
 // attemptPanic carries a panic from an attempt's goroutine to the caller's.
 type attemptPanic struct{ value any }
 
-// run is the state of one Execute. Fields are owned by the goroutine
-// running Execute, except where noted.
+// run is the state of one Execute. A call lives in one of three modes,
+// and moves only forward through them:
 //
-// A run that never handed over is pooled when its call returns (see
-// Execute). Only its callState is cleared then: the rest is either kept on
-// purpose (self, spareHT) or set only by a handover, after which the run is
-// never pooled, so it is still zero. Clearing a pooled struct costs a write
-// barrier per pointer slot while the collector marks; the handover part's
-// slots (the driver's result, the attempt lists) would be most of them.
-// TestPooledRunIsClear checks that a pooled run holds nothing of its call.
+//   - sequential (no hedging): the caller's goroutine runs every attempt
+//     and the loop; nothing else ever sees r.
+//   - inline (a hedging call whose Op is prompt, until a hedge fires): as
+//     sequential, with a hedge timer armed while an attempt runs. Its
+//     callback (hedgeFired) may run on another goroutine, so inline, ht and
+//     admitting are guarded by mu, and are written without it only while
+//     no timer of the call ever fired (lingering false: see armInline).
+//   - concurrent (after a handover, or a hedging call that is not
+//     prompt, from the start): a driver goroutine runs the loop, every
+//     attempt runs on a goroutine of its own, and mu guards decided,
+//     active and done, which they share. The caller's goroutine touches
+//     nothing but its own inline attempt until finished is closed.
+//
+// Every other field belongs to the goroutine driving the call.
+//
+// A run is pooled when its call returns only if no other goroutine may
+// still touch it (see poolable), so a pooled run never went concurrent: its
+// concurrent-mode fields are still zero, and putRun clears only its
+// callState. (Clearing the whole run, a kilobyte of pointer slots under the
+// garbage collector's write barrier, cost ≈ 45 ns of CPU time per armed
+// request, about 20% of a bare in-memory request: issue #22's A/B.)
+// TestFinishedCallsKeepNothingAlive checks that a pooled run keeps no
+// value of its call alive.
 type run[T any] struct {
 	callState[T]
 
-	// Kept when the run is pooled; neither holds a value of a call.
-	self hedgeFirer // r, for its hedge timers to call back
-	// spareHT is a stopped hedge timer of this run's, for its next inline
-	// attempt, so a hedging call takes no timer from a pool. A timer that
-	// fired is never spare (its callback may still run), and a run whose
-	// timer fired is not pooled.
-	spareHT *hedgeTimer
+	spareHT *hedgeTimer[T] // a stopped hedge timer, for the next inline attempt (kept when pooled)
 
-	// Set only by a handover (or a call concurrent from the start), so
-	// zero in every pooled run.
-	wake       chan struct{} // signalled (capacity 1) when done grows
-	timer      clock.Timer   // the driver's hedge timer
-	cond       sync.Cond     // on mu: signals the end of admitting (set up when first needed)
-	finished   chan struct{}
-	final      Result[T]     // the driver's result, once finished is closed
-	finalPanic *attemptPanic // or the panic that ended the driver
-
-	// After a handover, attempt goroutines and the driver share these.
-	// Both lists hold only attempts in flight or finished and not yet
-	// taken, so the memory of a call is bounded by its attempts in flight,
-	// never by MaxAttempts. Before a handover mu also guards some of
-	// callState's hedging fields (see there).
-	mu        sync.Mutex     // guards decided, active and done
-	decided   bool           // the call has returned; late attempts release themselves
-	active    []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
-	done      []*attempt[T]  // finished attempts waiting for the loop, oldest first
-	activeBuf [4]*attempt[T] // backs active for the common small case
-	doneBuf   [2]*attempt[T] // backs done for the common small case
+	// Concurrent mode (cond: once a hedge timer fired). Both lists hold
+	// only attempts in flight or finished and not yet taken, so the memory
+	// of a call is bounded by its attempts in flight, never by MaxAttempts.
+	mu         sync.Mutex     // guards decided, active and done; in inline mode, inline, ht and admitting
+	cond       sync.Cond      // on mu: signals the end of admitting (set up when first needed)
+	decided    bool           // the call has returned; late attempts release themselves
+	active     []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
+	done       []*attempt[T]  // finished attempts waiting for the loop, oldest first
+	activeBuf  [4]*attempt[T] // backs active for the common small case
+	doneBuf    [2]*attempt[T] // backs done for the common small case
+	wake       chan struct{}  // signalled (capacity 1) when done grows
+	timer      clock.Timer    // the driver's hedge timer
+	finished   chan struct{}  // closed when the driver has its result
+	final      Result[T]      // the driver's result, once finished is closed
+	finalPanic *attemptPanic  // or the panic that ended the driver
 }
 
-// callState is the part of a run that a call sets whether or not it hands
-// over: what putRun clears.
+// callState is the part of a run that any call may set: what putRun clears.
 type callState[T any] struct {
 	e      *Engine
 	c      Call[T]
@@ -95,6 +99,8 @@ type callState[T any] struct {
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
 	host        *host         // the key's state, when the engine keeps any and the key is tracked
+	probeHeld   bool          // the call holds a probe slot its attempt has not settled (see unwindProbe)
+	permitHeld  bool          // the call holds its first attempt's permit, not yet taken over by the attempt (see unwindPermit)
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
@@ -107,17 +113,23 @@ type callState[T any] struct {
 
 	ready *attempt[T] // the finished attempt, while the caller drives
 
-	// Hedging before a handover (see hedge.go): mu guards inline, ht,
-	// concurrent and admitting; lingering and handedOff are the caller's own.
-	inline     *attempt[T] // the attempt the caller is running with a hedge timer armed
-	ht         *hedgeTimer // that timer
-	concurrent bool        // handed over: a driver goroutine runs the loop, attempts run on goroutines
-	admitting  bool        // a fired hedge timer is admitting a hedge; cond signals the end
-	lingering  bool        // a timer's callback may still touch r after the call: r is not pooled
-	handedOff  bool        // the caller's part is done: it waits for the driver's result
+	// Inline mode (see hedge.go).
+	inline     *attempt[T]    // the attempt the caller is running with a hedge timer armed
+	ht         *hedgeTimer[T] // that timer
+	admitting  bool           // a fired hedge timer is admitting a hedge; cond signals the end
+	lingering  bool           // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
+	handedOff  bool           // the caller's part is done: it waits for the driver's result
+	concurrent bool           // concurrent mode: set once, under mu (or before any other goroutine knows r)
 
 	first attempt[T] // the first attempt, allocated with the run
 }
+
+// poolable reports, as the call returns to its caller, whether no other
+// goroutine may still touch r: not after a handover (late attempts), nor
+// after a hedge timer fired (its callback), nor after the first attempt's
+// timeout fired (its callback reads r.first.own). Later attempts are
+// allocated on their own and never reused, so their timeouts do not count.
+func (r *run[T]) poolable() bool { return !r.concurrent && !r.lingering && !r.first.timedOut }
 
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
@@ -125,8 +137,23 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	if e.plain && c.Policy.PerAttemptTimeout <= 0 && !c.Policy.hedging(e) {
 		return executePlain(ctx, e, &c)
 	}
+	return executeRun(ctx, e, c)
+}
+
+// recycle tells op, if it is a recycler, that nothing but the caller can
+// use it any more.
+func recycle[T any](op Operation[T]) {
+	if rc, ok := op.(recycler); ok {
+		rc.Recycle()
+	}
+}
+
+// executeRun runs c on a run state: the general path, which executePlain
+// repeats for its first attempt (TestPlainAgreesWithGeneral holds the two
+// to the same outcomes).
+func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r := getRun[T](e)
-	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx // r is zero: see getRun
+	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx
 	if e.timed {
 		r.start = e.clock.Now()
 	}
@@ -136,9 +163,9 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	// are copies), so the state can be reused. After a handover late
 	// attempts may still hold r, and after a timer fired its callback may:
 	// r is then left to the garbage collector.
-	res.Detached = r.concurrent || r.lingering || r.first.lingering
-	if !res.Detached {
+	if r.poolable() {
 		putRun(e, r)
+		recycle(c.Op)
 	}
 	return res
 }
@@ -152,11 +179,13 @@ func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // carries on from there as the general path does after a first attempt.
 func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if err := ctx.Err(); err != nil {
+		recycle(c.Op)
 		return Result[T]{Err: err}
 	}
 	limit := max(1, c.Policy.MaxAttempts)
 	n, why, err := c.Op.Prepare(limit)
 	if err != nil {
+		recycle(c.Op)
 		return Result[T]{Err: err}
 	}
 	limitReason := ReasonAttemptsExhausted
@@ -168,6 +197,7 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	v, err := c.Op.Do(ctx, info)
 	verd := c.Op.Classify(v, err, info)
 	if !verd.Retryable {
+		recycle(c.Op) // every attempt ran here: nothing else holds c.Op
 		switch {
 		case err == nil:
 			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
@@ -177,20 +207,21 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		return Result[T]{Err: err}
 	}
 	r := getRun[T](e)
-	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx // r is zero: see getRun
+	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx
 	r.maxAttempts, r.limitReason, r.launched, r.inflight = limit, limitReason, 1, 1
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.loop(true)
-	if !r.first.lingering {
+	if r.poolable() {
 		putRun(e, r)
+		recycle(c.Op)
 	}
 	return res
 }
 
 // getRun takes a finished run from e's pool, or makes one: either way its
-// callState is zero (putRun clears it before pooling the run), so a call
-// sets only the fields it starts with.
+// callState is zero and so is the rest, but for a spare hedge timer (see
+// run).
 func getRun[T any](e *Engine) *run[T] {
 	if r, ok := e.runs.Get().(*run[T]); ok { // another T's run is dropped
 		return r
@@ -198,8 +229,8 @@ func getRun[T any](e *Engine) *run[T] {
 	return new(run[T])
 }
 
-// putRun clears r's call state, so the pool holds no caller's values, and
-// pools it. Only a run that never handed over may be pooled (see run).
+// putRun clears r's callState, so the pool holds no caller's values, and
+// pools it. Only a poolable run may be pooled.
 func putRun[T any](e *Engine, r *run[T]) {
 	r.callState = callState[T]{}
 	e.runs.Put(r)
@@ -216,11 +247,20 @@ func (r *run[T]) execute() Result[T] {
 		return r.end(Result[T]{Err: err}, ReasonCanceled)
 	}
 
-	ticket, res, ok := r.admit()
+	ticket, tr, res, ok := r.admit()
 	if !ok {
 		return res
 	}
-	e.budget.Deposit(r.now())
+	if ticket.Probe() {
+		defer r.unwindProbe(ticket)
+	}
+	if l := r.limiter(); l != nil {
+		defer r.unwindPermit(l)
+	}
+	if res, ok := r.prepare(&ticket, tr); !ok {
+		return res
+	}
+	e.budget.Deposit(e.seconds.Time())
 	if r.c.Policy.adaptive(e) && r.host != nil {
 		r.hk = r.host.hedgeState(e.adaptive)
 	}
@@ -230,7 +270,7 @@ func (r *run[T]) execute() Result[T] {
 		r.hk.deposit()
 		r.hedgeDelay = r.hk.current(r.start)
 	}
-	if r.hedging && !r.c.Cancelable {
+	if _, ok := r.c.Op.(prompt); r.hedging && !ok {
 		// Attempts that may ignore their cancellation run on goroutines
 		// of their own from the start, with the caller as the driver.
 		r.goConcurrent()
@@ -259,6 +299,9 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	// what is not, rather than assign it whole, which would clear every
 	// pointer slot again under the write barrier.
 	a.ticket = t
+	if k == KindInitial {
+		r.permitHeld = false // the attempt returns it from now on
+	}
 	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
@@ -271,7 +314,7 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	case !r.hedging:
 		r.exec(ctx, a)
 		r.ready = a
-	case !r.concurrent: // (only a Cancelable call is not concurrent from the start)
+	case !r.concurrent: // (only a prompt Op's call is not concurrent from the start)
 		r.handedOff = r.runInline(ctx, a)
 	default:
 		r.mu.Lock()
@@ -295,7 +338,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	// concurrency limit want it.
 	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil || a.ticket.lim != nil
 	if timed {
-		a.start = r.clockNow()
+		a.start = e.clock.Now()
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
 		if cr, ok := r.c.Op.(carrier); ok {
@@ -308,7 +351,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
 	var now time.Time
 	if timed {
-		now = r.clockNow()
+		now = e.clock.Now()
 		a.dur = now.Sub(a.start)
 		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
 			// The key's latency is its calls' first attempts: what a call
@@ -324,9 +367,9 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		r.inlineReturned(a)
 	}
 	if a.timer != nil && !e.stopTimeout(a.timer) {
-		a.lingering = true
+		a.timedOut = true
 	}
-	if a.lingering && r.parent.Err() == nil {
+	if a.timedOut && r.parent.Err() == nil {
 		// The timeout fired (its cancel may still be on its way): the
 		// attempt, and any body it returned, is cut off.
 		if a.err == nil {
@@ -352,7 +395,7 @@ func (r *run[T]) limitResult(a *attempt[T]) limitResult {
 	switch {
 	case r.parent.Err() != nil:
 		return limitIgnore
-	case a.lingering, a.verd.Overload:
+	case a.timedOut, a.verd.Overload:
 		return limitOverload
 	case a.err != nil:
 		return limitIgnore
@@ -380,6 +423,9 @@ func (a *attempt[T]) outcome() outcome {
 // settle reports a finished attempt to its breaker and to OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 	if a.ticket.b != nil {
+		if a.ticket.probe {
+			r.probeHeld = false
+		}
 		r.report(r.e.breakers.done(a.ticket, bo, r.e.seconds.Time()))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
@@ -450,7 +496,7 @@ func (r *run[T]) loop(caller bool) Result[T] {
 			r.decide()
 			a.own.cancel(ErrAttemptLost)
 			if a.timer != nil {
-				a.timer.t.Stop()
+				a.timer.stop()
 			}
 			r.release(r.retained)
 			r.retained = nil

@@ -6,38 +6,50 @@ import (
 	"github.com/MrVSiK/gotry/internal/clock"
 )
 
-// The engine's pooled timers, entries of e.queues (clock.Queues: arming
-// one is a clock read and a list append, not a trip through the runtime's
-// timers): a timer made once serves call after call, its callback finding
-// the call (or attempt) of the moment through its target pointer, so arming
-// one makes no closure. The pointer is a plain field: it is set before the
-// timer is armed (arming orders it before the callback) and cleared only
-// after a Stop that succeeded (the callback will not run). A timer whose
-// Stop fails may still be running its callback: it is not pooled again, and
-// what its pointer reaches is not reused either.
+// The engine's pooled timers: AfterFunc timers of the engine's clock, the
+// same code on the real clock and on a test's fake one. A timer made once
+// serves call after call (Reset, then Stop), its callback finding the call
+// (or attempt) of the moment through a pointer field, so arming one
+// makes no closure and no allocation. The pointer is a plain field: it is
+// set before the timer is armed (arming orders it before the callback) and
+// cleared only after a Stop that succeeded (the callback will not run). A
+// timer whose Stop fails may still be running its callback: it is not
+// pooled again, and what its pointer reaches is not reused either.
+
+// pooledTimer is an AfterFunc timer of the engine's clock, made on its
+// owner's first arm and reset on the next ones.
+type pooledTimer struct{ t clock.Timer }
+
+// stop disarms the timer and reports whether it had not fired.
+func (p *pooledTimer) stop() bool { return p.t.Stop() }
 
 // hedgeTimer is the timer of an inline attempt's hedge delay, kept with its
-// run (run.spareHT) rather than in a pool, so it is pooled with the run. Its
-// callback reaches the call through target, so one timer serves call after
-// call without a new closure.
-type hedgeTimer struct {
-	t      clock.Entry
-	target *hedgeFirer
+// run (run.spareHT) rather than in a pool, so it is pooled with the run.
+type hedgeTimer[T any] struct {
+	pooledTimer
+	r *run[T] // the call whose inline attempt it watches
 }
 
-// hedgeFirer is a call whose inline attempt a hedgeTimer watches.
-type hedgeFirer interface{ hedgeFired(ht *hedgeTimer) }
+// arm arms ht for d on c. (The method value ht.fire is made only with the
+// timer, once: made on every arm, it would be an allocation per call.)
+func (ht *hedgeTimer[T]) arm(c clock.Clock, d time.Duration) {
+	if ht.t == nil {
+		ht.t = c.AfterFunc(d, ht.fire)
+		return
+	}
+	ht.t.Reset(d)
+}
 
-func (ht *hedgeTimer) fire() {
-	if p := ht.target; p != nil {
-		(*p).hedgeFired(ht)
+func (ht *hedgeTimer[T]) fire() {
+	if r := ht.r; r != nil {
+		r.hedgeFired(ht)
 	}
 }
 
 // timeoutTimer is a pooled timer for a per-attempt timeout: it cancels the
 // attempt target points at.
 type timeoutTimer struct {
-	t      clock.Entry
+	pooledTimer
 	target *ownCtx
 }
 
@@ -53,18 +65,21 @@ func (e *Engine) armTimeout(d time.Duration, own *ownCtx) *timeoutTimer {
 	tt, _ := e.timeouts.Get().(*timeoutTimer)
 	if tt == nil {
 		tt = new(timeoutTimer)
-		tt.t.F = tt.fire
 	}
 	tt.target = own
-	e.queues.Arm(&tt.t, d)
+	if tt.t == nil {
+		tt.t = e.clock.AfterFunc(d, tt.fire)
+	} else {
+		tt.t.Reset(d)
+	}
 	return tt
 }
 
-// stop disarms tt and reports whether it had not fired; only then is it
-// pooled again. A timer that fired may still be running its callback, which
-// cancels the attempt's context: that attempt must not be reused.
+// stopTimeout disarms tt and reports whether it had not fired; only then is
+// it pooled again. A timer that fired may still be running its callback,
+// which cancels the attempt's context: that attempt must not be reused.
 func (e *Engine) stopTimeout(tt *timeoutTimer) bool {
-	if !tt.t.Stop() {
+	if !tt.stop() {
 		return false
 	}
 	tt.target = nil

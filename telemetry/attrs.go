@@ -14,44 +14,21 @@ import (
 	"github.com/MrVSiK/gotry/resilience"
 )
 
-// Attribute keys. The HTTP, server, url and error keys are the OpenTelemetry
-// semantic conventions' (semconv v1.43.0). OpenTelemetry has no convention
-// for retries, hedges, budgets or breakers, so every other key is invented
-// here and starts with "gotry.". Spans, metrics and log fields use the same
-// keys, so the three join.
+// The attribute keys to filter on: the labels of gotry's metrics and the
+// request span's counts. OpenTelemetry has no convention for retries,
+// hedges, budgets or breakers, so these are invented here and start with
+// "gotry."; the HTTP, server, url and error attributes are the
+// OpenTelemetry semantic conventions' (semconv v1.43.0: use its keys, e.g.
+// semconv.ServerAddressKey). Spans, metrics and log fields use the same
+// keys, so the three join; the package's README.md and METRICS.md list
+// every attribute and field, these included.
 const (
-	// KeyMethod is http.request.method: the request method, or "_OTHER" for
-	// a method the conventions do not know.
-	KeyMethod = semconv.HTTPRequestMethodKey
-	// KeyMethodOriginal is http.request.method_original, on spans only, when
-	// KeyMethod is "_OTHER".
-	KeyMethodOriginal = semconv.HTTPRequestMethodOriginalKey
-	// KeyServerAddress is server.address: the URL's host, without the port.
-	KeyServerAddress = semconv.ServerAddressKey
-	// KeyServerPort is server.port: the URL's port, or the scheme's default.
-	KeyServerPort = semconv.ServerPortKey
-	// KeyURLFull is url.full, on attempt spans only: credentials replaced by
-	// "REDACTED:REDACTED", the values of the query parameters the
-	// conventions name as sensitive replaced by "REDACTED" (or the whole
-	// query dropped, WithoutURLQuery), no fragment.
-	KeyURLFull = semconv.URLFullKey
-	// KeyStatusCode is http.response.status_code.
-	KeyStatusCode = semconv.HTTPResponseStatusCodeKey
-	// KeyErrorType is error.type: the status code for a response >= 400, or
-	// ErrorType's class of an error.
-	KeyErrorType = semconv.ErrorTypeKey
-	// KeyProtocolVersion is network.protocol.version, on attempt spans: the
-	// response's HTTP version ("1.1", "2", "3").
-	KeyProtocolVersion = semconv.NetworkProtocolVersionKey
-	// KeyResendCount is http.request.resend_count: attempt number - 1, set
-	// only on resent attempts (retries and hedges).
-	KeyResendCount = semconv.HTTPRequestResendCountKey
-
 	// KeyOperation (invented) names a generic Retrier call: its key. It
-	// replaces the HTTP attributes on everything Hooks records for a
-	// generic call.
+	// replaces the HTTP attributes on everything recorded for a Retrier's
+	// calls.
 	KeyOperation = attribute.Key("gotry.operation")
-	// KeyTransport (invented) names a transport passed to ObserveTransport.
+	// KeyTransport (invented) is the name a transport or retrier was wired
+	// with (Name), on every one of its metrics.
 	KeyTransport = attribute.Key("gotry.transport")
 
 	// KeyAttempts (invented, request span) is how many attempts launched,
@@ -63,34 +40,18 @@ const (
 	// KeyHedges (invented, request span) is how many of them were hedges;
 	// on the span only when not zero.
 	KeyHedges = attribute.Key("gotry.hedges")
-	// KeyBackoffTotal (invented, request span) is the seconds slept between
-	// attempts, as a float; on the span only when not zero.
-	KeyBackoffTotal = attribute.Key("gotry.backoff.total")
 	// KeyReason (invented) is why the request ended: resilience.EndReason's
 	// String, e.g. "success" or "attempts_exhausted".
 	KeyReason = attribute.Key("gotry.reason")
-	// KeyRequestDuration (invented, logs only) is the request's seconds.
-	KeyRequestDuration = attribute.Key("gotry.request.duration")
 
-	// KeyAttempt (invented, span events and logs; never a metric label) is
-	// an attempt's 1-based number.
-	KeyAttempt = attribute.Key("gotry.attempt")
 	// KeyAttemptKind (invented) is "initial", "retry" or "hedge". An HTTP
-	// attempt span carries it only on a resend, with KeyResendCount: a span
-	// without it is the first attempt. Metrics and logs always carry it.
+	// attempt span carries it only on a resend, with
+	// http.request.resend_count: a span without it is the first attempt.
+	// Metrics and logs always carry it.
 	KeyAttemptKind = attribute.Key("gotry.attempt.kind")
 	// KeyAttemptOutcome (invented) is "success", "retryable", "failure" or
 	// "cancelled" (lost a hedge race or the caller gave up; not an error).
 	KeyAttemptOutcome = attribute.Key("gotry.attempt.outcome")
-	// KeyAttemptProbe (invented) is true on a half-open breaker's probe.
-	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
-	// KeyAttemptTimeToHeaders (invented, attempt spans) is the seconds from
-	// the attempt's start to its response headers, as a float; absent when
-	// the attempt ended without a response.
-	KeyAttemptTimeToHeaders = attribute.Key("gotry.attempt.time_to_headers")
-	// KeyAttemptDuration (invented, logs only) is the attempt's seconds until
-	// response headers or an error.
-	KeyAttemptDuration = attribute.Key("gotry.attempt.duration")
 
 	// KeyRetryTrigger (invented) is what made a retry: "429", "5xx", "4xx"
 	// for a status, or the error's ErrorType.
@@ -98,24 +59,6 @@ const (
 	// KeyDelaySource (invented) is where a retry's delay came from:
 	// "backoff", "retry_after" or "immediate" (no wait).
 	KeyDelaySource = attribute.Key("gotry.retry.delay_source")
-
-	// KeyBackoffDelay (invented) is a planned backoff in seconds (float).
-	KeyBackoffDelay = attribute.Key("gotry.backoff.delay")
-	// KeyBackoffRetryAfter (invented, backoff span) is true when the delay
-	// came from a Retry-After header.
-	KeyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")
-	// KeyBackoffInterrupted (invented, backoff span) is true when the
-	// caller's context ended during the sleep.
-	KeyBackoffInterrupted = attribute.Key("gotry.backoff.interrupted")
-
-	// KeyHedgeInFlight (invented, span event and logs) is how many attempts
-	// were in flight when a hedge launched, the hedge included.
-	KeyHedgeInFlight = attribute.Key("gotry.hedge.in_flight")
-
-	// KeyHedgeDelay (invented, hedge span event) is the wait in seconds
-	// (float) after which the hedge launched: the fixed delay, or the one
-	// adaptive hedging had learned for the host.
-	KeyHedgeDelay = attribute.Key("gotry.hedge.delay")
 	// KeyHedgeTrigger (invented) is what set a hedge's delay: "fixed" (a
 	// configured delay) or "adaptive" (WithAdaptiveHedging's learned one).
 	KeyHedgeTrigger = attribute.Key("gotry.hedge.trigger")
@@ -126,10 +69,74 @@ const (
 	// KeyBreakerFrom and KeyBreakerTo (invented) are a transition's states.
 	KeyBreakerFrom = attribute.Key("gotry.breaker.from")
 	KeyBreakerTo   = attribute.Key("gotry.breaker.to")
+)
 
-	// KeySuppressed (invented, logs only) is how many like lines the rate
+// The other attribute keys, which only describe: the conventions' (under
+// shorter names), and gotry's own that carry a number or a detail rather
+// than a dimension to filter by.
+const (
+	// keyMethod is http.request.method: the request method, or "_OTHER" for
+	// a method the conventions do not know.
+	keyMethod = semconv.HTTPRequestMethodKey
+	// keyMethodOriginal is http.request.method_original, on spans only, when
+	// keyMethod is "_OTHER".
+	keyMethodOriginal = semconv.HTTPRequestMethodOriginalKey
+	// keyServerAddress is server.address: the URL's host, without the port.
+	keyServerAddress = semconv.ServerAddressKey
+	// keyServerPort is server.port: the URL's port, or the scheme's default.
+	keyServerPort = semconv.ServerPortKey
+	// keyURLFull is url.full, on attempt spans only: credentials replaced by
+	// "REDACTED:REDACTED", the values of the query parameters the
+	// conventions name as sensitive replaced by "REDACTED" (or the whole
+	// query dropped, WithoutURLQuery), no fragment.
+	keyURLFull = semconv.URLFullKey
+	// keyStatusCode is http.response.status_code.
+	keyStatusCode = semconv.HTTPResponseStatusCodeKey
+	// keyErrorType is error.type: the status code for a response >= 400, or
+	// ErrorType's class of an error.
+	keyErrorType = semconv.ErrorTypeKey
+	// keyProtocolVersion is network.protocol.version, on attempt spans: the
+	// response's HTTP version ("1.1", "2", "3").
+	keyProtocolVersion = semconv.NetworkProtocolVersionKey
+	// keyResendCount is http.request.resend_count: attempt number - 1, set
+	// only on resent attempts (retries and hedges).
+	keyResendCount = semconv.HTTPRequestResendCountKey
+
+	// keyBackoffTotal (invented, request span) is the seconds slept between
+	// attempts, as a float; on the span only when not zero.
+	keyBackoffTotal = attribute.Key("gotry.backoff.total")
+	// keyRequestDuration (invented, logs only) is the request's seconds.
+	keyRequestDuration = attribute.Key("gotry.request.duration")
+	// keyAttempt (invented, span events and logs; never a metric label) is
+	// an attempt's 1-based number.
+	keyAttempt = attribute.Key("gotry.attempt")
+	// keyAttemptProbe (invented) is true on a half-open breaker's probe.
+	keyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// keyAttemptTimeToHeaders (invented, attempt spans) is the seconds from
+	// the attempt's start to its response headers, as a float; absent when
+	// the attempt ended without a response.
+	keyAttemptTimeToHeaders = attribute.Key("gotry.attempt.time_to_headers")
+	// keyAttemptDuration (invented, logs only) is the attempt's seconds until
+	// response headers or an error.
+	keyAttemptDuration = attribute.Key("gotry.attempt.duration")
+	// keyBackoffDelay (invented) is a planned backoff in seconds (float).
+	keyBackoffDelay = attribute.Key("gotry.backoff.delay")
+	// keyBackoffRetryAfter (invented, backoff span) is true when the delay
+	// came from a Retry-After header.
+	keyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")
+	// keyBackoffInterrupted (invented, backoff span) is true when the
+	// caller's context ended during the sleep.
+	keyBackoffInterrupted = attribute.Key("gotry.backoff.interrupted")
+	// keyHedgeInFlight (invented, span event and logs) is how many attempts
+	// were in flight when a hedge launched, the hedge included.
+	keyHedgeInFlight = attribute.Key("gotry.hedge.in_flight")
+	// keyHedgeDelay (invented, hedge span event) is the wait in seconds
+	// (float) after which the hedge launched: the fixed delay, or the one
+	// adaptive hedging had learned for the host.
+	keyHedgeDelay = attribute.Key("gotry.hedge.delay")
+	// keySuppressed (invented, logs only) is how many like lines the rate
 	// limiter dropped since the previous one.
-	KeySuppressed = attribute.Key("gotry.suppressed")
+	keySuppressed = attribute.Key("gotry.suppressed")
 )
 
 // Values of KeyDelaySource.

@@ -97,6 +97,6 @@ func benchTransports(tb testing.TB, batch bool) []benchTransport {
 		{"bare", memRT{}},
 		{"otelhttp", otelhttp.NewTransport(memRT{}, otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp), otelhttp.WithPropagators(prop))},
 		{"gotry", transport.New(memRT{})},
-		{"gotry+telemetry", transport.New(memRT{}, transport.WithHooks(tel.Hooks()))},
+		{"gotry+telemetry", transport.New(memRT{}, tel.Transport())},
 	}
 }

@@ -1,13 +1,21 @@
 // Package telemetry makes gotry observable: OpenTelemetry spans and metrics
 // and zap or log/slog lines for every request, attempt, retry, hedge,
 // backoff, budget refusal and breaker change, all from the hooks of the
-// transport and resilience packages. Setup is one line per transport:
+// transport and resilience packages. Setup is one option per transport or
+// retrier:
 //
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
-//	tr := transport.New(nil, transport.WithHooks(tel.Hooks()))
-//	reg, err := tel.ObserveTransport("payments", tr)      // budget and breaker gauges; reg.Unregister()
+//	tr := transport.New(base, tel.Transport(telemetry.Name("payments")))
+//	r := resilience.NewRetrier(tel.Retrier(telemetry.Name("jobs")))
 //
-// and, for the generic resilience.Retrier, resilience.WithHooks(tel.Hooks()).
+// Telemetry.Transport and Telemetry.Retrier give spans, metrics, logs and
+// gauges at once, and compose with the package's other options. With
+// otelhttp in the transport's base, otelhttp makes the attempts' CLIENT
+// spans and gotry none, adding its attempt attributes to them (see
+// Telemetry.Transport); AttemptAnnotator inside otelhttp does so from each
+// attempt's start:
+//
+//	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //
 // Traces follow the OpenTelemetry HTTP client conventions. Each RoundTrip is
 // an INTERNAL span "gotry {method}" (attributes http.request.method,
@@ -30,8 +38,25 @@
 // events on the request span.
 //
 // Metrics are the gotry.* instruments listed in METRICS.md, with their
-// Prometheus names. They never carry a URL, path or attempt number, and
-// server.address is bounded by WithHostLimit.
+// Prometheus names, and the HTTP client conventions'
+// http.client.request.duration per physical attempt (recorded by otelhttp
+// instead when otelhttp makes the attempt spans, so no attempt counts
+// twice); dashboards built for OpenTelemetry HTTP clients work on them.
+// Labels follow the HTTP conventions plus gotry.* ones; gotry.transport
+// names the downstream when the wiring was given a Name. They never carry
+// a URL, path or attempt number, and server.address is bounded by
+// WithHostLimit (past it, hosts fold into OtherHost). Only the latency
+// histograms take exemplars (the trace_id and span_id of a sampled request),
+// since each costs a clock read and a copy per measurement; serve them as
+// OpenMetrics to see them in Prometheus and Grafana.
+//
+// Gauges (gotry.budget.tokens, gotry.breaker.state,
+// gotry.breaker.state.duration, gotry.hedge.delay,
+// gotry.hedge.max_extra_load) are read at each collection from one Stats
+// snapshot of every transport and retrier the Telemetry was wired into. They
+// are registered with the meter once, at the first, and hold each source
+// weakly: a transport or retrier the program drops leaves the gauges once it
+// is garbage collected, with nothing to unregister.
 //
 // Logs go to zap (WithLogger) or slog (WithSlogLogger) with field keys equal
 // to the span attribute keys and trace_id/span_id, so logs, traces and
@@ -39,8 +64,10 @@
 // lines are aggregated per host and reason (WithGiveUpLogInterval).
 //
 // gotry composes with otelhttp either way round; README.md shows both
-// recipes and the trace tree each produces. HooksFor(base) makes no gotry
-// attempt span when base is an otelhttp.Transport. A Telemetry is safe for
-// concurrent use; create one per process (or per provider set) and call
-// Hooks once per Transport or Retrier: one adapter serves both.
+// recipes and the trace tree each produces. Inside gotry, otelhttp makes the
+// one CLIENT span per attempt; outside it, otelhttp's CLIENT span is the
+// parent of gotry's request span, and each attempt still has one CLIENT
+// span, gotry's. A Telemetry is safe for concurrent use; create one per
+// process (or per provider set) and wire every transport and retrier with
+// it: one adapter serves both.
 package telemetry

@@ -31,7 +31,9 @@ func flakyServer() *httptest.Server {
 	}))
 }
 
-// The one-line setup: spans and metrics go to the otel globals, logs to zap.
+// The setup: one Telemetry per process, one option per transport. Spans
+// and metrics go to the otel globals, logs to zap; the transport's budget
+// and breaker gauges are reported as long as it is in use.
 func Example() {
 	srv := flakyServer()
 	defer srv.Close()
@@ -39,18 +41,8 @@ func Example() {
 	defer base.CloseIdleConnections()
 
 	tel := telemetry.New(telemetry.WithLogger(zap.NewNop()))
-	tr := transport.New(base, transport.WithHooks(tel.Hooks()),
+	tr := transport.New(base, tel.Transport(telemetry.Name("payments")),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
-	reg, err := tel.ObserveTransport("payments", tr) // budget and breaker gauges
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer func() {
-		if err := reg.Unregister(); err != nil {
-			fmt.Println(err)
-		}
-	}()
 
 	client := &http.Client{Transport: tr}
 	resp, err := client.Get(srv.URL)
@@ -64,11 +56,11 @@ func Example() {
 	// Output: 200 ok
 }
 
-// The same hooks serve the generic Retrier: the operation name (Retry's
-// key) replaces the HTTP attributes.
-func ExampleTelemetry_Hooks_retrier() {
+// The same Telemetry serves the generic Retrier: the operation name
+// (Retry's key) replaces the HTTP attributes.
+func ExampleTelemetry_Retrier() {
 	tel := telemetry.New(telemetry.WithSlogLogger(slog.New(slog.DiscardHandler)))
-	r := resilience.NewRetrier(resilience.WithHooks(tel.Hooks()),
+	r := resilience.NewRetrier(tel.Retrier(telemetry.Name("config")),
 		resilience.WithBackoff(resilience.Constant(time.Millisecond)))
 	calls := 0
 	v, err := resilience.Retry(context.Background(), r, "load-config", func(context.Context) (string, error) {
@@ -82,20 +74,17 @@ func ExampleTelemetry_Hooks_retrier() {
 	// Output: config <nil> 2
 }
 
-// gotry → otelhttp → base: otelhttp makes the one CLIENT span per attempt,
-// and the annotator inside it copies gotry's attempt attributes onto it.
-// HooksFor sees otelhttp in the base, so gotry makes no second CLIENT span
-// even without WithOtelhttpAttempts.
+// gotry → otelhttp → base: otelhttp makes the one CLIENT span per attempt
+// (Transport sees it in the base, so gotry makes none), and the annotator
+// inside it copies gotry's attempt attributes onto it.
 func ExampleTelemetry_AttemptAnnotator() {
 	srv := flakyServer()
 	defer srv.Close()
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 
-	tel := telemetry.New(telemetry.WithOtelhttpAttempts())
-	inner := otelhttp.NewTransport(tel.AttemptAnnotator(base))
-	tr := transport.New(inner,
-		transport.WithHooks(tel.HooksFor(inner)),
+	tel := telemetry.New()
+	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport(),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)

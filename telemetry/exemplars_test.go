@@ -54,7 +54,7 @@ func appendTraces[N int64 | float64](ids []string, ex []metricdata.Exemplar[N]) 
 func TestExemplarsWhereTracesAreLinked(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	mustGet(t, tr, srv.URL)
 	spans := r.waitEnded(t, 2)
 	trace := spans[0].SpanContext().TraceID().String()

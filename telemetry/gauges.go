@@ -1,146 +1,191 @@
 package telemetry
 
-// The gauges: what ObserveTransport and ObserveRetrier read at each
-// collection (budget tokens, breaker states and their durations, the
-// adaptive hedge delay and cap).
+// The gauges: what a Telemetry reads at each collection from every
+// transport and retrier it was wired into (budget tokens, breaker states
+// and their durations, the adaptive hedge delay and cap), each read from
+// one Stats snapshot.
 
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
+	"weak"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
-// TransportState is what ObserveTransport reads at each collection:
-// *transport.Transport has both methods.
-type TransportState interface {
-	// BudgetTokens returns the retry budget's tokens (+Inf when disabled).
-	BudgetTokens() float64
-	// EachBreaker calls fn for each tracked host's breaker.
-	EachBreaker(fn func(host string, s resilience.BreakerState))
+// statsSource is what the gauges read: *transport.Transport and
+// *resilience.Retrier are ones.
+type statsSource interface {
+	// Stats returns a snapshot of the source's budget, breakers and
+	// adaptive hedging state.
+	Stats() resilience.Stats
 }
 
-// BreakerTimes is what ObserveTransport reads for
-// gotry.breaker.state.duration when the TransportState has it:
-// *transport.Transport does.
-type BreakerTimes interface {
-	// EachBreakerFor calls fn for each tracked host's breaker with its
-	// state and how long it has been in it.
-	EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration))
+// gauges holds the sources a Telemetry reports at each collection. It
+// refers to them weakly: a transport or retrier the program no longer uses
+// drops out of the gauges once it is garbage collected, so nothing needs
+// unregistering.
+type gauges struct {
+	once sync.Once // registers the callback, at the first source
+
+	mu      sync.Mutex
+	sources []gaugeSource // guarded by mu
 }
 
-// HedgeState is what ObserveTransport reads of adaptive hedging when the
-// TransportState has it too: *transport.Transport does.
-type HedgeState interface {
-	// EachHedgeDelay calls fn for each host adaptive hedging tracks.
-	EachHedgeDelay(fn func(host string, delay time.Duration, warm bool))
-	// MaxExtraLoad returns the cap on extra load, 0 without adaptive hedging.
-	MaxExtraLoad() float64
+// gaugeSource is one transport or retrier.
+type gaugeSource struct {
+	name string             // gotry.transport; "" for none
+	op   bool               // its keys are operations (a Retrier), not hosts
+	get  func() statsSource // the source, or nil once it has been collected
 }
 
-// ObserveTransport reports tr's budget (gotry.budget.tokens), breakers
-// (gotry.breaker.state, and gotry.breaker.state.duration when tr is a
-// BreakerTimes) and, when tr is a HedgeState with adaptive hedging
-// on, each host's hedge delay (gotry.hedge.delay, the longest when several
-// ports of one address are tracked) and the cap (gotry.hedge.max_extra_load)
-// at each metric collection, labelled
-// gotry.transport=name (omitted when name is ""). Nothing is reported for a
-// disabled budget. Breakers are grouped by server.address (after the host
-// guard); when several ports of one host have breakers, the most severe
-// state (open, then half-open) is reported. Call Unregister on the result
-// when tr is retired. The error is the meter provider's.
-func (t *Telemetry) ObserveTransport(name string, tr TransportState) (metric.Registration, error) {
-	in := &t.inst
-	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		if tok := tr.BudgetTokens(); !math.IsInf(tok, 0) && !math.IsNaN(tok) {
-			var buf [1]attribute.KeyValue
-			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
-		}
-		type held struct {
-			s  resilience.BreakerState
-			in time.Duration
-		}
-		worst := map[string]held{}
-		add := func(key string, s resilience.BreakerState, in time.Duration) {
-			host, _ := splitKey(key)
-			h, _ := t.hosts.get(host)
-			if prev, ok := worst[h]; !ok || severity(s) > severity(prev.s) || (s == prev.s && in > prev.in) {
-				worst[h] = held{s, in}
-			}
-		}
-		fs, timed := tr.(BreakerTimes)
-		if timed {
-			fs.EachBreakerFor(add)
-		} else {
-			tr.EachBreaker(func(key string, s resilience.BreakerState) { add(key, s, 0) })
-		}
-		for h, w := range worst {
-			who := KeyServerAddress.String(h)
-			observeBreaker(o, in.breakerState, who, name, w.s)
-			if timed {
-				var buf [3]attribute.KeyValue
-				kv := append(buf[:0], who, KeyBreakerState.String(breakerState(w.s)))
-				o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(kv, name)...))
-			}
-		}
-		if hs, ok := tr.(HedgeState); ok {
-			t.observeHedging(o, name, hs)
+// weakly returns a func that gives p while it lives, without keeping it
+// alive.
+func weakly[T any, P interface {
+	*T
+	statsSource
+}](p P) func() statsSource {
+	w := weak.Make((*T)(p))
+	return func() statsSource {
+		if v := P(w.Value()); v != nil {
+			return v
 		}
 		return nil
-	}, in.budgetTokens, in.breakerState, in.breakerFor, in.hedgeDelay, in.hedgeMaxExtraLoad)
+	}
 }
 
-// observeHedging writes hs's hedge delay per server.address and its cap;
-// nothing without adaptive hedging.
-func (t *Telemetry) observeHedging(o metric.Observer, name string, hs HedgeState) {
-	in := &t.inst
-	capLoad := hs.MaxExtraLoad()
-	if capLoad <= 0 {
-		return
-	}
-	var buf [2]attribute.KeyValue
-	o.ObserveFloat64(in.hedgeMaxExtraLoad, capLoad, metric.WithAttributes(named(buf[:0], name)...))
-	longest := map[string]time.Duration{}
-	hs.EachHedgeDelay(func(key string, d time.Duration, _ bool) {
-		host, _ := splitKey(key)
-		h, _ := t.hosts.get(host)
-		if prev, ok := longest[h]; !ok || d > prev {
-			longest[h] = d
+// observe adds a source to t's gauges, registering the gauges' one
+// callback with the meter at the first. An error registering it goes to
+// otel.Handle, as an instrument's does.
+func (t *Telemetry) observe(s gaugeSource) {
+	g := &t.gauges
+	g.mu.Lock()
+	g.sources = append(g.sources, s)
+	g.mu.Unlock()
+	g.once.Do(func() {
+		in := &t.inst
+		_, err := in.meter.RegisterCallback(t.collect,
+			in.budgetTokens, in.breakerState, in.breakerFor, in.hedgeDelay, in.hedgeMaxExtraLoad)
+		if err != nil {
+			otel.Handle(err)
 		}
 	})
-	for h, d := range longest {
-		kv := append(buf[:0], KeyServerAddress.String(h))
-		o.ObserveFloat64(in.hedgeDelay, d.Seconds(), metric.WithAttributes(named(kv, name)...))
-	}
 }
 
-// RetrierState is what ObserveRetrier reads: *resilience.Retrier's engine.
-type RetrierState interface{ Engine() *resilience.Engine }
-
-// ObserveRetrier is ObserveTransport for a generic resilience.Retrier: its
-// breakers (gotry.breaker.state and gotry.breaker.state.duration) are
-// labelled gotry.operation (their key) instead of server.address.
-func (t *Telemetry) ObserveRetrier(name string, r RetrierState) (metric.Registration, error) {
-	in := &t.inst
-	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		e := r.Engine()
-		if tok := e.BudgetTokens(); !math.IsInf(tok, 0) && !math.IsNaN(tok) {
-			var buf [1]attribute.KeyValue
-			o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
+// instruments reports whether src is among t's sources.
+func (t *Telemetry) instruments(src statsSource) bool {
+	g := &t.gauges
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.sources {
+		if s.get() == src {
+			return true
 		}
-		e.EachBreakerFor(func(key string, s resilience.BreakerState, held time.Duration) {
-			who := KeyOperation.String(key)
-			observeBreaker(o, in.breakerState, who, name, s)
-			var buf [3]attribute.KeyValue
-			kv := append(buf[:0], who, KeyBreakerState.String(breakerState(s)))
-			o.ObserveFloat64(in.breakerFor, held.Seconds(), metric.WithAttributes(named(kv, name)...))
-		})
-		return nil
-	}, in.budgetTokens, in.breakerState, in.breakerFor)
+	}
+	return false
+}
+
+var (
+	_ statsSource = (*transport.Transport)(nil)
+	_ statsSource = (*resilience.Retrier)(nil)
+)
+
+// collect reports every live source, and forgets those that are gone.
+func (t *Telemetry) collect(_ context.Context, o metric.Observer) error {
+	g := &t.gauges
+	g.mu.Lock()
+	sources := append([]gaugeSource(nil), g.sources...)
+	g.mu.Unlock()
+	gone := false
+	for _, s := range sources {
+		src := s.get()
+		if src == nil {
+			gone = true
+			continue
+		}
+		t.report(o, s, src.Stats())
+	}
+	if gone {
+		g.mu.Lock()
+		live := g.sources[:0]
+		for _, s := range g.sources {
+			if s.get() != nil {
+				live = append(live, s)
+			}
+		}
+		clear(g.sources[len(live):])
+		g.sources = live
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// report writes one source's snapshot: its budget (gotry.budget.tokens,
+// nothing for a disabled budget), its breakers (gotry.breaker.state and
+// gotry.breaker.state.duration) and, with adaptive hedging, each host's
+// hedge delay (gotry.hedge.delay) and the cap (gotry.hedge.max_extra_load),
+// labelled gotry.transport=name when it has a name. A transport's breakers
+// and delays are grouped by server.address (after the host guard): when
+// several ports of one host are tracked, the most severe breaker state
+// (open, then half-open; the longest held on a tie) and the longest delay
+// are reported. A retrier's are labelled gotry.operation, its key.
+func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats) {
+	in := &t.inst
+	if tok := st.BudgetTokens; !math.IsInf(tok, 0) && !math.IsNaN(tok) {
+		var buf [1]attribute.KeyValue
+		o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], s.name)...))
+	}
+	type held struct {
+		s  resilience.BreakerState
+		in time.Duration
+	}
+	worst := map[string]held{}
+	longest := map[string]time.Duration{}
+	for _, h := range st.Hosts {
+		who := h.Key
+		if !s.op {
+			host, _ := splitKey(h.Key)
+			who, _ = t.hosts.get(host)
+		}
+		if st.Breakers {
+			if prev, ok := worst[who]; !ok || severity(h.Breaker) > severity(prev.s) || (h.Breaker == prev.s && h.BreakerFor > prev.in) {
+				worst[who] = held{h.Breaker, h.BreakerFor}
+			}
+		}
+		if st.MaxExtraLoad > 0 && h.HedgeDelay > 0 {
+			if prev, ok := longest[who]; !ok || h.HedgeDelay > prev {
+				longest[who] = h.HedgeDelay
+			}
+		}
+	}
+	label := func(who string) attribute.KeyValue {
+		if s.op {
+			return KeyOperation.String(who)
+		}
+		return keyServerAddress.String(who)
+	}
+	for who, w := range worst {
+		kv := label(who)
+		observeBreaker(o, in.breakerState, kv, s.name, w.s)
+		var buf [3]attribute.KeyValue
+		attrs := append(buf[:0], kv, KeyBreakerState.String(breakerState(w.s)))
+		o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(attrs, s.name)...))
+	}
+	if st.MaxExtraLoad > 0 {
+		var buf [2]attribute.KeyValue
+		o.ObserveFloat64(in.hedgeMaxExtraLoad, st.MaxExtraLoad, metric.WithAttributes(named(buf[:0], s.name)...))
+		for who, d := range longest {
+			attrs := append(buf[:0], label(who))
+			o.ObserveFloat64(in.hedgeDelay, d.Seconds(), metric.WithAttributes(named(attrs, s.name)...))
+		}
+	}
 }
 
 // named appends gotry.transport unless name is empty.

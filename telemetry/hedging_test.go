@@ -3,6 +3,7 @@ package telemetry
 import (
 	"go.opentelemetry.io/otel/attribute"
 
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // TestHedgeTelemetry: a hedge carries its delay and trigger on its span
-// event, gotry.hedges counts it by trigger, and ObserveTransport reports an
+// event, gotry.hedges counts it by trigger, and the gauges report an
 // adaptive transport's hedge delay per host and its cap on extra load.
 func TestHedgeTelemetry(t *testing.T) {
 	r := newRig(t)
@@ -29,7 +30,7 @@ func TestHedgeTelemetry(t *testing.T) {
 	trs := map[string]*transport.Transport{}
 	for _, tc := range tests {
 		slow := newServer(t, stall(done), status(200))
-		tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), tc.opt, transport.WithMaxAttempts(2))
+		tr := transport.New(base(t), r.tel.Transport(Name(tc.name)), tc.opt, transport.WithMaxAttempts(2))
 		trs[tc.name] = tr
 		mustGet(t, tr, slow.URL)
 	}
@@ -44,21 +45,15 @@ func TestHedgeTelemetry(t *testing.T) {
 			t.Fatalf("%s: events %v, want one gotry.hedge", tc.name, ev)
 		}
 		want(t, tc.name+" hedge event", ev[0].Attributes, map[attribute.Key]any{
-			KeyHedgeDelay: tc.delay, KeyHedgeTrigger: tc.trigger})
+			keyHedgeDelay: tc.delay, KeyHedgeTrigger: tc.trigger})
 	}
 
-	for name, tr := range trs {
-		reg, err := r.tel.ObserveTransport(name, tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Unregister() })
-	}
 	rm := r.collect(t)
+	runtime.KeepAlive(trs) // the gauges hold them weakly
 	const h = "http.request.method=GET,server.address=127.0.0.1,server.port=P"
 	_, ps := find(t, rm, MetricHedges)
 	got := sums(ps)
-	for k, v := range normalize(map[string]float64{"gotry.hedge.trigger=fixed," + h: 1, "gotry.hedge.trigger=adaptive," + h: 1}) {
+	for k, v := range normalize(map[string]float64{"gotry.hedge.trigger=fixed,gotry.transport=fixed," + h: 1, "gotry.hedge.trigger=adaptive,gotry.transport=adaptive," + h: 1}) {
 		if got[k] != v {
 			t.Errorf("%s {%s} = %v, want %v (all: %v)", MetricHedges, k, got[k], v, got)
 		}

@@ -267,3 +267,19 @@ func wantTraceparents(t *testing.T, srv *server, atts []sdktrace.ReadOnlySpan) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// settled reports whether every span started so far has ended.
+func (r *rig) settled() bool { return len(r.rec.Started()) == len(r.rec.Ended()) }
+
+// waitFor polls cond until it holds, failing the test after 5s (hedge
+// losers end on goroutines of their own, after RoundTrip returned).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -9,54 +9,103 @@ import (
 	"github.com/MrVSiK/gotry/transport"
 )
 
-// Hooks returns the hooks that give a transport.Transport or a
-// resilience.Retrier its spans, metrics and logs:
+// Transport returns the option that gives a transport.Transport its spans,
+// metrics, logs and gauges, in one step:
 //
-//	tr := transport.New(base, transport.WithHooks(tel.Hooks()))
-//	r := resilience.NewRetrier(resilience.WithHooks(tel.Hooks()))
+//	tel := telemetry.New(telemetry.WithLogger(zapLogger))
+//	tr := transport.New(base, tel.Transport(telemetry.Name("payments")), transport.WithHedging(50*time.Millisecond, 1))
 //
-// A call of the transport (its events' Subject is the request) gets the
-// HTTP attributes and CLIENT attempt spans; any other call gets
-// gotry.operation (the call's Key) in their place and INTERNAL attempt
-// spans. Call it once per Transport or Retrier: the value holds that one's
-// log rate limiter. Every field is set, so every response body the
-// transport returns is wrapped (the winning attempt's span ends when it is
-// closed or read to EOF). Its metrics carry no gotry.transport; NamedHooks
-// adds it.
+// It composes with any other transport option, WithHooks included. Each
+// transport it is given to gets hook state of its own (the log rate
+// limiters) and is added to the gauges (see Gauges in the package doc),
+// which keep reporting it for as long as the program holds it.
 //
-// A transport whose base is an otelhttp.Transport needs WithOtelhttpAttempts,
-// or every attempt gets two CLIENT spans; HooksFor(base) sees to it.
-func (t *Telemetry) Hooks() resilience.Hooks { return t.hooks("", t.cfg.otelhttp) }
-
-// NamedHooks is Hooks whose every metric carries gotry.transport=name
-// (none when name is ""), so several transports (one per downstream) in one
-// process can be told apart and read beside their ObserveTransport gauges:
-// give both the same name.
+// One CLIENT span per attempt, whatever the layout. When the transport's
+// base is, or wraps through Unwrap() http.RoundTripper methods, an
+// *otelhttp.Transport, otelhttp makes each attempt's CLIENT span and
+// injects its headers, so gotry makes no attempt span and records no
+// http.client.request.duration; the same holds over another transport this
+// Telemetry instruments, whose own attempts are the physical ones. A
+// transport given this option twice is wired once, by the first. (Two
+// different Telemetry values on one transport each make their own spans,
+// as they would for two tracer providers: give a transport one Telemetry
+// per provider.) gotry gives otelhttp's span the attempt's attributes and
+// outcome when a response arrives (found through resp.Request, which
+// http.Transport sets); AttemptAnnotator inside otelhttp gives them from
+// the attempt's start, on errors too, and marks a hedge loser's span
+// cancelled rather than failed:
 //
-//	tr := transport.New(base, transport.WithHooks(tel.NamedHooks("payments")))
-//	reg, err := tel.ObserveTransport("payments", tr)
-func (t *Telemetry) NamedHooks(name string) resilience.Hooks { return t.hooks(name, t.cfg.otelhttp) }
-
-// HooksFor returns Hooks for a transport over base (transport.New(base,
-// transport.WithHooks(tel.HooksFor(base)))). When base is, or wraps through
-// Unwrap() http.RoundTripper methods, an *otelhttp.Transport, otelhttp makes
-// each attempt's CLIENT span, so gotry makes none, as with
-// WithOtelhttpAttempts: one CLIENT span per attempt whichever option was
-// forgotten. Place AttemptAnnotator inside otelhttp to give those spans
-// gotry's attempt attributes. NamedHooksFor adds gotry.transport.
-func (t *Telemetry) HooksFor(base http.RoundTripper) resilience.Hooks {
-	return t.NamedHooksFor("", base)
+//	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
+//
+// Every hook is set, so every response body the transport returns is
+// wrapped (the winning attempt's span ends when it is closed or read to
+// EOF).
+func (t *Telemetry) Transport(opts ...HooksOption) transport.Option {
+	hc := newHooksConfig(opts)
+	return transport.WithHooksFor(func(tr *transport.Transport) transport.Hooks {
+		if t.instruments(tr) {
+			return transport.Hooks{} // given twice: the first one wires it
+		}
+		below := t.spansBelow(tr.Unwrap())
+		t.observe(gaugeSource{name: hc.name, get: weakly(tr)})
+		return t.hooks(hc.name, below)
+	})
 }
 
-// NamedHooksFor is HooksFor whose metrics carry gotry.transport=name.
-func (t *Telemetry) NamedHooksFor(name string, base http.RoundTripper) resilience.Hooks {
-	return t.hooks(name, t.cfg.otelhttp || wrapsOtelhttp(base))
+// Retrier returns the option that gives a resilience.Retrier its spans,
+// metrics, logs and gauges, as Transport does for a transport:
+//
+//	r := resilience.NewRetrier(tel.Retrier(telemetry.Name("jobs")), resilience.WithMaxAttempts(5))
+//
+// Its calls get gotry.operation (the call's key) in place of the HTTP
+// attributes, and INTERNAL attempt spans; its breakers' gauges are
+// labelled gotry.operation too.
+func (t *Telemetry) Retrier(opts ...HooksOption) resilience.Option {
+	hc := newHooksConfig(opts)
+	return resilience.WithHooksFor(func(r *resilience.Retrier) resilience.Hooks {
+		if t.instruments(r) {
+			return resilience.Hooks{} // given twice: the first one wires it
+		}
+		t.observe(gaugeSource{name: hc.name, op: true, get: weakly(r)})
+		return t.hooks(hc.name, false)
+	})
 }
 
-// hooks returns the hooks; name goes on every metric, otelhttpAttempts says
-// otelhttp makes the attempt spans.
-func (t *Telemetry) hooks(name string, otelhttpAttempts bool) resilience.Hooks {
-	hs := &hookSet{t: t, name: name, otelhttp: otelhttpAttempts}
+// HooksOption configures what Telemetry.Transport and Telemetry.Retrier
+// wire. A nil HooksOption changes nothing.
+type HooksOption interface{ applyHooks(*hooksConfig) }
+
+type hooksOptionFunc func(*hooksConfig)
+
+func (f hooksOptionFunc) applyHooks(c *hooksConfig) { f(c) }
+
+// hooksConfig is what the HooksOptions of one Transport or Retrier call set.
+type hooksConfig struct {
+	name string // gotry.transport; "" for none
+}
+
+func newHooksConfig(opts []HooksOption) hooksConfig {
+	var c hooksConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyHooks(&c)
+		}
+	}
+	return c
+}
+
+// Name puts gotry.transport=name on every metric of the transport or
+// retrier, its gauges included, so that several of them (one per
+// downstream) in one process can be told apart (default none; "" is
+// none).
+func Name(name string) HooksOption {
+	return hooksOptionFunc(func(c *hooksConfig) { c.name = name })
+}
+
+// hooks returns the hooks; name goes on every metric, below says something
+// under the transport makes the attempt spans (see spansBelow).
+func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
+	hs := &hookSet{t: t, name: name, below: below}
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
@@ -110,7 +159,7 @@ func (t *Telemetry) hooks(name string, otelhttpAttempts bool) resilience.Hooks {
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := hs.callFor(e.Event).newAttempt(e.Attempt, e.Kind, e.Probe)
 	a.inFlight.Store(a.c.attemptStarted())
-	if !a.c.http() || !hs.otelhttp {
+	if !a.c.http() || !hs.below {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
 	return a.ctx.carry(ctx, attemptKey{hs.t}, a)
@@ -132,16 +181,16 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 	trigger := retryTrigger(code, err)
 	source := delaySource(delay.Seconds(), retryAfter)
 	c.recordRetry(ctx, trigger, source, delay)
-	c.event(eventRetry, KeyAttempt.Int(n), KeyRetryTrigger.String(trigger),
-		KeyDelaySource.String(source), KeyBackoffDelay.Float64(delay.Seconds()))
+	c.event(eventRetry, keyAttempt.Int(n), KeyRetryTrigger.String(trigger),
+		KeyDelaySource.String(source), keyBackoffDelay.Float64(delay.Seconds()))
 	c.logRetry(ctx, n, delay, trigger, source, code, err)
 }
 
 func (c *call) hedge(ctx context.Context, n, inFlight int, delay time.Duration, adaptive bool) {
 	trigger := hedgeTrigger(adaptive)
 	c.recordHedge(ctx, trigger)
-	c.event(eventHedge, KeyAttempt.Int(n), KeyHedgeInFlight.Int(inFlight),
-		KeyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
+	c.event(eventHedge, keyAttempt.Int(n), keyHedgeInFlight.Int(inFlight),
+		keyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
 	c.logHedge(ctx, n, inFlight)
 }
 
@@ -155,7 +204,7 @@ func hedgeTrigger(adaptive bool) string {
 
 func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptKind) {
 	c.recordBudgetRefusal(ctx, k)
-	c.event(eventBudget, KeyAttempt.Int(n), KeyAttemptKind.String(k.String()))
+	c.event(eventBudget, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
 	c.logBudget(ctx, n, k)
 }
 

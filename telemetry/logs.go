@@ -12,8 +12,9 @@ import (
 )
 
 // Log messages. The zap and slog adapters write the same messages with the
-// same fields; field keys equal the span attribute keys (KeyMethod,
-// KeyServerAddress, KeyReason, KeyErrorType, ...), durations are float
+// same fields; field keys equal the span attribute keys
+// (http.request.method, server.address, gotry.reason, error.type, ...),
+// durations are float
 // seconds like the span attributes, and "trace_id"/"span_id" are added when
 // the event's context holds a valid span. Headers, bodies and URLs are never
 // logged; "error" is the error's text without the URL a *url.Error carries.
@@ -27,16 +28,17 @@ const (
 	// MsgGaveUp (Warn; Error when the request ended in an error; Info when
 	// the caller cancelled) is a request that wanted another attempt but
 	// ended: attempts or budget exhausted, breaker open, and so on. Lines
-	// are aggregated per hooks value and (server address and port, or
-	// operation; reason): the first is always written, then at most one per
-	// WithGiveUpLogInterval (default a second), with KeySuppressed counting
-	// the like lines dropped since the last one written.
+	// are aggregated per transport (or retrier) and (server address and
+	// port, or operation; reason): the first is always written, then at
+	// most one per WithGiveUpLogInterval (default a second), with
+	// gotry.suppressed counting the like lines dropped since the last one
+	// written.
 	MsgGaveUp = "gotry: gave up"
 	// MsgRequest (Debug) ends a request that did not give up.
 	MsgRequest = "gotry: request finished"
 	// MsgBudget (Warn) is a retry or hedge refused by the budget, at most
-	// one line per second per hooks value, with KeySuppressed counting the
-	// lines dropped since the last.
+	// one line per second per transport (or retrier), with gotry.suppressed
+	// counting the lines dropped since the last.
 	MsgBudget = "gotry: retry budget exhausted"
 	// MsgBreakerState (Error when the breaker opens, Info otherwise) is a
 	// breaker's state change.
@@ -131,9 +133,9 @@ func (c *call) logIdentity(fs []field) []field {
 	if c.method == "" {
 		return append(fs, fstr(KeyOperation, c.op))
 	}
-	fs = append(fs, fstr(KeyMethod, c.method), fstr(KeyServerAddress, c.host))
+	fs = append(fs, fstr(keyMethod, c.method), fstr(keyServerAddress, c.host))
 	if c.port > 0 {
-		fs = append(fs, fint(KeyServerPort, c.port))
+		fs = append(fs, fint(keyServerPort, c.port))
 	}
 	return fs
 }
@@ -141,10 +143,10 @@ func (c *call) logIdentity(fs []field) []field {
 // logResult appends the status code and error.type and text, as present.
 func logResult(fs []field, code int, err error) []field {
 	if code > 0 {
-		fs = append(fs, fint(KeyStatusCode, code))
+		fs = append(fs, fint(keyStatusCode, code))
 	}
 	if et := resultErrorType(code, err); et != "" {
-		fs = append(fs, fstr(KeyErrorType, et))
+		fs = append(fs, fstr(keyErrorType, et))
 	}
 	if err != nil {
 		fs = append(fs, field{key: logKeyError, s: errorMessage(err)})
@@ -159,10 +161,10 @@ func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duratio
 	}
 	fs := make([]field, 0, 14)
 	fs = a.c.logIdentity(fs)
-	fs = append(fs, fint(KeyAttempt, a.num), fstr(KeyAttemptKind, a.kind.String()),
-		fstr(KeyAttemptOutcome, o.String()), fsec(KeyAttemptDuration, dur))
+	fs = append(fs, fint(keyAttempt, a.num), fstr(KeyAttemptKind, a.kind.String()),
+		fstr(KeyAttemptOutcome, o.String()), fsec(keyAttemptDuration, dur))
 	if a.probe {
-		fs = append(fs, fbool(KeyAttemptProbe, true))
+		fs = append(fs, fbool(keyAttemptProbe, true))
 	}
 	if o == resilience.AttemptCancelled {
 		fs = logResult(fs, code, nil) // not an error
@@ -179,7 +181,7 @@ func (c *call) logRetry(ctx context.Context, n int, delay time.Duration, trigger
 	}
 	fs := make([]field, 0, 14)
 	fs = c.logIdentity(fs)
-	fs = append(fs, fint(KeyAttempt, n), fsec(KeyBackoffDelay, delay),
+	fs = append(fs, fint(keyAttempt, n), fsec(keyBackoffDelay, delay),
 		fstr(KeyDelaySource, source), fstr(KeyRetryTrigger, trigger))
 	fs = logResult(fs, code, err)
 	t.emit(ctx, levelInfo, MsgRetry, fs)
@@ -192,7 +194,7 @@ func (c *call) logHedge(ctx context.Context, n, inFlight int) {
 	}
 	fs := make([]field, 0, 8)
 	fs = c.logIdentity(fs)
-	fs = append(fs, fint(KeyAttempt, n), fint(KeyHedgeInFlight, inFlight))
+	fs = append(fs, fint(keyAttempt, n), fint(keyHedgeInFlight, inFlight))
 	t.emit(ctx, levelDebug, MsgHedge, fs)
 }
 
@@ -227,11 +229,11 @@ func (c *call) logEnd(ctx context.Context, e callEnd) {
 	fs := make([]field, 0, 17)
 	fs = c.logIdentity(fs)
 	if dropped >= 0 {
-		fs = append(fs, fint(KeySuppressed, dropped))
+		fs = append(fs, fint(keySuppressed, dropped))
 	}
 	fs = append(fs, fstr(KeyReason, e.reason.String()), fint(KeyAttempts, e.attempts),
 		fint(KeyRetries, e.retries), fint(KeyHedges, e.hedges),
-		fsec(KeyBackoffTotal, e.backoff), fsec(KeyRequestDuration, e.dur))
+		fsec(keyBackoffTotal, e.backoff), fsec(keyRequestDuration, e.dur))
 	fs = logResult(fs, e.code, e.err)
 	t.emit(ctx, l, msg, fs)
 }
@@ -247,7 +249,7 @@ func (c *call) logBudget(ctx context.Context, n int, k resilience.AttemptKind) {
 	}
 	fs := make([]field, 0, 10)
 	fs = c.logIdentity(fs)
-	fs = append(fs, fint(KeyAttempt, n), fstr(KeyAttemptKind, k.String()), fint(KeySuppressed, dropped))
+	fs = append(fs, fint(keyAttempt, n), fstr(KeyAttemptKind, k.String()), fint(keySuppressed, dropped))
 	t.emit(ctx, levelWarn, MsgBudget, fs)
 }
 
@@ -258,7 +260,7 @@ func (c *call) logBreakerReject(ctx context.Context, n int, s resilience.Breaker
 	}
 	fs := make([]field, 0, 8)
 	fs = c.logIdentity(fs)
-	fs = append(fs, fint(KeyAttempt, n), fstr(KeyBreakerState, breakerState(s)))
+	fs = append(fs, fint(keyAttempt, n), fstr(KeyBreakerState, breakerState(s)))
 	t.emit(ctx, levelDebug, MsgBreakerReject, fs)
 }
 
@@ -276,9 +278,9 @@ func (c *call) logTransition(ctx context.Context, key string, from, to resilienc
 	fs := make([]field, 0, 8)
 	if c.http() {
 		host, port := splitKey(key)
-		fs = append(fs, fstr(KeyServerAddress, host))
+		fs = append(fs, fstr(keyServerAddress, host))
 		if port > 0 {
-			fs = append(fs, fint(KeyServerPort, port))
+			fs = append(fs, fint(keyServerPort, port))
 		}
 	} else {
 		fs = append(fs, fstr(KeyOperation, key))

@@ -44,7 +44,7 @@ func wantFields(t *testing.T, what string, got map[string]any, exp map[string]an
 func TestLogsRetryAndGiveUp(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	resp, err := get(t, tr, srv.URL+"/orders?token=secret")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestLogsGiveUpWithError(t *testing.T) {
 	srv := newServer(t, status(200))
 	u := srv.URL + "/x?token=secret"
 	srv.Close() // nothing listens any more: connection refused
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	if _, err := get(t, tr, u); err == nil {
 		t.Fatal("want an error")
@@ -138,8 +138,8 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, tr, srv.URL)
 	if _, err := get(t, tr, srv.URL); err == nil {
 		t.Fatal("want a rejection")
@@ -173,11 +173,11 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 	}
 }
 
-// At most one budget line per second per hooks value, counting the rest.
+// At most one budget line per second per transport, counting the rest.
 func TestLogsBudgetRateLimited(t *testing.T) {
 	clock := fakeclock.New(time.Unix(1000, 0))
 	r := newRig(t, WithClock(clock))
-	h := r.tel.Hooks()
+	h := r.tel.hooks("", false)
 	req, _ := http.NewRequest(http.MethodGet, "http://api.example:8080/", nil)
 	ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
 	refuse := func() {
@@ -199,8 +199,8 @@ func TestLogsBudgetRateLimited(t *testing.T) {
 	if want := []string{"warn 0 hedge api.example", "warn 3 hedge api.example"}; !equal(got, want) {
 		t.Errorf("budget lines %q, want %q", got, want)
 	}
-	// Another hooks value (another transport) has its own limiter.
-	h2 := r.tel.Hooks()
+	// Another transport has its own limiter.
+	h2 := r.tel.hooks("", false)
 	ctx2 := h2.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
 	h2.OnBudgetExhausted(resilience.BudgetEvent{Event: resilience.Event{Context: ctx2, Subject: req}, Attempt: 2, Kind: resilience.KindRetry})
 	if n := len(lines(r.logs, MsgBudget)); n != 3 {
@@ -231,7 +231,7 @@ func TestLogsSlogMatchesZap(t *testing.T) {
 	var mu sync.Mutex
 	r := newRig(t, WithSlogLogger(slog.New(recordHandler{&mu, &recs})))
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	mustGet(t, tr, srv.URL)
 
@@ -268,7 +268,7 @@ func TestLogsSlogMatchesZap(t *testing.T) {
 func TestLogsDisabledLevelAllocatesNothing(t *testing.T) {
 	measure := func(opts ...Option) float64 {
 		tel := New(append([]Option{WithTracerProvider(nil)}, opts...)...)
-		h := tel.Hooks()
+		h := tel.hooks("", false)
 		req, _ := http.NewRequest(http.MethodGet, "http://api.example/", nil)
 		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: time.Now()})
 		return testing.AllocsPerRun(100, func() {
@@ -287,7 +287,7 @@ func TestLogsDisabledLevelAllocatesNothing(t *testing.T) {
 func TestLogsGiveUpsAggregated(t *testing.T) {
 	clock := fakeclock.New(time.Unix(1000, 0))
 	r := newRig(t, WithClock(clock))
-	h := r.tel.Hooks()
+	h := r.tel.hooks("", false)
 	giveUp := func(host string, reason resilience.EndReason) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
 		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
@@ -324,7 +324,7 @@ func TestLogsGiveUpsAggregated(t *testing.T) {
 func TestLogsGiveUpsNotAggregated(t *testing.T) {
 	clock := fakeclock.New(time.Unix(1000, 0))
 	r := newRig(t, WithClock(clock), WithGiveUpLogInterval(0))
-	h := r.tel.Hooks()
+	h := r.tel.hooks("", false)
 	req, _ := http.NewRequest(http.MethodGet, "http://pay.example/", nil)
 	for range 5 {
 		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})

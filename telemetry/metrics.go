@@ -26,8 +26,9 @@ const (
 	// MetricHTTPClientRequestDuration is the HTTP client conventions'
 	// http.client.request.duration (not ours: semconv's name, unit, advisory
 	// buckets and attributes), recorded per physical attempt when gotry
-	// makes the attempt spans; with WithOtelhttpAttempts otelhttp records it
-	// and gotry does not, so no attempt is counted twice.
+	// makes the attempt spans; when otelhttp makes them (Telemetry.Transport
+	// found it in the base) otelhttp records it and gotry does not, so no
+	// attempt is counted twice.
 	MetricHTTPClientRequestDuration = "http.client.request.duration"
 
 	MetricRequestDuration    = "gotry.request.duration"
@@ -190,9 +191,9 @@ func (c *call) metricIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
-	kv = append(kv, KeyMethod.String(c.method), KeyServerAddress.String(c.mhost))
+	kv = append(kv, keyMethod.String(c.method), keyServerAddress.String(c.mhost))
 	if c.mport > 0 {
-		kv = append(kv, KeyServerPort.Int(c.mport))
+		kv = append(kv, keyServerPort.Int(c.mport))
 	}
 	return kv
 }
@@ -203,7 +204,7 @@ func (c *call) metricHost(kv []attribute.KeyValue) []attribute.KeyValue {
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
-	return append(kv, KeyServerAddress.String(c.mhost))
+	return append(kv, keyServerAddress.String(c.mhost))
 }
 
 // keyHost is metricHost for a breaker key seen during c.
@@ -214,7 +215,7 @@ func (c *call) keyHost(kv []attribute.KeyValue, key string) []attribute.KeyValue
 	}
 	host, _ := splitKey(key)
 	h, _ := c.hs.t.hosts.get(host)
-	return append(kv, KeyServerAddress.String(h))
+	return append(kv, keyServerAddress.String(h))
 }
 
 // record records gotry.attempt.duration and gotry.attempts and, for an HTTP
@@ -232,34 +233,36 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	if o != resilience.AttemptCancelled {
 		k.et = k.het
 	}
-	std := c.http() && !c.hs.t.cfg.otelhttp
 	m, _ := c.hs.t.sets[k.shape].get(k, func() (ms *measureSets) {
 		ms = new(measureSets)
 		var buf [8]attribute.KeyValue
-		if std {
+		// Made for every HTTP key, whichever transport measures it first:
+		// the cache is the Telemetry's, shared by transports with otelhttp
+		// in their base and without.
+		if c.http() {
 			kv := c.metricIdentity(buf[:0])
 			if code > 0 {
-				kv = append(kv, KeyStatusCode.Int(code))
+				kv = append(kv, keyStatusCode.Int(code))
 			}
 			if k.het != "" {
-				kv = append(kv, KeyErrorType.String(k.het))
+				kv = append(kv, keyErrorType.String(k.het))
 			}
 			ms[2] = newMeasureOpts(kv)
 		}
 		kv := append(c.metricIdentity(buf[:0]), KeyAttemptKind.String(k.a), KeyAttemptOutcome.String(k.b))
 		ms[0] = newMeasureOpts(kv) // sorts kv in place; appending stays correct
 		if code > 0 {
-			kv = append(kv, KeyStatusCode.Int(code))
+			kv = append(kv, keyStatusCode.Int(code))
 		}
 		if k.et != "" {
-			kv = append(kv, KeyErrorType.String(k.et))
+			kv = append(kv, keyErrorType.String(k.et))
 		}
 		ms[1] = newMeasureOpts(kv)
 		return ms
 	})
 	in.attempts.Add(noExemplar, 1, m[0].add...)
 	in.attemptDuration.Record(ctx, dur.Seconds(), m[1].rec...)
-	if std {
+	if c.http() && !c.hs.below {
 		in.httpDuration.Record(ctx, dur.Seconds(), m[2].rec...)
 	}
 }
@@ -388,10 +391,10 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 		ms[2] = newMeasureOpts(c.metricIdentity(buf[:0]))
 		kv := append(c.metricIdentity(buf[:0]), reason)
 		if e.code > 0 {
-			kv = append(kv, KeyStatusCode.Int(e.code))
+			kv = append(kv, keyStatusCode.Int(e.code))
 		}
 		if k.et != "" {
-			kv = append(kv, KeyErrorType.String(k.et))
+			kv = append(kv, keyErrorType.String(k.et))
 		}
 		ms[0] = newMeasureOpts(kv)
 		return ms

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -22,17 +23,18 @@ import (
 // loopback servers: retries on 503 (backoff) and 429 (Retry-After: 0), a
 // give-up after exhausted attempts, a hedge won against a stalled attempt,
 // a budget refusal, and a breaker that opens, rejects and closes after a
-// probe. It registers the gauges of the breaker transport as "payments" and
-// of the budgeted one as "budgeted", a budget-less one as "nobudget" and an
-// adaptive one as "adaptive". With named, each transport's hooks are
-// NamedHooks with its name ("retries" and "hedged" for the others).
+// probe. Every transport is wired with tel.Transport, so its gauges are
+// reported too; two more send nothing: a budget-less one and an adaptive
+// one. With named, each is wired with its Name: "retries", "hedged",
+// "budgeted", "payments" (the breaker), "nobudget" and "adaptive". The
+// transports live until the test ends (the gauges hold them weakly).
 func exercise(t *testing.T, tel *Telemetry, named bool) {
 	t.Helper()
 	hooks := func(name string) transport.Option {
 		if named {
-			return transport.WithHooks(tel.NamedHooks(name))
+			return tel.Transport(Name(name))
 		}
-		return transport.WithHooks(tel.Hooks())
+		return tel.Transport()
 	}
 	backoff := transport.WithBackoff(resilience.Constant(time.Millisecond))
 
@@ -61,7 +63,7 @@ func exercise(t *testing.T, tel *Telemetry, named bool) {
 	flaky := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
 	breaker := transport.New(base(t), hooks("payments"), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
 	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
 		t.Fatalf("want a rejection, got %v", err)
@@ -72,21 +74,12 @@ func exercise(t *testing.T, tel *Telemetry, named bool) {
 	flaky2 := newServer(t, status(503))
 	mustGet(t, breaker, flaky2.URL)
 
-	for name, tr := range map[string]*transport.Transport{
-		"payments": breaker, "budgeted": budgeted,
-		"nobudget": transport.New(base(t), transport.WithBudget(0, 0)),
-		"adaptive": transport.New(base(t), transport.WithBudget(0, 0), transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1)),
-	} {
-		reg, err := tel.ObserveTransport(name, tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := reg.Unregister(); err != nil {
-				t.Error(err)
-			}
-		})
+	idle := []*transport.Transport{
+		transport.New(base(t), hooks("nobudget"), transport.WithBudget(0, 0)),
+		transport.New(base(t), hooks("adaptive"), transport.WithBudget(0, 0),
+			transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1)),
 	}
+	t.Cleanup(func() { runtime.KeepAlive([]any{tr, hedged, budgeted, breaker, idle}) })
 }
 
 func mustGet(t *testing.T, tr *transport.Transport, u string) {
@@ -176,7 +169,7 @@ func render(s attribute.Set) string {
 	var parts []string
 	for _, kv := range s.ToSlice() {
 		v := kv.Value.String()
-		if kv.Key == KeyServerPort {
+		if kv.Key == keyServerPort {
 			v = "P"
 		}
 		parts = append(parts, string(kv.Key)+"="+v)
@@ -297,9 +290,9 @@ func TestMetricsContract(t *testing.T) {
 		}},
 		{MetricBreakerRejections, "{request}", map[string]float64{"server.address=127.0.0.1": 1}},
 		{MetricBreakerState, "", map[string]float64{
-			"gotry.breaker.state=closed,gotry.transport=payments,server.address=127.0.0.1":    0,
-			"gotry.breaker.state=open,gotry.transport=payments,server.address=127.0.0.1":      1,
-			"gotry.breaker.state=half-open,gotry.transport=payments,server.address=127.0.0.1": 0,
+			"gotry.breaker.state=closed,server.address=127.0.0.1":    0,
+			"gotry.breaker.state=open,server.address=127.0.0.1":      1,
+			"gotry.breaker.state=half-open,server.address=127.0.0.1": 0,
 		}},
 	}
 	for _, tc := range tests {
@@ -328,14 +321,9 @@ func TestMetricsContract(t *testing.T) {
 		if m.Unit != "{token}" {
 			t.Errorf("unit %q", m.Unit)
 		}
-		if len(ps) != 2 {
-			t.Fatalf("%d series, want 2 (payments and budgeted; nobudget has no budget): %v", len(ps), sums(ps))
-		}
-		for _, p := range ps {
-			name, _ := p.attrs.Value(KeyTransport)
-			if p.attrs.Len() != 1 || (name.AsString() != "payments" && name.AsString() != "budgeted") || p.value < 0 {
-				t.Errorf("series {%s} = %v", render(p.attrs), p.value)
-			}
+		// Unnamed, the four transports with a budget share one series.
+		if len(ps) != 1 || ps[0].attrs.Len() != 0 || ps[0].value < 0 {
+			t.Fatalf("series %v, want one without attributes", sums(ps))
 		}
 	})
 
@@ -344,7 +332,7 @@ func TestMetricsContract(t *testing.T) {
 			for _, m := range sm.Metrics {
 				_, ps := find(t, rm, m.Name)
 				for _, p := range ps {
-					for _, k := range []attribute.Key{KeyURLFull, KeyAttempt, KeyResendCount, "url.path"} {
+					for _, k := range []attribute.Key{keyURLFull, keyAttempt, keyResendCount, "url.path"} {
 						if p.attrs.HasValue(k) {
 							t.Errorf("%s carries %s", m.Name, k)
 						}
@@ -359,20 +347,12 @@ func TestMetricsContract(t *testing.T) {
 // attributes.
 func TestMetricsRetrier(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
+	rt := resilience.NewRetrier(r.tel.Retrier(Name("jobs")),
 		resilience.WithBackoff(resilience.Constant(time.Millisecond)), resilience.WithMaxAttempts(2),
 		resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}))
-	reg, err := r.tel.ObserveRetrier("jobs", rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := reg.Unregister(); err != nil {
-			t.Error(err)
-		}
-	}()
 	_, _ = resilience.Retry(t.Context(), rt, "sync-users", func(context.Context) (int, error) { return 0, errors.New("down") })
 	rm := r.collect(t)
+	runtime.KeepAlive(rt) // the gauges hold it weakly
 
 	// Time in state runs on the real clock here: just opened.
 	_, ps := find(t, rm, MetricBreakerStateDuration)
@@ -383,15 +363,15 @@ func TestMetricsRetrier(t *testing.T) {
 
 	want := map[string]map[string]float64{
 		MetricAttempts: {
-			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,gotry.operation=sync-users": 1,
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,gotry.operation=sync-users,gotry.transport=jobs": 1,
 		},
-		MetricRetriesSuppressed: {"gotry.operation=sync-users,gotry.reason=circuit_open": 1},
-		MetricRetries:           {"gotry.operation=sync-users,gotry.retry.delay_source=backoff,gotry.retry.trigger=_OTHER": 1},
+		MetricRetriesSuppressed: {"gotry.operation=sync-users,gotry.reason=circuit_open,gotry.transport=jobs": 1},
+		MetricRetries:           {"gotry.operation=sync-users,gotry.retry.delay_source=backoff,gotry.retry.trigger=_OTHER,gotry.transport=jobs": 1},
 		MetricBreakerTransitions: {
-			"gotry.breaker.from=closed,gotry.breaker.to=open,gotry.operation=sync-users": 1,
+			"gotry.breaker.from=closed,gotry.breaker.to=open,gotry.operation=sync-users,gotry.transport=jobs": 1,
 		},
-		MetricBreakerRejections: {"gotry.operation=sync-users": 1},
-		MetricRequestDuration:   {"error.type=_OTHER,gotry.operation=sync-users,gotry.reason=circuit_open": 1},
+		MetricBreakerRejections: {"gotry.operation=sync-users,gotry.transport=jobs": 1},
+		MetricRequestDuration:   {"error.type=_OTHER,gotry.operation=sync-users,gotry.reason=circuit_open,gotry.transport=jobs": 1},
 		MetricBreakerState: {
 			"gotry.breaker.state=closed,gotry.operation=sync-users,gotry.transport=jobs":    0,
 			"gotry.breaker.state=open,gotry.operation=sync-users,gotry.transport=jobs":      1,
@@ -413,7 +393,7 @@ func TestMetricsRetrier(t *testing.T) {
 func TestHostLimit(t *testing.T) {
 	r := newRig(t, WithHostLimit(1))
 	a, b := newServer(t, status(200)), newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	mustGet(t, tr, a.URL)
 	mustGet(t, tr, strings.Replace(b.URL, "127.0.0.1", "localhost", 1))
 	_, ps := find(t, r.collect(t), MetricAttempts)
@@ -446,7 +426,7 @@ func TestHostGuard(t *testing.T) {
 	}
 }
 
-// TestNamedHooks: with NamedHooks every metric carries gotry.transport, so
+// TestNamedHooks: with Name every metric carries gotry.transport, so
 // two downstreams' series never merge.
 func TestNamedHooks(t *testing.T) {
 	r := newRig(t)
@@ -466,10 +446,22 @@ func TestNamedHooks(t *testing.T) {
 		}
 	}
 	for _, n := range []string{MetricRequestDuration, MetricAttemptDuration, MetricAttempts, MetricRetries, MetricHedges,
-		MetricRetriesSuppressed, MetricBackoffDelay, MetricBudgetRefusals, MetricBreakerTransitions, MetricBreakerRejections} {
+		MetricRetriesSuppressed, MetricBackoffDelay, MetricBudgetRefusals, MetricBreakerTransitions, MetricBreakerRejections,
+		MetricBudgetTokens, MetricBreakerState, MetricBreakerStateDuration, MetricHedgeMaxExtraLoad} {
 		if !seen[n] {
 			t.Errorf("%s not recorded", n)
 		}
+	}
+	// Each transport with a budget has its own gotry.budget.tokens series;
+	// the budget-less ones have none.
+	_, ps := find(t, rm, MetricBudgetTokens)
+	got := map[string]bool{}
+	for _, p := range ps {
+		name, _ := p.attrs.Value(KeyTransport)
+		got[name.AsString()] = true
+	}
+	if want := map[string]bool{"retries": true, "hedged": true, "budgeted": true, "payments": true}; !maps.Equal(got, want) {
+		t.Errorf("%s series for %v, want %v", MetricBudgetTokens, got, want)
 	}
 }
 
@@ -478,7 +470,7 @@ func TestNamedHooks(t *testing.T) {
 func TestRequestRetriesSum(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(503), status(200), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	mustGet(t, tr, srv.URL) // two retries
 	mustGet(t, tr, srv.URL) // none
 	_, ps := find(t, r.collect(t), MetricRequestRetries)
@@ -494,14 +486,9 @@ func TestBreakerStateDuration(t *testing.T) {
 	r := newRig(t)
 	fc := fakeclock.New(time.Unix(1000, 0))
 	srv := newServer(t, status(503))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute}))
+	tr := transport.New(base(t), r.tel.Transport(Name("payments")), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute}))
 	mustGet(t, tr, srv.URL)
-	reg, err := r.tel.ObserveTransport("payments", tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Unregister() })
 	for _, tc := range []struct {
 		advance time.Duration
 		want    string
@@ -520,6 +507,7 @@ func TestBreakerStateDuration(t *testing.T) {
 			t.Errorf("after %v more: %v, want {%s} = %v", tc.advance, got, key, tc.secs)
 		}
 	}
+	runtime.KeepAlive(tr) // the gauges hold it weakly
 }
 
 func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
@@ -534,7 +522,7 @@ func TestAttemptsInFlightAtCollection(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // a failure below still lets the held requests go
 	srv := newServer(t, stall(release))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	const n = 3
 	errs := make(chan error, n)
 	for range n {
@@ -631,4 +619,39 @@ func TestCacheMemo(t *testing.T) {
 	if got, _ := c.get("a", build(-1)); got != 1 {
 		t.Errorf("get(a) after an unkept value = %d, want 1", got)
 	}
+}
+
+// The gauges hold their transports weakly: one the program dropped stops
+// being reported once it is collected, with nothing to unregister, while
+// one still in use goes on.
+func TestGaugesForgetCollectedTransports(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(200))
+	kept := transport.New(base(t), r.tel.Transport(Name("kept")))
+	func() {
+		dropped := transport.New(base(t), r.tel.Transport(Name("dropped")))
+		mustGet(t, dropped, srv.URL)
+	}()
+	series := func() map[string]bool {
+		_, ps := find(t, r.collect(t), MetricBudgetTokens)
+		got := map[string]bool{}
+		for _, p := range ps {
+			name, _ := p.attrs.Value(KeyTransport)
+			got[name.AsString()] = true
+		}
+		return got
+	}
+	if got := series(); !got["kept"] || !got["dropped"] {
+		t.Fatalf("before a collection: series for %v, want kept and dropped", got)
+	}
+	for range 3 { // pooled state lets go of it over two cycles
+		runtime.GC()
+	}
+	if got := series(); !got["kept"] || got["dropped"] {
+		t.Errorf("after a collection: series for %v, want kept only", got)
+	}
+	if n := len(r.tel.gauges.sources); n != 1 {
+		t.Errorf("%d sources kept, want 1", n)
+	}
+	runtime.KeepAlive(kept)
 }

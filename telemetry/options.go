@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 )
 
 // DefaultGiveUpLogInterval is how often, at most, a give-up line is written
@@ -38,7 +38,6 @@ type config struct {
 	slog        *slog.Logger
 	hostLimit   int
 	hostLabel   func(string) string
-	otelhttp    bool
 	dropQuery   bool          // url.full without its query
 	giveUpEvery time.Duration // at most one give-up line per host and reason per period; 0: every line
 	clock       clock.Clock   // the clock of attempt spans and the log rate limiters; tests inject one
@@ -128,17 +127,8 @@ func WithHostLabel(f func(host string) string) Option {
 	})
 }
 
-// WithOtelhttpAttempts is for the composition gotry → otelhttp → base, where
-// otelhttp already makes a CLIENT span per attempt and injects its headers:
-// gotry then makes no attempt span and injects nothing, and
-// Telemetry.AttemptAnnotator, placed inside otelhttp, copies the attempt's
-// attributes onto otelhttp's span. See the package README.
-func WithOtelhttpAttempts() Option {
-	return optionFunc(func(c *config) { c.otelhttp = true })
-}
-
-// WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per Hooks
-// value and per (server address and port, or operation; reason), the first
+// WithGiveUpLogInterval aggregates give-up lines (MsgGaveUp): per transport
+// (or retrier) and per (server address and port, or operation; reason), the first
 // line is always written, then at most one per d, carrying gotry.suppressed,
 // the count of like lines dropped since the one before (default
 // DefaultGiveUpLogInterval; d <= 0 writes every line). An outage that fails
@@ -164,8 +154,8 @@ func WithoutURLQuery() Option {
 // ignored). Give it the transport's clock: with a clock set, request spans
 // carry the transport's times too; with the default, the SDK reads the
 // wall clock for them, as the transport does. Backoff spans always carry
-// the transport's times. As transport.WithClock, it is gotry's one way to
-// inject time, for tests inside this module (clock is an internal package).
+// the transport's times. A test passes the clock.Fake it gives the
+// transport.
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {

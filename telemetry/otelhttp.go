@@ -12,15 +12,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
 )
 
 // AttemptAnnotator returns a RoundTripper to place inside otelhttp when
-// gotry wraps otelhttp (with WithOtelhttpAttempts):
+// gotry wraps otelhttp:
 //
-//	tel := telemetry.New(telemetry.WithOtelhttpAttempts())
-//	tr := transport.New(
-//		otelhttp.NewTransport(tel.AttemptAnnotator(base)),
-//		transport.WithHooks(tel.Hooks()))
+//	tel := telemetry.New()
+//	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //
 // otelhttp then makes the one CLIENT span per attempt and injects its
 // headers; the annotator finds that span in the request's context and adds
@@ -81,13 +80,20 @@ func (an *annotator) RoundTrip(req *http.Request) (*http.Response, error) {
 // Unwrap returns the base transport.
 func (an *annotator) Unwrap() http.RoundTripper { return an.base }
 
-// wrapsOtelhttp reports whether rt is an *otelhttp.Transport or wraps one,
-// following Unwrap() http.RoundTripper methods (a bounded number of them).
-func wrapsOtelhttp(rt http.RoundTripper) bool {
+// spansBelow reports whether something in rt makes each request's CLIENT
+// span, so that a transport over rt must make none for its attempts: rt is,
+// or wraps through Unwrap() http.RoundTripper methods (a bounded number of
+// them), an *otelhttp.Transport or a transport t instruments.
+func (t *Telemetry) spansBelow(rt http.RoundTripper) bool {
 	for range 32 {
 		switch x := rt.(type) {
 		case *otelhttp.Transport:
 			return true
+		case *transport.Transport:
+			if t.instruments(x) {
+				return true
+			}
+			rt = x.Unwrap()
 		case interface{ Unwrap() http.RoundTripper }:
 			rt = x.Unwrap()
 		default:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -64,14 +65,10 @@ func TestPrometheusNames(t *testing.T) {
 	tel := New(WithMeterProvider(mp))
 	exercise(t, tel, true)
 	// An adaptive transport that has seen a host reports its hedge delay.
-	ad := transport.New(base(t), transport.WithHooks(tel.NamedHooks("learning")),
+	ad := transport.New(base(t), tel.Transport(Name("learning")),
 		transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
 	mustGet(t, ad, newServer(t, status(200)).URL)
-	obs, err := tel.ObserveTransport("learning", ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = obs.Unregister() })
+	t.Cleanup(func() { runtime.KeepAlive(ad) }) // the gauges hold it weakly
 
 	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer scrape.Close()

@@ -34,6 +34,7 @@ type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	inst   instruments
+	gauges gauges // the transports and retriers whose state the gauges report
 	logs   []logSink
 	hosts  hostGuard
 	sets   [shapeInFlight]setCache // metric options per measured attributes, one cache per shape
@@ -83,16 +84,17 @@ func New(opts ...Option) *Telemetry {
 	return t
 }
 
-// hookSet is the state of one Hooks value: the per-transport (or
-// per-retrier) log rate limiter.
+// hookSet is the hook state of one transport or retrier: its name and log
+// rate limiters.
 type hookSet struct {
 	t      *Telemetry
 	name   string        // gotry.transport on every metric; "" for none
 	budget rateLimiter   // "retry budget exhausted" lines
 	gaveUp giveUpLimiter // "gave up" lines, per host and reason
-	// otelhttp: otelhttp makes the attempt spans (WithOtelhttpAttempts, or
-	// HooksFor found it in the base).
-	otelhttp bool
+	// below: something under the transport makes the attempt spans
+	// (otelhttp, or another transport this Telemetry instruments; see
+	// spansBelow), so these hooks make none.
+	below bool
 }
 
 // call is the telemetry of one request (or one generic call), made at
@@ -140,10 +142,11 @@ type attempt struct {
 	num   int
 	kind  resilience.AttemptKind
 	probe bool
-	span  trace.Span // gotry's attempt span; nil in otelhttp mode
+	span  trace.Span // gotry's attempt span; nil when the spans are made below
 	// outer is otelhttp's span for the attempt, set by AttemptAnnotator on
 	// the attempt's goroutine before OnAttemptEnd reads it (the engine
-	// orders the two).
+	// orders the two), or by OnAttemptEnd itself from the response when
+	// there is no annotator (findOuter).
 	outer trace.Span
 	ended atomic.Bool // span has ended
 	// inFlight holds the cell of gotry.attempts.in_flight the attempt was

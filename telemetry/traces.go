@@ -35,13 +35,13 @@ func (c *call) spanIdentity(kv []attribute.KeyValue) []attribute.KeyValue {
 	if c.method == "" {
 		return append(kv, KeyOperation.String(c.op))
 	}
-	kv = append(kv, KeyMethod.String(c.method))
+	kv = append(kv, keyMethod.String(c.method))
 	if c.methodOrig != "" {
-		kv = append(kv, KeyMethodOriginal.String(c.methodOrig))
+		kv = append(kv, keyMethodOriginal.String(c.methodOrig))
 	}
-	kv = append(kv, KeyServerAddress.String(c.host))
+	kv = append(kv, keyServerAddress.String(c.host))
 	if c.port > 0 {
-		kv = append(kv, KeyServerPort.Int(c.port))
+		kv = append(kv, keyServerPort.Int(c.port))
 	}
 	return kv
 }
@@ -82,7 +82,7 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 	sc := t.scratch()
 	kv := c.spanIdentity(sc.kv[:0])
 	if c.url != "" {
-		kv = append(kv, KeyURLFull.String(c.url))
+		kv = append(kv, keyURLFull.String(c.url))
 	}
 	sc.opts[0], sc.opts[1] = kind, trace.WithAttributes(a.attrs(kv)...)
 	opts := sc.opts[:2]
@@ -137,12 +137,37 @@ func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
 	if a.c.method == "" {
 		kv = append(kv, KeyAttemptKind.String(a.kind.String()))
 	} else if a.num > 1 {
-		kv = append(kv, KeyResendCount.Int(a.num-1), KeyAttemptKind.String(a.kind.String()))
+		kv = append(kv, keyResendCount.Int(a.num-1), KeyAttemptKind.String(a.kind.String()))
 	}
 	if a.probe {
-		kv = append(kv, KeyAttemptProbe.Bool(true))
+		kv = append(kv, keyAttemptProbe.Bool(true))
 	}
 	return kv
+}
+
+// findOuter finds, for an attempt whose span otelhttp made without
+// AttemptAnnotator inside it, otelhttp's span through the response: the
+// request the base answered (resp.Request, which http.Transport sets) is
+// otelhttp's copy, whose context holds its span, under this attempt's. It
+// gives that span the attempt's attributes, as the annotator would have,
+// and keeps it in a.outer for the result. It finds nothing without a
+// response, or when the span there is not one between this attempt and the
+// base (another transport's attempt, or none at all).
+func (a *attempt) findOuter(resp *http.Response) {
+	if resp == nil || resp.Request == nil {
+		return
+	}
+	ctx := resp.Request.Context()
+	if a.c.hs.t.attemptFrom(ctx) != a {
+		return // not this attempt's request: a transport below made it
+	}
+	s := trace.SpanFromContext(ctx)
+	if !s.IsRecording() || s.SpanContext().SpanID() == a.c.span.SpanContext().SpanID() {
+		return
+	}
+	var buf [3]attribute.KeyValue
+	s.SetAttributes(a.attrs(buf[:0])...)
+	a.outer = s
 }
 
 // spanResult records an attempt's result on its span: outcome, status,
@@ -153,10 +178,13 @@ func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
 // and only while it still records (it ends at once on a transport error).
 func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
 	if a.span == nil {
+		if a.outer == nil {
+			a.findOuter(resp)
+		}
 		if a.outer != nil && a.outer.IsRecording() {
 			a.outer.SetAttributes(KeyAttemptOutcome.String(o.String()))
 			if resp != nil {
-				a.outer.SetAttributes(KeyAttemptTimeToHeaders.Float64(dur.Seconds()))
+				a.outer.SetAttributes(keyAttemptTimeToHeaders.Float64(dur.Seconds()))
 			}
 		}
 		return
@@ -168,17 +196,17 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 	sc := a.c.hs.t.scratch()
 	kv := append(sc.kv[:0], KeyAttemptOutcome.String(o.String()))
 	if code > 0 {
-		kv = append(kv, KeyStatusCode.Int(code))
+		kv = append(kv, keyStatusCode.Int(code))
 	}
 	if resp != nil {
-		kv = append(kv, KeyAttemptTimeToHeaders.Float64(dur.Seconds()))
+		kv = append(kv, keyAttemptTimeToHeaders.Float64(dur.Seconds()))
 		if v := protocolVersion(resp); v != "" {
-			kv = append(kv, KeyProtocolVersion.String(v))
+			kv = append(kv, keyProtocolVersion.String(v))
 		}
 	}
 	if o != resilience.AttemptCancelled {
 		if et := resultErrorType(code, err); et != "" {
-			kv = append(kv, KeyErrorType.String(et))
+			kv = append(kv, keyErrorType.String(et))
 			if err != nil {
 				s.SetStatus(codes.Error, errorMessage(err))
 			} else {
@@ -276,13 +304,13 @@ func (c *call) endCall(e callEnd) {
 		kv = append(kv, KeyHedges.Int(e.hedges))
 	}
 	if e.backoff > 0 {
-		kv = append(kv, KeyBackoffTotal.Float64(e.backoff.Seconds()))
+		kv = append(kv, keyBackoffTotal.Float64(e.backoff.Seconds()))
 	}
 	if e.code > 0 {
-		kv = append(kv, KeyStatusCode.Int(e.code))
+		kv = append(kv, keyStatusCode.Int(e.code))
 	}
 	if et := resultErrorType(e.code, e.err); et != "" {
-		kv = append(kv, KeyErrorType.String(et))
+		kv = append(kv, keyErrorType.String(et))
 		if e.err != nil {
 			s.SetStatus(codes.Error, errorMessage(e.err))
 		} else {
@@ -306,7 +334,7 @@ func (a *attempt) bodyDone(err error) {
 	}
 	if err != nil && a.span.IsRecording() {
 		a.span.RecordError(err)
-		a.span.SetAttributes(KeyErrorType.String(ErrorType(err)))
+		a.span.SetAttributes(keyErrorType.String(ErrorType(err)))
 		a.span.SetStatus(codes.Error, errorMessage(err))
 	}
 	a.endSpan()
@@ -330,9 +358,9 @@ func (c *call) backoffSpan(ctx context.Context, start time.Time, delay, slept ti
 	}
 	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internalOpts[0],
 		trace.WithTimestamp(start), trace.WithAttributes(
-			KeyBackoffDelay.Float64(delay.Seconds()),
-			KeyBackoffRetryAfter.Bool(retryAfter),
-			KeyBackoffInterrupted.Bool(interrupted),
+			keyBackoffDelay.Float64(delay.Seconds()),
+			keyBackoffRetryAfter.Bool(retryAfter),
+			keyBackoffInterrupted.Bool(interrupted),
 		))
 	s.End(trace.WithTimestamp(start.Add(slept)))
 }
@@ -355,9 +383,9 @@ func (c *call) breakerMoved(key string, from, to resilience.BreakerState) {
 	kv := append(buf[:0], KeyBreakerFrom.String(breakerState(from)), KeyBreakerTo.String(breakerState(to)))
 	if c.http() {
 		host, port := splitKey(key)
-		kv = append(kv, KeyServerAddress.String(host))
+		kv = append(kv, keyServerAddress.String(host))
 		if port > 0 {
-			kv = append(kv, KeyServerPort.Int(port))
+			kv = append(kv, keyServerPort.Int(port))
 		}
 	} else {
 		kv = append(kv, KeyOperation.String(key))
@@ -373,10 +401,10 @@ func (c *call) breakerRejected(n int, s resilience.BreakerState) {
 		return
 	}
 	if n == 0 {
-		c.span.SetAttributes(KeyErrorType.String(ErrorTypeCircuitOpen), KeyBreakerState.String(breakerState(s)))
+		c.span.SetAttributes(keyErrorType.String(ErrorTypeCircuitOpen), KeyBreakerState.String(breakerState(s)))
 		return
 	}
-	c.span.AddEvent(eventBreakerReject, trace.WithAttributes(KeyAttempt.Int(n), KeyBreakerState.String(breakerState(s))))
+	c.span.AddEvent(eventBreakerReject, trace.WithAttributes(keyAttempt.Int(n), KeyBreakerState.String(breakerState(s))))
 }
 
 // callEnd is the end of a request or generic call, whichever hook saw it.

@@ -23,7 +23,7 @@ import (
 func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503, "Retry-After", "1"), status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithBackoff(resilience.Constant(5*time.Millisecond)), transport.WithMaxRetryAfter(2*time.Second))
 
 	resp, err := get(t, tr, srv.URL+"/pay/42?token=secret&sig=abc#frag")
@@ -48,14 +48,14 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	port := srv.port(t)
 	root := ordered(spans, "gotry GET")[0]
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
-		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
+		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port),
 		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: nil, KeyReason: "success",
-		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: nil,
+		keyStatusCode: int64(200), keyErrorType: nil, keyURLFull: nil,
 	})
 	// The planned delays add up to 1.005 s; the time spent retaining each
 	// superseded response counts against its delay (so the sleeps may be a
 	// little shorter on a loaded machine), and real sleeps may overrun.
-	if bt := attrs(root.Attributes())[KeyBackoffTotal].AsFloat64(); bt < 0.95 || bt > 2 {
+	if bt := attrs(root.Attributes())[keyBackoffTotal].AsFloat64(); bt < 0.95 || bt > 2 {
 		t.Errorf("gotry.backoff.total = %v, want about 1.005", bt)
 	}
 	if root.Status().Code != codes.Unset {
@@ -72,16 +72,16 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	atts := ordered(spans, "GET")
 	url := srv.URL + "/pay/42?token=secret&sig=REDACTED" // only the convention's sensitive parameters are redacted
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
-		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port), KeyURLFull: url,
-		KeyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable",
-		KeyStatusCode: int64(503), KeyErrorType: "503", KeyAttemptProbe: nil,
+		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port), keyURLFull: url,
+		keyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable",
+		keyStatusCode: int64(503), keyErrorType: "503", keyAttemptProbe: nil,
 	})
 	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
-		KeyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "retryable", KeyStatusCode: int64(503),
+		keyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "retryable", keyStatusCode: int64(503),
 	})
 	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{
-		KeyResendCount: int64(2), KeyAttemptKind: "retry", KeyAttemptOutcome: "success",
-		KeyStatusCode: int64(200), KeyErrorType: nil, KeyURLFull: url,
+		keyResendCount: int64(2), KeyAttemptKind: "retry", KeyAttemptOutcome: "success",
+		keyStatusCode: int64(200), keyErrorType: nil, keyURLFull: url,
 	})
 	for i, s := range atts {
 		wantCode := codes.Error
@@ -98,10 +98,10 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 
 	backoffs := ordered(spans, BackoffSpanName)
 	want(t, "backoff 1", backoffs[0].Attributes(), map[attribute.Key]any{
-		KeyBackoffDelay: 1.0, KeyBackoffRetryAfter: true, KeyBackoffInterrupted: false,
+		keyBackoffDelay: 1.0, keyBackoffRetryAfter: true, keyBackoffInterrupted: false,
 	})
 	want(t, "backoff 2", backoffs[1].Attributes(), map[attribute.Key]any{
-		KeyBackoffDelay: 0.005, KeyBackoffRetryAfter: false, KeyBackoffInterrupted: false,
+		keyBackoffDelay: 0.005, keyBackoffRetryAfter: false, keyBackoffInterrupted: false,
 	})
 	for i, b := range backoffs {
 		if !b.StartTime().After(atts[i].StartTime()) || !b.EndTime().Before(atts[i+1].StartTime().Add(time.Millisecond)) {
@@ -118,7 +118,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	done := make(chan struct{})
 	srv := newServer(t, stall(done), status(200))
 	t.Cleanup(func() { close(done) }) // runs before srv.Close
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()),
+	tr := transport.New(base(t), r.tel.Transport(),
 		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
 
 	resp, err := get(t, tr, srv.URL)
@@ -136,22 +136,22 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	}
 	root := ordered(spans, "gotry GET")[0]
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
-		KeyAttempts: int64(2), KeyRetries: nil, KeyHedges: int64(1), KeyReason: "success", KeyStatusCode: int64(200),
+		KeyAttempts: int64(2), KeyRetries: nil, KeyHedges: int64(1), KeyReason: "success", keyStatusCode: int64(200),
 	})
 	if len(root.Events()) != 1 || root.Events()[0].Name != "gotry.hedge" {
 		t.Errorf("request span events %v, want one gotry.hedge", root.Events())
 	} else {
-		want(t, "hedge event", root.Events()[0].Attributes, map[attribute.Key]any{KeyAttempt: int64(2), KeyHedgeInFlight: int64(2)})
+		want(t, "hedge event", root.Events()[0].Attributes, map[attribute.Key]any{keyAttempt: int64(2), keyHedgeInFlight: int64(2)})
 	}
 	atts := ordered(spans, "GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: nil, KeyStatusCode: nil, KeyResendCount: nil,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", keyErrorType: nil, keyStatusCode: nil, keyResendCount: nil,
 	})
 	if atts[0].Status().Code != codes.Unset {
 		t.Errorf("loser status %v, want unset: a cancelled hedge loser is not an error", atts[0].Status())
 	}
 	want(t, "winner", atts[1].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: "hedge", KeyAttemptOutcome: "success", KeyResendCount: int64(1), KeyStatusCode: int64(200),
+		KeyAttemptKind: "hedge", KeyAttemptOutcome: "success", keyResendCount: int64(1), keyStatusCode: int64(200),
 	})
 	wantTraceparents(t, srv, atts)
 }
@@ -163,8 +163,8 @@ func breakerRig(t *testing.T) (*rig, *server, *fakeclock.Clock, *transport.Trans
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
 	fc := fakeclock.New(time.Unix(1000, 0))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithMaxAttempts(1), transport.WithClock(fc),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	return r, srv, fc, tr
 }
 
@@ -199,25 +199,25 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	}
 	roots := ordered(spans, "gotry GET")
 	want(t, "first", roots[0].Attributes(), map[attribute.Key]any{
-		KeyReason: "attempts_exhausted", KeyStatusCode: int64(503), KeyErrorType: "503", KeyAttempts: int64(1),
+		KeyReason: "attempts_exhausted", keyStatusCode: int64(503), keyErrorType: "503", KeyAttempts: int64(1),
 	})
 	want(t, "rejected", roots[1].Attributes(), map[attribute.Key]any{
-		KeyReason: "circuit_open", KeyErrorType: "circuit_open", KeyBreakerState: "open",
-		KeyAttempts: int64(0), KeyStatusCode: nil,
+		KeyReason: "circuit_open", keyErrorType: "circuit_open", KeyBreakerState: "open",
+		KeyAttempts: int64(0), keyStatusCode: nil,
 	})
 	if roots[1].Status().Code != codes.Error {
 		t.Errorf("rejected request status %v, want error", roots[1].Status())
 	}
-	want(t, "probe request", roots[2].Attributes(), map[attribute.Key]any{KeyReason: "success", KeyStatusCode: int64(200)})
+	want(t, "probe request", roots[2].Attributes(), map[attribute.Key]any{KeyReason: "success", keyStatusCode: int64(200)})
 	atts := ordered(spans, "GET")
-	want(t, "probe", atts[1].Attributes(), map[attribute.Key]any{KeyAttemptProbe: true, KeyAttemptOutcome: "success"})
-	want(t, "first attempt", atts[0].Attributes(), map[attribute.Key]any{KeyAttemptProbe: nil})
+	want(t, "probe", atts[1].Attributes(), map[attribute.Key]any{keyAttemptProbe: true, KeyAttemptOutcome: "success"})
+	want(t, "first attempt", atts[0].Attributes(), map[attribute.Key]any{keyAttemptProbe: nil})
 }
 
 // The generic Retrier's calls get the same tree with gotry.operation.
 func TestTraceRetrierCall(t *testing.T) {
 	r := newRig(t)
-	rt := resilience.NewRetrier(resilience.WithHooks(r.tel.Hooks()),
+	rt := resilience.NewRetrier(r.tel.Retrier(),
 		resilience.WithBackoff(resilience.Constant(2*time.Millisecond)), resilience.WithMaxAttempts(3))
 	n := 0
 	v, err := resilience.Retry(context.Background(), rt, "load-config", func(ctx context.Context) (string, error) {
@@ -241,20 +241,20 @@ func TestTraceRetrierCall(t *testing.T) {
 		t.Fatalf("tree:\n%s\nwant:\n%s", got, wantTree)
 	}
 	want(t, "call", ordered(spans, "gotry load-config")[0].Attributes(), map[attribute.Key]any{
-		KeyOperation: "load-config", KeyAttempts: int64(3), KeyRetries: int64(2), KeyReason: "success", KeyMethod: nil,
+		KeyOperation: "load-config", KeyAttempts: int64(3), KeyRetries: int64(2), KeyReason: "success", keyMethod: nil,
 	})
 	atts := ordered(spans, "gotry load-config attempt")
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
-		KeyOperation: "load-config", KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", KeyErrorType: ErrorTypeOther, KeyResendCount: nil,
+		KeyOperation: "load-config", KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", keyErrorType: ErrorTypeOther, keyResendCount: nil,
 	})
-	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyErrorType: nil})
+	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{KeyAttemptKind: "retry", KeyAttemptOutcome: "success", keyErrorType: nil})
 }
 
 // When tracing is off (no provider), nothing breaks and metrics still flow.
 func TestNoTracingStillCounts(t *testing.T) {
 	r := newRig(t, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))))
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func equal(a, b []string) bool {
 func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 	r1, r2 := newRig(t), newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r1.tel.Hooks()), transport.WithHooks(r2.tel.Hooks()))
+	tr := transport.New(base(t), r1.tel.Transport(), r2.tel.Transport())
 	resp, err := get(t, tr, srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestTraceRetriedAttemptEndsBeforeItsBackoff(t *testing.T) {
 	fc := fakeclock.New(time.Unix(1000, 0))
 	r := newRig(t, WithClock(fc))
 	srv := newServer(t, status(503), status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()), transport.WithClock(fc),
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithClock(fc),
 		transport.WithBackoff(resilience.Constant(300*time.Millisecond)))
 
 	type result struct {
@@ -345,7 +345,7 @@ func TestTraceRetriedAttemptEndsBeforeItsBackoff(t *testing.T) {
 	}
 	for i, s := range atts {
 		want(t, "attempt "+strconv.Itoa(i+1), s.Attributes(), map[attribute.Key]any{
-			KeyAttemptTimeToHeaders: 0.0, KeyProtocolVersion: "1.1",
+			keyAttemptTimeToHeaders: 0.0, keyProtocolVersion: "1.1",
 		})
 	}
 }
@@ -356,13 +356,13 @@ func TestTraceAttemptErrorHasNoTimeToHeaders(t *testing.T) {
 	r := newRig(t)
 	tr := transport.New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
 		return nil, errors.New("boom")
-	}), transport.WithHooks(r.tel.Hooks()), transport.WithMaxAttempts(1))
+	}), r.tel.Transport(), transport.WithMaxAttempts(1))
 	if _, err := get(t, tr, "http://example.invalid/"); err == nil {
 		t.Fatal("want an error")
 	}
 	spans := r.waitEnded(t, 2)
 	want(t, "attempt", ordered(spans, "GET")[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptTimeToHeaders: nil, KeyProtocolVersion: nil,
+		keyAttemptTimeToHeaders: nil, keyProtocolVersion: nil,
 	})
 }
 
@@ -395,7 +395,7 @@ func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
 			m := attrs(e.Attributes)
 			got = append(got, move{[]string{"first", "probe"}[i], m[KeyBreakerFrom].AsString(), m[KeyBreakerTo].AsString()})
 			want(t, "transition event", e.Attributes, map[attribute.Key]any{
-				KeyServerAddress: "127.0.0.1", KeyServerPort: int64(srv.port(t)),
+				keyServerAddress: "127.0.0.1", keyServerPort: int64(srv.port(t)),
 			})
 		}
 	}
@@ -418,7 +418,7 @@ func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
 func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(200))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	resp, err := get(t, tr, srv.URL+"/items")
 	if err != nil {
 		t.Fatal(err)
@@ -428,16 +428,16 @@ func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 	root, att := ordered(spans, "gotry GET")[0], ordered(spans, "GET")[0]
 	port := srv.port(t)
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
-		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
-		KeyAttempts: int64(1), KeyReason: "success", KeyStatusCode: int64(200),
-		KeyRetries: nil, KeyHedges: nil, KeyBackoffTotal: nil, KeyErrorType: nil,
+		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port),
+		KeyAttempts: int64(1), KeyReason: "success", keyStatusCode: int64(200),
+		KeyRetries: nil, KeyHedges: nil, keyBackoffTotal: nil, keyErrorType: nil,
 	})
 	want(t, "attempt span", att.Attributes(), map[attribute.Key]any{
-		KeyMethod: "GET", KeyServerAddress: "127.0.0.1", KeyServerPort: int64(port),
-		KeyURLFull: srv.URL + "/items", KeyAttemptOutcome: "success", KeyStatusCode: int64(200),
-		KeyProtocolVersion: "1.1", KeyAttemptKind: nil, KeyResendCount: nil,
+		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port),
+		keyURLFull: srv.URL + "/items", KeyAttemptOutcome: "success", keyStatusCode: int64(200),
+		keyProtocolVersion: "1.1", KeyAttemptKind: nil, keyResendCount: nil,
 	})
-	if _, ok := attrs(att.Attributes())[KeyAttemptTimeToHeaders]; !ok {
+	if _, ok := attrs(att.Attributes())[keyAttemptTimeToHeaders]; !ok {
 		t.Error("attempt span: no gotry.attempt.time_to_headers")
 	}
 	for _, s := range []sdktrace.ReadOnlySpan{root, att} {
@@ -453,7 +453,7 @@ func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 func TestTraceEmptyResponseEndsWithRoundTrip(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(204))
-	tr := transport.New(base(t), transport.WithHooks(r.tel.Hooks()))
+	tr := transport.New(base(t), r.tel.Transport())
 	resp, err := get(t, tr, srv.URL+"/nothing")
 	if err != nil {
 		t.Fatal(err)

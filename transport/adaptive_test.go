@@ -45,11 +45,11 @@ func TestAdaptiveHedgingLearnsTheDelay(t *testing.T) {
 		}))
 	delays := func() map[string]time.Duration {
 		m := map[string]time.Duration{}
-		tr.EachHedgeDelay(func(h string, d time.Duration, warm bool) {
-			if warm {
-				m[h] = d
+		for _, h := range tr.Stats().Hosts {
+			if h.HedgeWarm {
+				m[h.Key] = h.HedgeDelay
 			}
-		})
+		}
 		return m
 	}
 	// Cold: the first request's delay is MaxDelay.

@@ -33,6 +33,10 @@ const (
 	// wrapper that cancels it when the body is closed.
 	armedExtraAllocsTarget = 4
 	armedExtraAllocs       = 4
+
+	// The concurrency limit alone (issue 23: "zero allocations on the
+	// success path").
+	limitExtraAllocs = 0
 )
 
 // TestAllocationsPerRequest pins how many allocations one successful
@@ -75,9 +79,10 @@ func TestAllocationsPerRequest(t *testing.T) {
 	}{
 		{"defaults", transport.New(memBase{}), defaultsExtraAllocs, defaultsExtraAllocs},
 		{"breaker+timeout", transport.New(memBase{},
-			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+			transport.WithBreaker(resilience.BreakerConfig{}),
 			transport.WithPerAttemptTimeout(5*time.Second)), breakerTimeoutExtraAllocs, breakerTimeoutExtraAllocs},
 		{"armed: breaker+hedging(1s)+timeout", armed(memBase{}), armedExtraAllocs, armedExtraAllocsTarget},
+		{"concurrency limit", transport.New(memBase{}, transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{})), limitExtraAllocs, limitExtraAllocs},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {

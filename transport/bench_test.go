@@ -40,7 +40,7 @@ func (emptyBody) Close() error             { return nil }
 // long before 1s) and a per-attempt timeout.
 func armed(base http.RoundTripper) http.RoundTripper {
 	return transport.New(base,
-		transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+		transport.WithBreaker(resilience.BreakerConfig{}),
 		transport.WithHedging(time.Second, 1),
 		transport.WithPerAttemptTimeout(5*time.Second))
 }
@@ -61,7 +61,7 @@ func benchCases(base http.RoundTripper) []benchCase {
 		{"bare", base},
 		{"defaults", transport.New(base)},
 		{"breaker+timeout", transport.New(base,
-			transport.WithCircuitBreaker(resilience.BreakerConfig{}),
+			transport.WithBreaker(resilience.BreakerConfig{}),
 			transport.WithPerAttemptTimeout(5*time.Second))},
 		{"armed", armed(base)},
 		{"armed-floor", newArmedFloor(base)},

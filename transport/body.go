@@ -124,7 +124,7 @@ func retainBody(ctx context.Context, rc io.ReadCloser, limit int64) io.ReadClose
 		if buf.Len() == 0 {
 			return http.NoBody
 		}
-		return io.NopCloser(bytes.NewReader(buf.Bytes()))
+		return &keptBody{r: bytes.NewReader(buf.Bytes())}
 	case why != nil:
 		err = fmt.Errorf("%w: %w", ErrBodyTruncated, why)
 	case err != nil:
@@ -133,7 +133,26 @@ func retainBody(ctx context.Context, rc io.ReadCloser, limit int64) io.ReadClose
 		buf.Truncate(int(limit))
 		err = fmt.Errorf("%w: longer than the %d bytes kept (WithMaxRetainedBody)", ErrBodyTruncated, limit)
 	}
-	return io.NopCloser(io.MultiReader(bytes.NewReader(buf.Bytes()), errReader{err}))
+	return &keptBody{r: io.MultiReader(bytes.NewReader(buf.Bytes()), errReader{err})}
+}
+
+// keptBody is a retained body: bytes in memory, which fail to read once
+// the body is closed, as net/http's bodies do.
+type keptBody struct {
+	r      io.Reader
+	closed atomic.Bool
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.r.Read(p)
+}
+
+func (b *keptBody) Close() error {
+	b.closed.Store(true)
+	return nil
 }
 
 // errReader fails every read with err.
@@ -188,13 +207,21 @@ type trackedRWBody struct {
 func (b *trackedRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // track wraps resp.Body so end runs when it is finished. A response with
-// nothing to read is finished at once: no body, or http.NoBody, which is
-// what http.Transport returns for a HEAD request and for a 204, a 304 or a
-// Content-Length of 0 (and what a superseded empty response was kept as).
-// Its attempt's context and telemetry then end with RoundTrip, and not
-// with a Close that callers often skip on an empty body.
-func track(resp *http.Response, end bodyEnd) {
+// nothing to read (see empty) is finished at once, so its attempt's context
+// and telemetry end with RoundTrip, and not with a Close that callers often
+// skip on an empty body.
+func track(resp *http.Response, method string, end bodyEnd) {
 	if resp.Body == nil || resp.Body == http.NoBody {
+		end.Finish(nil)
+		return
+	}
+	if empty(resp, method) {
+		// Not http.NoBody, but nothing to read: Go 1.26's HTTP/2 client
+		// answers its own empty body here, and so may another base. It is
+		// closed now, which is all such a body needs (reading could wait
+		// on a stream that has yet to end), and the caller gets http.NoBody.
+		resp.Body.Close()
+		resp.Body = http.NoBody
 		end.Finish(nil)
 		return
 	}
@@ -203,4 +230,23 @@ func track(resp *http.Response, end bodyEnd) {
 		return
 	}
 	resp.Body = &trackedBody{rc: resp.Body, end: end}
+}
+
+// empty reports whether resp, the answer to a method request, has nothing
+// to read, by what it is rather than by its body's type: the answer to a
+// HEAD, a 204 No Content or a 304 Not Modified (which have no content
+// whatever the base says), or one whose header declares a Content-Length
+// of 0. (http.Transport answers all of them with http.NoBody over HTTP/1.1
+// and, from Go 1.27, over HTTP/2; Go 1.26's HTTP/2 client does not.) A
+// ContentLength of 0 alone is not enough: a hand-built response (a test's
+// fake base) often leaves it 0 above a body with content.
+func empty(resp *http.Response, method string) bool {
+	switch {
+	case method == http.MethodHead:
+		return true
+	case resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotModified:
+		return true
+	}
+	cl := resp.Header["Content-Length"] // (a direct lookup: the key is canonical)
+	return resp.ContentLength == 0 && len(cl) == 1 && cl[0] == "0"
 }

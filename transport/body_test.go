@@ -211,7 +211,7 @@ func TestCallerBodyIsClosedOnEveryPath(t *testing.T) {
 			},
 			nothing, nil},
 		{"breaker rejection", http.MethodPut, served(reply(503)),
-			[]transport.Option{transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour})},
+			[]transport.Option{transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour})},
 			context.Background, openBreaker, nil},
 		{"context already cancelled", http.MethodPut, served(reply(200)), nil, cancelled, nothing, nil},
 	}

@@ -31,7 +31,7 @@ func hostOf(t *testing.T, raw string) string {
 type transition struct {
 	host     string
 	from, to resilience.BreakerState
-	observed resilience.BreakerState // tr.BreakerState(host) called from the hook
+	observed resilience.BreakerState // breakerState(tr, host) called from the hook
 }
 
 func TestBreakerOpensAfterConsecutiveFailuresThenRejects(t *testing.T) {
@@ -40,7 +40,7 @@ func TestBreakerOpensAfterConsecutiveFailuresThenRejects(t *testing.T) {
 	host := hostOf(t, s.URL)
 	var rejects events[resilience.BreakerRejectEvent]
 	var end events[resilience.CallEndEvent]
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg),
 		transport.WithHooks(transport.Hooks{OnBreakerReject: rejects.add, OnCallEnd: end.add}))
 
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil))
@@ -53,7 +53,7 @@ func TestBreakerOpensAfterConsecutiveFailuresThenRejects(t *testing.T) {
 	if got := s.count(); got != 2 {
 		t.Errorf("server saw %d attempts, want 2 (the third is refused by the open breaker)", got)
 	}
-	if got := tr.BreakerState(host); got != resilience.BreakerOpen {
+	if got := breakerState(tr, host); got != resilience.BreakerOpen {
 		t.Errorf("BreakerState = %v, want open", got)
 	}
 
@@ -119,7 +119,7 @@ func TestBreakerCountsOutcomes(t *testing.T) {
 				return tc.steps[n.Add(1)-1](r, cancel)
 			})
 			tr := transport.New(base, transport.WithClock(newClock()), transport.WithMaxAttempts(1),
-				transport.WithCircuitBreaker(breakerCfg))
+				transport.WithBreaker(breakerCfg))
 			for range tc.steps {
 				var ctx context.Context
 				ctx, cancel = context.WithCancel(context.Background())
@@ -127,7 +127,7 @@ func TestBreakerCountsOutcomes(t *testing.T) {
 				closeResp(result{resp, err})
 				cancel()
 			}
-			if got := tr.BreakerState("svc.test"); got != tc.want {
+			if got := breakerState(tr, "svc.test"); got != tc.want {
 				t.Errorf("BreakerState = %v, want %v", got, tc.want)
 			}
 		})
@@ -158,7 +158,7 @@ func TestBreakerHalfOpenProbe(t *testing.T) {
 			host := hostOf(t, s.URL)
 			var end events[resilience.CallEndEvent]
 			var starts events[resilience.AttemptStartEvent]
-			tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
+			tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg),
 				transport.WithHooks(transport.Hooks{
 					OnCallEnd: end.add,
 					OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
@@ -168,11 +168,11 @@ func TestBreakerHalfOpenProbe(t *testing.T) {
 				}))
 			getStatus(t, tr, s.URL) // two failures: open
 			fc.Advance(time.Second - 1)
-			if got := tr.BreakerState(host); got != resilience.BreakerOpen {
+			if got := breakerState(tr, host); got != resilience.BreakerOpen {
 				t.Fatalf("BreakerState = %v just before OpenDuration, want open", got)
 			}
 			fc.Advance(1)
-			if got := tr.BreakerState(host); got != resilience.BreakerHalfOpen {
+			if got := breakerState(tr, host); got != resilience.BreakerHalfOpen {
 				t.Fatalf("BreakerState = %v after OpenDuration, want half-open", got)
 			}
 
@@ -196,7 +196,7 @@ func TestBreakerHalfOpenProbe(t *testing.T) {
 			if got := s.count(); got != 3 {
 				t.Errorf("server saw %d attempts, want 3: the probe gets exactly one", got)
 			}
-			if got := tr.BreakerState(host); got != tc.wantState {
+			if got := breakerState(tr, host); got != tc.wantState {
 				t.Errorf("BreakerState after the probe = %v, want %v", got, tc.wantState)
 			}
 			ev := end.get()
@@ -227,7 +227,7 @@ func TestBreakerProbeBodyIsPassedThroughUnbuffered(t *testing.T) {
 		w.WriteHeader(503)
 	}))
 	t.Cleanup(srv.Close)
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg),
 		transport.WithHedging(time.Millisecond, 2))
 	getStatus(t, tr, srv.URL) // open
 	fc.Advance(time.Second)
@@ -262,7 +262,7 @@ func TestBreakerProbeSlotIsFreedWhenTheProbeIsCancelled(t *testing.T) {
 	gone := make(chan int, 1)
 	s := newScript(t, reply(503), reply(503), hang(gone), reply(200))
 	host := hostOf(t, s.URL)
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg))
 	getStatus(t, tr, s.URL)
 	fc.Advance(time.Second)
 
@@ -277,13 +277,13 @@ func TestBreakerProbeSlotIsFreedWhenTheProbeIsCancelled(t *testing.T) {
 		closeResp(r)
 		t.Fatalf("probe err = %v, want context.Canceled", r.err)
 	}
-	if got := tr.BreakerState(host); got != resilience.BreakerHalfOpen {
+	if got := breakerState(tr, host); got != resilience.BreakerHalfOpen {
 		t.Errorf("BreakerState = %v after a cancelled probe, want half-open", got)
 	}
 	if got := getStatus(t, tr, s.URL); got != 200 {
 		t.Errorf("next probe status %d, want 200: the slot must be free", got)
 	}
-	if got := tr.BreakerState(host); got != resilience.BreakerClosed {
+	if got := breakerState(tr, host); got != resilience.BreakerClosed {
 		t.Errorf("BreakerState = %v, want closed", got)
 	}
 }
@@ -300,7 +300,7 @@ func TestBreakerAdmitsUpToHalfOpenProbes(t *testing.T) {
 	})
 	cfg := breakerCfg
 	cfg.HalfOpenProbes = 2
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(cfg))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(cfg))
 	getStatus(t, tr, s.URL)
 	fc.Advance(time.Second)
 
@@ -339,7 +339,7 @@ func TestBreakerIsCheckedAfterBackoffSleep(t *testing.T) {
 	var rejects events[resilience.BreakerRejectEvent]
 	var end events[resilience.CallEndEvent]
 	cfg := resilience.BreakerConfig{FailureThreshold: 2, OpenDuration: time.Minute}
-	tr := transport.New(base, transport.WithClock(fc), transport.WithCircuitBreaker(cfg),
+	tr := transport.New(base, transport.WithClock(fc), transport.WithBreaker(cfg),
 		transport.WithBackoff(resilience.Constant(time.Second)),
 		transport.WithHooks(transport.Hooks{OnBreakerReject: rejects.add, OnCallEnd: end.add}))
 
@@ -351,7 +351,7 @@ func TestBreakerIsCheckedAfterBackoffSleep(t *testing.T) {
 		t.Fatal(err)
 	}
 	readBody(t, b)
-	if got := tr.BreakerState("svc.test"); got != resilience.BreakerOpen {
+	if got := breakerState(tr, "svc.test"); got != resilience.BreakerOpen {
 		t.Fatalf("BreakerState = %v, want open", got)
 	}
 	fc.Advance(time.Second)
@@ -381,7 +381,7 @@ func TestBreakerOpeningMidRequestReturnsLastErrorNotErrCircuitOpen(t *testing.T)
 		return nil, errReset
 	})
 	cfg := resilience.BreakerConfig{FailureThreshold: 3, OpenDuration: time.Minute}
-	tr := transport.New(base, transport.WithClock(fc), transport.WithCircuitBreaker(cfg),
+	tr := transport.New(base, transport.WithClock(fc), transport.WithBreaker(cfg),
 		transport.WithBackoff(resilience.Constant(time.Second)))
 
 	a := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/a", nil))
@@ -412,7 +412,7 @@ func TestBreakerIsPerHost(t *testing.T) {
 	fc := newClock()
 	down := newScript(t, reply(503))
 	up := newScript(t, reply(200))
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg))
 	getStatus(t, tr, down.URL)
 	_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, down.URL, nil))
 	if !errors.Is(err, transport.ErrCircuitOpen) {
@@ -421,19 +421,21 @@ func TestBreakerIsPerHost(t *testing.T) {
 	if got := getStatus(t, tr, up.URL); got != 200 {
 		t.Errorf("other host: status %d, want 200", got)
 	}
-	if got := tr.BreakerState(hostOf(t, up.URL)); got != resilience.BreakerClosed {
+	if got := breakerState(tr, hostOf(t, up.URL)); got != resilience.BreakerClosed {
 		t.Errorf("other host's breaker %v, want closed", got)
 	}
-	if got := tr.BreakerState(hostOf(t, down.URL)); got != resilience.BreakerOpen {
+	if got := breakerState(tr, hostOf(t, down.URL)); got != resilience.BreakerOpen {
 		t.Errorf("failing host's breaker %v, want open", got)
 	}
 	states := map[string]resilience.BreakerState{}
-	tr.EachBreaker(func(h string, s resilience.BreakerState) { states[h] = s })
+	for _, h := range tr.Stats().Hosts {
+		states[h.Key] = h.Breaker
+	}
 	want := map[string]resilience.BreakerState{
 		hostOf(t, down.URL): resilience.BreakerOpen, hostOf(t, up.URL): resilience.BreakerClosed,
 	}
 	if len(states) != 2 || states[hostOf(t, down.URL)] != want[hostOf(t, down.URL)] || states[hostOf(t, up.URL)] != want[hostOf(t, up.URL)] {
-		t.Errorf("EachBreaker %v, want %v", states, want)
+		t.Errorf("Stats().Hosts breakers %v, want %v", states, want)
 	}
 }
 
@@ -461,10 +463,10 @@ func TestBreakerStateChangeHookMayReadState(t *testing.T) {
 			host := hostOf(t, s.URL)
 			var changes events[transition]
 			var tr *transport.Transport
-			tr = transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
+			tr = transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg),
 				transport.WithHooks(transport.Hooks{
 					OnBreakerStateChange: func(e resilience.BreakerStateEvent) {
-						changes.add(transition{e.Key, e.From, e.To, tr.BreakerState(e.Key)})
+						changes.add(transition{e.Key, e.From, e.To, breakerState(tr, e.Key)})
 					},
 				}))
 			getStatus(t, tr, s.URL)
@@ -493,25 +495,25 @@ func TestBreakerZeroConfigUsesDefaults(t *testing.T) {
 		return fakeResponse(r, int(status.Load()), ""), nil
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{}))
+		transport.WithBreaker(resilience.BreakerConfig{}))
 	for range resilience.DefaultFailureThreshold - 1 {
 		getStatus(t, tr, "http://svc.test/")
 	}
-	if got := tr.BreakerState("svc.test"); got != resilience.BreakerClosed {
+	if got := breakerState(tr, "svc.test"); got != resilience.BreakerClosed {
 		t.Fatalf("BreakerState = %v after %d failures, want closed", got, resilience.DefaultFailureThreshold-1)
 	}
 	getStatus(t, tr, "http://svc.test/")
-	if got := tr.BreakerState("svc.test"); got != resilience.BreakerOpen {
+	if got := breakerState(tr, "svc.test"); got != resilience.BreakerOpen {
 		t.Fatalf("BreakerState = %v after %d failures, want open", got, resilience.DefaultFailureThreshold)
 	}
 	fc.Advance(resilience.DefaultOpenDuration - time.Millisecond)
-	if got := tr.BreakerState("svc.test"); got != resilience.BreakerOpen {
+	if got := breakerState(tr, "svc.test"); got != resilience.BreakerOpen {
 		t.Errorf("BreakerState = %v before the default OpenDuration, want open", got)
 	}
 	fc.Advance(time.Millisecond)
 	status.Store(200)
 	getStatus(t, tr, "http://svc.test/")
-	if got := tr.BreakerState("svc.test"); got != resilience.BreakerClosed {
+	if got := breakerState(tr, "svc.test"); got != resilience.BreakerClosed {
 		t.Errorf("BreakerState = %v after a successful probe, want closed", got)
 	}
 }
@@ -522,7 +524,7 @@ func TestBreakerStateWithoutBreaker(t *testing.T) {
 	for range 10 {
 		getStatus(t, tr, s.URL)
 	}
-	if got := tr.BreakerState(hostOf(t, s.URL)); got != resilience.BreakerClosed {
+	if got := breakerState(tr, hostOf(t, s.URL)); got != resilience.BreakerClosed {
 		t.Errorf("BreakerState = %v with the breaker off, want closed", got)
 	}
 	if got := s.count(); got != 10 {
@@ -548,7 +550,7 @@ func TestBreakerStateString(t *testing.T) {
 	}
 }
 
-// TestBreakerProbeTimingOutReopens pins the README's advice: with a
+// TestBreakerProbeTimingOutReopens pins the package doc's advice: with a
 // per-attempt timeout a hung probe ends, counts as a failure and frees its
 // slot, with exactly one attempt.
 func TestBreakerProbeTimingOutReopens(t *testing.T) {
@@ -556,7 +558,7 @@ func TestBreakerProbeTimingOutReopens(t *testing.T) {
 	gone := make(chan int, 1)
 	s := newScript(t, reply(503), reply(503), hang(gone), reply(200))
 	host := hostOf(t, s.URL)
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithCircuitBreaker(breakerCfg),
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBreaker(breakerCfg),
 		transport.WithPerAttemptTimeout(10*time.Second))
 	getStatus(t, tr, s.URL)
 	fc.Advance(time.Second)
@@ -574,7 +576,7 @@ func TestBreakerProbeTimingOutReopens(t *testing.T) {
 	if !errors.Is(r.err, transport.ErrAttemptTimeout) || errors.As(r.err, &ge) {
 		t.Errorf("probe err = %v, want the single attempt's timeout, unwrapped", r.err)
 	}
-	if got := tr.BreakerState(host); got != resilience.BreakerOpen {
+	if got := breakerState(tr, host); got != resilience.BreakerOpen {
 		t.Errorf("BreakerState = %v after a timed-out probe, want open", got)
 	}
 	if got := s.count(); got != 3 {

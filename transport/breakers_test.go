@@ -21,7 +21,7 @@ func TestOpenBreakersAreNotEvictedForNewHosts(t *testing.T) {
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
 		transport.WithMaxHosts(2),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
 	get := func(url string) error {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
 		if err == nil {
@@ -40,15 +40,71 @@ func TestOpenBreakersAreNotEvictedForNewHosts(t *testing.T) {
 			t.Fatalf("new host with every breaker open: %v, want it served", err)
 		}
 	}
-	if got := tr.UntrackedAdmissions(); got != 2 {
-		t.Errorf("UntrackedAdmissions() = %d, want 2", got)
+	if got := tr.Stats().UntrackedAdmissions; got != 2 {
+		t.Errorf("Stats().UntrackedAdmissions = %d, want 2", got)
 	}
 	for _, u := range []string{"http://a.test/", "http://b.test/"} {
 		if err := get(u); !errors.Is(err, transport.ErrCircuitOpen) {
 			t.Fatalf("%s within its OpenDuration: %v, want ErrCircuitOpen", u, err)
 		}
 	}
-	if got := tr.BreakerState("c.test"); got != resilience.BreakerClosed {
-		t.Errorf("BreakerState(c.test) = %v, want closed (untracked)", got)
+	if got := breakerState(tr, "c.test"); got != resilience.BreakerClosed {
+		t.Errorf("c.test's breaker = %v, want closed (untracked)", got)
+	}
+}
+
+// TestUntrackedAdmissionsCountsRequests: a request served untracked counts
+// once, however many attempts it makes (issue 25, item 5).
+func TestUntrackedAdmissionsCountsRequests(t *testing.T) {
+	fc := newClock()
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return fakeResponse(r, http.StatusServiceUnavailable, "down"), nil
+	})
+	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxHosts(1), noDelay,
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
+	get := func(url string) {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	get("http://a.test/") // opens a's breaker: the table is pinned
+	get("http://b.test/") // untracked, three attempts
+	if got := tr.Stats().UntrackedAdmissions; got != 1 {
+		t.Errorf("UntrackedAdmissions = %d after one request of three attempts, want 1", got)
+	}
+}
+
+// TestNewHostIsTrackedWhenTheOpenDurationEnds: a host served untracked
+// because every tracked breaker is open is tracked again once the first
+// OpenDuration has ended, not up to a second later (issue 25, item 6: the
+// check compared a coarse second). It runs on the real clock, where that
+// coarse second is what calls pass; the sleep only has to be at least the
+// OpenDuration, so it cannot make the test flaky.
+func TestNewHostIsTrackedWhenTheOpenDurationEnds(t *testing.T) {
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return fakeResponse(r, http.StatusServiceUnavailable, "down"), nil
+	})
+	const open = 20 * time.Millisecond
+	tr := transport.New(base, transport.WithMaxHosts(1), transport.WithMaxAttempts(1),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: open}))
+	get := func(url string) {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	get("http://a.test/") // a opens
+	get("http://b.test/") // untracked: the only room is a's
+	if got := tr.Stats().UntrackedAdmissions; got != 1 {
+		t.Fatalf("within a's OpenDuration: UntrackedAdmissions = %d, want 1", got)
+	}
+	time.Sleep(2 * open)
+	get("http://b.test/")
+	if got := tr.Stats().UntrackedAdmissions; got != 1 {
+		t.Errorf("after a's OpenDuration ended: UntrackedAdmissions = %d, want still 1 (b tracked)", got)
+	}
+	if _, ok := tr.Stats().Host("b.test"); !ok {
+		t.Error("b.test is not tracked after an OpenDuration ended")
 	}
 }

@@ -62,8 +62,8 @@ func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
 	if got := s.count(); got != 60 {
 		t.Errorf("server saw %d attempts, want 60", got)
 	}
-	if got := tr.BudgetTokens(); !math.IsInf(got, 1) {
-		t.Errorf("BudgetTokens() = %v, want +Inf", got)
+	if got := tr.Stats().BudgetTokens; !math.IsInf(got, 1) {
+		t.Errorf("Stats().BudgetTokens = %v, want +Inf", got)
 	}
 }
 
@@ -107,8 +107,8 @@ func TestDefaultBudget(t *testing.T) {
 			if got := failed.Load(); got != tc.wantFailed {
 				t.Errorf("failing server saw %d attempts, want %d", got, tc.wantFailed)
 			}
-			if got := tr.BudgetTokens(); math.Abs(got-tc.wantTokens) > 1e-9 {
-				t.Errorf("BudgetTokens() = %v, want %v", got, tc.wantTokens)
+			if got := tr.Stats().BudgetTokens; math.Abs(got-tc.wantTokens) > 1e-9 {
+				t.Errorf("Stats().BudgetTokens = %v, want %v", got, tc.wantTokens)
 			}
 		})
 	}
@@ -161,21 +161,21 @@ func TestBudgetTokensAreSpentOnlyWhenAnAttemptLaunches(t *testing.T) {
 		return fakeResponse(r, 200, "ok"), nil
 	})
 	tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0, 3), transport.WithMaxAttempts(2))
-	if got := tr.BudgetTokens(); got != 3 {
-		t.Fatalf("BudgetTokens() = %v before any request, want 3", got)
+	if got := tr.Stats().BudgetTokens; got != 3 {
+		t.Fatalf("Stats().BudgetTokens = %v before any request, want 3", got)
 	}
 	getStatus(t, tr, "http://svc.test/")
-	if got := tr.BudgetTokens(); got != 3 {
-		t.Errorf("BudgetTokens() = %v after a success, want 3", got)
+	if got := tr.Stats().BudgetTokens; got != 3 {
+		t.Errorf("Stats().BudgetTokens = %v after a success, want 3", got)
 	}
 	fail.Store(true)
 	getStatus(t, tr, "http://svc.test/")
-	if got := tr.BudgetTokens(); got != 2 {
-		t.Errorf("BudgetTokens() = %v after one retry (then attempts exhausted), want 2", got)
+	if got := tr.Stats().BudgetTokens; got != 2 {
+		t.Errorf("Stats().BudgetTokens = %v after one retry (then attempts exhausted), want 2", got)
 	}
 	fc.Advance(time.Second)
-	if got := tr.BudgetTokens(); got != 3 {
-		t.Errorf("BudgetTokens() = %v in the next second, want 3", got)
+	if got := tr.Stats().BudgetTokens; got != 3 {
+		t.Errorf("Stats().BudgetTokens = %v in the next second, want 3", got)
 	}
 }
 
@@ -186,8 +186,8 @@ func TestBudgetRatioDeposits(t *testing.T) {
 	for range 4 {
 		getStatus(t, tr, "http://svc.test/")
 	}
-	if got := tr.BudgetTokens(); got != 2 {
-		t.Errorf("BudgetTokens() = %v after 4 requests at ratio 0.5, want 2", got)
+	if got := tr.Stats().BudgetTokens; got != 2 {
+		t.Errorf("Stats().BudgetTokens = %v after 4 requests at ratio 0.5, want 2", got)
 	}
 }
 

@@ -106,7 +106,9 @@ func decide(a Attempt, statuses *statusSet) Decision {
 // ErrorClass is the class of an attempt's error. It is gotry's one
 // taxonomy of errors: the built-in retry rules decide by it (see Retryable),
 // and package telemetry names error.type by it, so the two cannot disagree.
-// Classes are told apart by type, never by message.
+// Classes are told apart by type, never by message, with one exception:
+// the few errors by which net/http's own HTTP/2 client reports a lost
+// connection have no type to tell them by (see ClassConnectionClosed).
 type ErrorClass int
 
 // Error classes, in the order ClassifyError tests for them.
@@ -121,7 +123,7 @@ const (
 	ClassTLS                                 // a certificate or TLS protocol failure: not retried
 	ClassConnectionRefused                   // nothing listened at the address: retried
 	ClassConnectionReset                     // reset, aborted, or a write hit a broken pipe: retried
-	ClassConnectionClosed                    // closed before a full response (EOF): retried
+	ClassConnectionClosed                    // closed before a full response (EOF, or net/http's HTTP/2 client lost the connection): retried
 	ClassTimeout                             // a network timeout (dial, TLS handshake, headers, DNS): retried
 	ClassDial                                // any other failure to dial, so never reached the server: retried
 	ClassOther                               // anything else: not retried
@@ -232,6 +234,8 @@ func ClassifyError(err error) ErrorClass {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
 		return ClassConnectionReset
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return ClassConnectionClosed
+	case isStdlibConnLoss(err):
 		return ClassConnectionClosed
 	}
 	// Network timeouts (dial, TLS handshake, response headers).

@@ -79,7 +79,8 @@ func TestDefaultClassifier(t *testing.T) {
 	}
 }
 
-// readmeClassifier is the README's custom classifier.
+// readmeClassifier is the spec's custom classifier (a 409 marked
+// retryable, a permanent-failure header), once shown in the README.
 func readmeClassifier(a transport.Attempt) transport.Decision {
 	if a.Response == nil {
 		return transport.Default

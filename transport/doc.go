@@ -1,23 +1,353 @@
-// Package transport is gotry's http.RoundTripper: wrap any base transport and
-// every call made through it gains retries with backoff, Retry-After
-// handling, a retry budget, a per-host circuit breaker and request hedging,
-// with hooks that let telemetry see every attempt.
+// Package transport is gotry's http.RoundTripper. Wrap any base transport
+// and every call made through it (client.Get, client.Do, any SDK that takes
+// an *http.Client) gains retries with backoff, Retry-After handling, a retry
+// budget, a per-host circuit breaker and request hedging, with hooks that
+// let telemetry see every attempt:
 //
-//	client := &http.Client{Transport: transport.New(nil)}
-//	resp, err := client.Get(url) // unchanged call site
+//	client := &http.Client{Transport: transport.New(nil)} // nil: http.DefaultTransport
+//	resp, err := client.Get(url)                         // unchanged call site
 //
-// The caller's *http.Request is never modified: an attempt that needs its
+// The scheduling (attempts, hedges, sleeps, budget, breakers, giving up) is
+// [resilience.Engine]; this package adapts it to HTTP: it clones requests,
+// replays bodies, classifies responses and honours Retry-After. A Transport
+// is safe for concurrent use. Create one per downstream and reuse it: the
+// budget and the breakers learn from the traffic they see, and a Transport
+// per request has no memory.
+//
+// # Options and defaults
+//
+// With no options, [New] retries up to [DefaultMaxAttempts] attempts in all
+// with [DefaultBackoff] (full jitter, 100ms doubling to at most 5s), a retry
+// budget of [DefaultBudgetRatio] with [DefaultBudgetMinPerSec] retries per
+// second always allowed, Retry-After honoured up to [DefaultMaxRetryAfter],
+// bodies without GetBody buffered up to [DefaultMaxBufferedBody], and
+// superseded responses kept up to [DefaultMaxRetainedBody]. Hedging, the
+// breaker, per-attempt timeouts, hooks and the attempt header are off until
+// their option is given.
+//
+// An option given a value that makes no sense (attempts below 1, a NaN or
+// negative budget ratio, a negative duration, a nil backoff or classifier, a
+// status outside 100–599) panics where it is called, naming the option and
+// the value: WithMaxAttempts(0) panics before New runs. New itself never
+// panics and ignores nil options. A per-request [Policy] that makes no sense
+// does not panic: RoundTrip returns an error naming the field before any
+// attempt, and closes the body.
+//
+// # What is retried
+//
+// An attempt is retried when it is classified retryable. By default
+// ([DefaultClassifier]) that is:
+//
+//   - a response with status 502, 503 or 504 ([WithRetryableStatuses]
+//     replaces that list) or 429, which is always retryable;
+//   - a connection that was refused, reset, aborted, hit a broken pipe or
+//     closed before a full response (EOF, unexpected EOF); a network
+//     timeout; any other failure to dial; a DNS failure other than "not
+//     found"; and a per-attempt timeout ([ErrAttemptTimeout]).
+//
+// Everything else is final: other statuses, TLS and certificate failures,
+// DNS "not found", and the caller's own context errors (context.Canceled
+// and context.DeadlineExceeded however wrapped; a per-attempt timeout is a
+// different error and is retried). Errors are told apart by type, never by
+// message; [ClassifyError] exposes the classes. [WithClassifier] installs a
+// [Classifier] that sees each [Attempt] and may return [Retry], [DontRetry]
+// or [Default] to fall back to the built-in rules; see the example.
+//
+// # Idempotency and request bodies
+//
+// A request is eligible for retries and hedges only when both hold:
+//
+//  1. It may be repeated: its method is GET, HEAD, OPTIONS, TRACE, PUT or
+//     DELETE; or it carries an Idempotency-Key or X-Idempotency-Key header;
+//     or non-idempotent retries are allowed ([WithNonIdempotentRetries], or
+//     Policy.RetryNonIdempotent for one request).
+//  2. Its body can be sent again: no body, http.NoBody, a GetBody function
+//     (http.NewRequest sets one for a *bytes.Reader, *bytes.Buffer or
+//     *strings.Reader), or a body of at most [WithMaxBufferedBody] bytes,
+//     which is then read into memory. A larger body is sent once, exactly as
+//     given.
+//
+// An ineligible request gets one attempt. Eligibility is decided before the
+// body is touched: a request that will get exactly one attempt (ineligible,
+// MaxAttempts 1 as with [NoRetry], or a breaker probe) passes its body to the
+// base unread, so streaming uploads work, and a body whose ContentLength is
+// above the limit is never read ahead. Reading a body to buffer it stops
+// when the request's context ends: the body is closed and the context's
+// error returned. The body is closed on every path, as the
+// http.RoundTripper contract asks.
+//
+// The caller's *http.Request is never modified. An attempt that needs its
 // own context (hedging, a per-attempt timeout, hooks), its own body (a
 // replay) or its own headers is sent as a shallow clone; a first attempt
 // that needs none of these is the caller's request itself, exactly what the
 // base would get without gotry.
-// Only idempotent requests (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or any
-// request carrying an Idempotency-Key or X-Idempotency-Key header) are
-// retried or hedged unless non-idempotent retries are enabled, and only when
-// the body can be sent again.
 //
-// The scheduling (attempts, hedges, sleeps, budget, breakers, give-up) is
-// resilience.Engine; this package adapts it to HTTP. A Transport is safe for
-// concurrent use; create one per downstream and reuse it, or its budget and
-// breakers have no memory.
+// # Retry-After
+//
+// When a 429 or 503 response leads to a retry, its Retry-After header
+// (delay in seconds or an HTTP date) replaces the backoff delay, provided
+// the wait is at most [WithMaxRetryAfter] and ends before the request's
+// deadline. Otherwise the transport stops and returns that response, so the
+// caller sees the server's status and body. Other statuses, and a malformed
+// header, use the backoff. The backoff is held to the deadline too: a sleep
+// that would end past it is not started, and the transport returns what it
+// has.
+//
+// # Retries and hedges share MaxAttempts
+//
+// Retries and hedges are one mechanism with one limit, [WithMaxAttempts]:
+// every attempt, whatever launched it, counts.
+//
+//   - Hedging ([WithHedging]) is on when the delay and maxHedges are both
+//     positive: when the delay passes with no result, another attempt is
+//     launched, with no backoff, up to maxHedges extra attempts in flight.
+//   - A retryable failure while another attempt is still in flight launches
+//     the next attempt at once; with nothing else in flight the transport
+//     first waits for the backoff or Retry-After.
+//   - Retries after a backoff are hedged too: the hedge timer pauses during
+//     the sleep and is armed again when the retry launches.
+//   - The first non-retryable result wins. The other attempts are cancelled
+//     and their bodies closed unread: nothing on the caller's path waits for
+//     a loser.
+//   - A retryable response that a retry or hedge will follow is not held
+//     open: its body is read into memory (up to [WithMaxRetainedBody], for
+//     at most a second and never past the attempt's context) and closed, so
+//     its connection can serve the retry. A base limited by MaxConnsPerHost
+//     cannot deadlock on its own retries.
+//   - The returned response's attempt context is cancelled only when its
+//     body is closed or read to the end, so neither a per-attempt timeout nor
+//     a hedge's cancellation cuts off a body being read. A response with
+//     nothing to read (http.NoBody, which http.Transport returns for HEAD,
+//     204, 304 and Content-Length: 0) is finished as RoundTrip returns.
+//   - Requests with an Upgrade header (WebSocket, h2c) are retried but never
+//     hedged: a losing 101 response would be a live connection. A returned
+//     101's body keeps its io.Writer, so resp.Body.(io.ReadWriteCloser)
+//     works as with http.Transport.
+//   - Attempts run on the caller's goroutine until a hedge actually fires;
+//     from then on the hedge timer's goroutine drives the request. A winning
+//     hedge cancels the caller's attempt, and RoundTrip returns once the base
+//     has returned from it: hedging relies on the base honouring the
+//     request's context, as http.Transport does.
+//
+// [WithAdaptiveHedging] learns the hedge delay per host instead, from the
+// percentile of recent first-attempt latencies that keeps hedges within an
+// extra-load cap, with a hard cap on the hedges themselves; see
+// [resilience.AdaptiveHedging] for the model. Prefer it when the
+// downstream's latency moves, or one transport calls hosts of different
+// speeds; keep a fixed delay when you want the hedge at an exact moment. A
+// request's Policy.HedgeDelay still overrides the learned delay.
+// [Transport.Stats] reports each host's current delay (HostStats.HedgeDelay)
+// and the cap (Stats.MaxExtraLoad); a [resilience.HedgeEvent] says which
+// delay triggered the hedge and whether it was learned.
+//
+// # Retry budget
+//
+// One budget ([WithBudget]) is shared by the whole Transport, so retries
+// cannot multiply an outage's load. Every original request deposits ratio
+// tokens, which expire over a 10-second window; minPerSec retries per second
+// are always allowed, so a quiet client can still retry. Only a retry or
+// hedge that launches spends a token. A retry takes its token before its
+// backoff sleep and gives it back if it then does not launch (the caller
+// cancelled during the sleep, or the breaker refused it); so with the budget
+// empty a request ends at once instead of sleeping first (a 429 with
+// Retry-After: 2 comes back immediately, not two seconds later). With the
+// budget empty, attempts in flight continue and the last result is returned.
+// WithBudget(0, 0) turns the budget off. The exact bound is stated in
+// package resilience's documentation.
+//
+// # Circuit breaker
+//
+// [WithBreaker] keeps one breaker per host, configured by a
+// [resilience.BreakerConfig] whose zero fields take their defaults. The host
+// is req.URL.Host normalised so that every spelling of one server shares a
+// breaker: lower case, an IPv6 literal in canonical form, and the scheme's
+// default port dropped (example.test, EXAMPLE.test and example.test:80 are
+// one breaker for http; example.test:8080 is another). That key is the one
+// hooks report and [Transport.Stats] lists (HostStats.Key).
+//
+//   - Retryable results count as failures; non-retryable responses,
+//     4xx included, as successes. Non-retryable errors without a response,
+//     the caller's cancellation, cancelled hedge losers and results that
+//     belong to an earlier state of the breaker are not counted.
+//   - FailureThreshold consecutive failures open a closed breaker. After
+//     OpenDuration it is half-open and admits up to HalfOpenProbes requests
+//     as probes: one success closes it, one failure opens it again. Other
+//     requests fail at once with an error matching [ErrCircuitOpen].
+//   - A probe gets exactly one attempt, and holds its slot until that
+//     attempt ends, even if the breaker has opened again meanwhile; so give
+//     requests a deadline or [WithPerAttemptTimeout] when the breaker is on.
+//   - The breaker is asked before every attempt, after a backoff included.
+//     If it opened during a request, no further attempt launches and the
+//     transport gives up as below; ErrCircuitOpen is returned only when the
+//     request itself was refused.
+//   - State changes lazily: no timer and no goroutine per breaker. No hook
+//     is called while a breaker's lock is held, so a state-change hook may
+//     read Stats. Memory is bounded by [WithMaxHosts]; an open breaker is
+//     never evicted before its OpenDuration ends, and a new host that finds
+//     no room is served untracked (Stats.UntrackedAdmissions).
+//
+// # Overload: the concurrency limit
+//
+// [WithConcurrencyLimit] keeps an adaptive limit per host on the attempts
+// in flight to it, learned from its latency and its overload answers (503,
+// 429, per-attempt timeouts); [resilience.ConcurrencyLimit] gives the
+// model. Turn it on in front of a downstream that can be overloaded: when
+// its capacity drops, the requests it can still answer in time keep being
+// answered, at about its capacity, and the excess fails at once, locally,
+// instead of every request queueing there until it times out (and the
+// retries of those timeouts adding to the queue). Below the downstream's
+// capacity it sheds nothing.
+//
+//   - A request over the limit waits briefly for a permit (MaxWait, never
+//     past its deadline), then is shed: RoundTrip returns an error
+//     matching [resilience.ErrOverloaded] (an *[resilience.OverloadError]
+//     naming the limit and what was in flight), nothing is sent, the body
+//     is closed, and the give-up reason is "overloaded". Nothing of the
+//     request is read before the permit is granted.
+//   - Retries and hedges need a permit too and never wait: a hedge that
+//     finds none is not sent; a retry that finds none ends the request with
+//     the answer it had, as an exhausted budget does.
+//   - Policy.Criticality orders requests (sheddable ones are shed once
+//     three quarters of the limit is in use, critical ones wait ahead of
+//     the rest); Policy.NoLimit exempts one.
+//   - [Transport.Stats] gives each host's limit, in-flight count and
+//     sheds; OnShed and OnLimitWait fire for each shed and each wait, and
+//     package telemetry turns them into gauges, a counter, span events and
+//     log lines.
+//
+// # Giving up
+//
+// When attempts, the budget, a Retry-After limit, the deadline or the
+// breaker stop the transport with no winner, RoundTrip returns:
+//
+//   - the most recent retryable response, with a nil error, so the caller
+//     sees the real status and body. If a later attempt had superseded it,
+//     it is the copy kept in memory: same status and headers and exactly the
+//     bytes that were kept; when its body was longer than
+//     [WithMaxRetainedBody] (or could not be read within the second), the
+//     body yields those bytes and then an error matching [ErrBodyTruncated],
+//     never a short, silent EOF;
+//   - otherwise the last attempt's error. When more than one attempt ran it
+//     is an [*Error] (Attempts, Err, Errs, Omitted, Reason) whose Unwrap
+//     lets errors.Is and errors.As reach the attempts' errors; it keeps the
+//     errors of the first four and the four most recent attempts, whatever
+//     MaxAttempts is. One attempt's error is returned as it is.
+//
+// When the caller's context ends, its error is returned directly. Error's
+// Reason, a [resilience.EndReason], says why the transport stopped
+// (attempts_exhausted, budget_exhausted, circuit_open,
+// retry_after_too_long, past_deadline, not_idempotent, body_not_replayable,
+// canceled). A request without a URL gets an error, as with
+// http.Transport, and a base that returns neither a response nor an error
+// gets [ErrNilResponse], never a panic.
+//
+// # Per-request policy
+//
+// [WithPolicy] attaches a [Policy] to a request's context; its zero fields
+// inherit the transport's settings. [NoRetry] is Policy{MaxAttempts: 1,
+// MaxHedges: -1}: one attempt, no hedge. Policy{MaxHedges: -1} turns only
+// hedging off. The budget, breakers and hooks are transport-wide and cannot
+// be overridden per request.
+//
+// # Hooks
+//
+// [WithHooks] installs a [Hooks] value, which is [resilience.Hooks]: the
+// same type the Retrier uses, so one hook set, and one telemetry adapter,
+// serves both. Several WithHooks options combine; none replaces another.
+// Every field is optional and a nil one costs nothing. Each event embeds
+// [resilience.Event] with the request's context (or the attempt's, for
+// attempt events), the breaker key (the normalised host) and the subject;
+// [RequestOf] returns the caller's request, which hooks must not modify,
+// [HeaderOf] an attempt's own header copy (free to modify: trace context
+// goes there) and [ResponseOf] an ended attempt's response.
+//
+// Hooks run synchronously, so keep them fast: on the caller's goroutine
+// until a hedge fires, then on the goroutine driving the request (a hedge's
+// OnAttemptStart on the hedge's own goroutine, and a loser's OnAttemptEnd
+// possibly after RoundTrip has returned). No hook is called with a lock
+// held, and a panicking hook is not recovered. OnCallEnd fires when
+// RoundTrip returns; OnResultDone when the returned body is closed or read
+// to the end (at once for http.NoBody).
+//
+// [WithAttemptHeader] lets the server see retries: every attempt carries a
+// header, named by you, saying which attempt it is and why it was sent
+// ("1; initial", "2; retry", "3; hedge"), as Envoy's x-envoy-attempt-count
+// does.
+//
+// # Under SDKs and other clients
+//
+// The transport goes under any client that takes an http.RoundTripper or an
+// *http.Client, and decides per request, as for any caller.
+//
+//   - A request is retried when it is idempotent: GET, HEAD, OPTIONS,
+//     TRACE, PUT, DELETE, or any method with an Idempotency-Key or
+//     X-Idempotency-Key entry, including one with no value
+//     (req.Header["Idempotency-Key"] = nil), which net/http documents as
+//     marking a request idempotent without sending the header. Prometheus'
+//     API client marks its POST queries this way, so they are retried.
+//   - Other POSTs are sent once: OTLP exports, most AWS API calls, remote
+//     write. [WithNonIdempotentRetries], or Policy.RetryNonIdempotent
+//     through [WithPolicy], allows repeating them.
+//   - An SDK's own retries are new requests here. When both layers retry,
+//     attempts multiply (up to MaxAttempts × the SDK's attempts); the
+//     budget only refuses this transport's retries. Pick one layer: let
+//     the SDK retry over a transport of its own with WithMaxAttempts(1)
+//     (keeping the breaker, the limit, telemetry and timeouts), or turn the
+//     SDK's retries off and let the transport retry.
+//   - OTLP/HTTP exporters: the safe setup is the exporter's retries off
+//     (otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})),
+//     a transport of its own with WithNonIdempotentRetries(true) and
+//     WithPerAttemptTimeout, and, if it carries gotry's telemetry, a
+//     telemetry.New(telemetry.WithTracerProvider(noop.NewTracerProvider()))
+//     of its own: telemetry on an exporter's transport that exports through
+//     the same provider traces its own exports, for ever. See the
+//     OtlpExporter example. A resend after a connection was lost
+//     mid-request may duplicate spans, which OTLP allows.
+//   - Never give an SDK a static idempotency-key header: every request
+//     would carry the same key and a deduplicating server would drop all
+//     but the first. Set a fresh key (or a nil entry) per request in a
+//     RoundTripper over this one.
+//   - MaxAttempts bounds this transport's attempts, not what http.Transport
+//     sends within one: it resends an idempotent request once on a new
+//     connection when a reused one breaks before the response, so a
+//     server may see up to twice MaxAttempts arrivals.
+//   - HTTP/2: the errors net/http's HTTP/2 client returns for a lost
+//     connection ("http2: client connection lost" and three others, an
+//     exact list) are retried; they are the one exception to classifying
+//     errors by type. Without a health check a stalled connection stays
+//     pooled, and retries after per-attempt timeouts go back onto it: set
+//     http.Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: ...,
+//     PingTimeout: ...} and allow enough attempts to outlast it.
+//   - After per-attempt timeouts the error matches both [ErrAttemptTimeout]
+//     and context.DeadlineExceeded; test ErrAttemptTimeout first to tell it
+//     from the caller's own deadline, which matches only the latter.
+//
+// # Promises
+//
+//   - A non-idempotent request is sent at most once unless you allow more
+//     (Idempotency-Key, WithNonIdempotentRetries, Policy.RetryNonIdempotent).
+//   - At most MaxBufferedBody bytes of a body are buffered (plus one byte
+//     that shows it is larger), every attempt sends exactly the caller's
+//     bytes, and the caller's body is always closed.
+//   - A Retry-After wait is never negative, never longer than
+//     WithMaxRetryAfter and never ends after the request's deadline.
+//   - The package writes nothing: no logger, no stdout or stderr, and its
+//     errors never repeat request headers or bodies.
+//   - Retries and hedges together never exceed MaxAttempts; every response
+//     body the transport receives is closed, losers included; no goroutine
+//     outlives a request; per-host memory is bounded by WithMaxHosts.
+//
+// # Usage notes
+//
+//   - Always close the response body: after retries ran out you may get a
+//     real 5xx with a nil error.
+//   - Put a deadline on every request (or a per-attempt timeout): without
+//     one a hung attempt blocks the request, and a hung probe holds its
+//     breaker slot.
+//   - Hedging adds load on the slow path. Use it for cheap idempotent reads,
+//     with a delay near the downstream's p95, and keep the budget on.
+//   - [Transport.CloseIdleConnections] forwards to the base when it has that
+//     method, so http.Client.CloseIdleConnections works through gotry.
+//
+// The package imports only the standard library.
 package transport

@@ -12,6 +12,25 @@ var ErrCircuitOpen error = resilience.ErrCircuitOpen
 
 // ErrAttemptTimeout marks an attempt cut off by WithPerAttemptTimeout. Such
 // an attempt is retried; the caller sees it only when retries stop.
+//
+// An attempt's timeout is a deadline, the attempt's own, so the give-up
+// error after attempts that timed out also matches context.DeadlineExceeded
+// (as a net.Error, its Timeout method reports true), while the caller's
+// context is still alive. Code that must tell the two apart asks for
+// ErrAttemptTimeout first, as ClassifyError does:
+//
+//	switch {
+//	case errors.Is(err, transport.ErrAttemptTimeout):
+//		// every attempt (at least the last) ran out of its own time; the
+//		// caller's deadline had not passed: a retry later may succeed
+//	case errors.Is(err, context.DeadlineExceeded):
+//		// the caller's own deadline passed (then ctx.Err() != nil too)
+//	}
+//
+// When the caller's deadline passes, RoundTrip returns the context's error,
+// which does not match ErrAttemptTimeout. ClassifyError tells them apart
+// the same way (ClassAttemptTimeout, ClassDeadline), and so does the
+// error.type that package telemetry records.
 var ErrAttemptTimeout error = resilience.ErrAttemptTimeout
 
 // Error is the give-up error after more than one attempt when no response can

@@ -196,3 +196,28 @@ func ExampleWithAttemptHeader() {
 	fmt.Printf("%q\n", seen)
 	// Output: ["1; initial" "2; retry"]
 }
+
+// Stats is one snapshot of the budget and of every tracked host, for
+// gauges (package telemetry reports it at each collection): here the
+// breaker of a host that keeps failing opens.
+func ExampleTransport_Stats() {
+	srv := flaky(100)
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	tr := transport.New(base, transport.WithMaxAttempts(1),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 2, OpenDuration: time.Minute}))
+	for range 3 {
+		if resp, err := (&http.Client{Transport: tr}).Get(srv.URL); err == nil {
+			resp.Body.Close()
+		}
+	}
+	st := tr.Stats()
+	for _, h := range st.Hosts {
+		fmt.Println(h.Breaker)
+	}
+	fmt.Println(st.BudgetTokens > 0)
+	// Output:
+	// open
+	// true
+}

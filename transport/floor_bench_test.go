@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // armedFloor is the least a transport can do per request, on the success
@@ -23,9 +21,9 @@ import (
 //     context.WithCancelCause, and the request cloned to carry it;
 //   - the winner's context kept alive until its body is closed, then
 //     cancelled: a body wrapper;
-//   - one timer armed and stopped: an entry of the same deadline lists the
-//     engine uses (the timeout is armed only if the hedge delay passes, as
-//     gotry does);
+//   - one timer armed and stopped: a pooled runtime timer, reset and
+//     stopped, as the engine's are (the timeout is armed only if the hedge
+//     delay passes, as gotry does);
 //   - a breaker admission: the host's breaker found as gotry finds it for a
 //     single host, by comparing the host with the one found last (a map
 //     lookup otherwise), and an atomic load of a closed breaker's state
@@ -36,12 +34,11 @@ import (
 // Its ratio to bare, next to "armed" in the same run, shows how much of the
 // armed cost is these parts and how much is gotry's own bookkeeping.
 type armedFloor struct {
-	base    http.RoundTripper
-	queues  *clock.Queues
-	entries sync.Pool // *clock.Entry
-	hosts   sync.Map  // host -> *floorBreaker
-	last    atomic.Pointer[floorBreaker]
-	budget  atomic.Int64
+	base   http.RoundTripper
+	timers sync.Pool // stopped *time.Timer
+	hosts  sync.Map  // host -> *floorBreaker
+	last   atomic.Pointer[floorBreaker]
+	budget atomic.Int64
 }
 
 // floorBreaker is a host's breaker as the floor keeps it: its word.
@@ -51,7 +48,7 @@ type floorBreaker struct {
 }
 
 func newArmedFloor(base http.RoundTripper) *armedFloor {
-	return &armedFloor{base: base, queues: clock.QueuesOf(clock.Real())}
+	return &armedFloor{base: base}
 }
 
 func (f *armedFloor) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -69,14 +66,15 @@ func (f *armedFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	f.budget.Add(1)
 	ctx, cancel := context.WithCancelCause(req.Context())
-	e, _ := f.entries.Get().(*clock.Entry)
-	if e == nil {
-		e = &clock.Entry{F: func() {}}
+	t, _ := f.timers.Get().(*time.Timer)
+	if t == nil {
+		t = time.AfterFunc(time.Second, func() {})
+	} else {
+		t.Reset(time.Second)
 	}
-	f.queues.Arm(e, time.Second)
 	resp, err := f.base.RoundTrip(req.WithContext(ctx))
-	if e.Stop() {
-		f.entries.Put(e)
+	if t.Stop() {
+		f.timers.Put(t)
 	}
 	if err != nil {
 		cancel(err)

@@ -368,7 +368,7 @@ func TestArmedHedgingRunsOnTheCallersGoroutine(t *testing.T) {
 		return fakeResponse(r, 200, "ok"), nil
 	})
 	tr := transport.New(base, transport.WithHedging(time.Hour, 1), transport.WithPerAttemptTimeout(time.Hour),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{}), transport.WithBackoff(resilience.Constant(0)))
+		transport.WithBreaker(resilience.BreakerConfig{}), transport.WithBackoff(resilience.Constant(0)))
 	resp, err := tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil))
 	if err != nil {
 		t.Fatal(err)

@@ -322,3 +322,10 @@ func (e *events[E]) get() []E {
 	defer e.mu.Unlock()
 	return append([]E(nil), e.es...)
 }
+
+// breakerState returns host's breaker state from tr's Stats (closed when
+// the host has no breaker).
+func breakerState(tr *transport.Transport, host string) resilience.BreakerState {
+	h, _ := tr.Stats().Host(host)
+	return h.Breaker
+}

@@ -49,7 +49,7 @@ func TestOnRetryAndOnBackoffPayloads(t *testing.T) {
 		transport.WithHooks(transport.Hooks{
 			OnRetry: func(e resilience.RetryEvent) {
 				retries.add(e)
-				tokens.add(tr.BudgetTokens()) // hooks may read the budget
+				tokens.add(tr.Stats().BudgetTokens) // hooks may read the budget
 			},
 			OnBackoff: sleeps.add,
 		}))
@@ -343,7 +343,7 @@ func TestOnCallEndReasons(t *testing.T) {
 			[]transport.Option{transport.WithBudget(0, 1), transport.WithClock(newClock())}, http.MethodGet, nil, background, nothing,
 			resilience.ReasonBudgetExhausted, 2, 503},
 		{"circuit open at admission", []func(*http.Request) (*http.Response, error){status(503)},
-			[]transport.Option{transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}),
+			[]transport.Option{transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}),
 				transport.WithClock(newClock())}, http.MethodGet, nil, background, openBreaker,
 			resilience.ReasonCircuitOpen, 0, 0},
 		{"Retry-After too long", []func(*http.Request) (*http.Response, error){status(429, "Retry-After", "100")},
@@ -540,6 +540,36 @@ func TestWithHooksTwiceRunsBothInOrder(t *testing.T) {
 	}
 }
 
+// WithHooksFor's func runs once, inside New, with the transport being
+// built (its base already set), and its hooks run in option order beside
+// WithHooks'.
+func TestWithHooksForGetsItsTransport(t *testing.T) {
+	var order events[string]
+	base, _ := sequence(status(200))
+	var seen []*transport.Transport
+	var unwrapped http.RoundTripper
+	tr := transport.New(base,
+		transport.WithHooks(transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { order.add("first") }}),
+		transport.WithHooksFor(func(t *transport.Transport) transport.Hooks {
+			seen = append(seen, t)
+			unwrapped = t.Unwrap()
+			return transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { order.add("second") }}
+		}),
+		transport.WithHooks(transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { order.add("third") }}),
+	)
+	if len(seen) != 1 || seen[0] != tr || unwrapped == nil {
+		t.Fatalf("WithHooksFor's func saw %v (base %v), want the transport New returned, once", seen, unwrapped)
+	}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://svc.test/", nil))
+	closeResp(result{resp, err})
+	if got, want := order.get(), []string{"first", "second", "third"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("OnCallEnd calls %v, want %v", got, want)
+	}
+	if msg := panicMessage(func() { transport.WithHooksFor(nil) }); !strings.Contains(msg, "WithHooksFor") {
+		t.Errorf("WithHooksFor(nil) panicked with %q, want a message naming it", msg)
+	}
+}
+
 type hookPanic struct{ hook string }
 
 func TestPanickingHookPropagatesOutOfRoundTrip(t *testing.T) {
@@ -568,7 +598,7 @@ func TestPanickingHookPropagatesOutOfRoundTrip(t *testing.T) {
 		}, []transport.Option{transport.WithBudget(0.01, 0)}},
 		{"OnBreakerStateChange", func(p func()) transport.Hooks {
 			return transport.Hooks{OnBreakerStateChange: func(resilience.BreakerStateEvent) { p() }}
-		}, []transport.Option{transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1})}},
+		}, []transport.Option{transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1})}},
 		{"OnCallEnd", func(p func()) transport.Hooks {
 			return transport.Hooks{OnCallEnd: func(resilience.CallEndEvent) { p() }}
 		}, nil},

@@ -36,7 +36,7 @@ func TestBreakerKeyIsNormalisedHost(t *testing.T) {
 			var changes events[string]
 			var rejects events[resilience.BreakerRejectEvent]
 			tr := transport.New(base, transport.WithClock(newClock()), transport.WithMaxAttempts(1),
-				transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: len(c.spellings), OpenDuration: time.Minute}),
+				transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: len(c.spellings), OpenDuration: time.Minute}),
 				transport.WithHooks(transport.Hooks{
 					OnBreakerStateChange: func(e resilience.BreakerStateEvent) { changes.add(e.Key + " " + e.To.String()) },
 					OnBreakerReject:      rejects.add,
@@ -61,8 +61,8 @@ func TestBreakerKeyIsNormalisedHost(t *testing.T) {
 			if got := rejects.get(); len(got) != 1 || got[0].Key != c.key {
 				t.Errorf("reject events %+v, want one for host %q", got, c.key)
 			}
-			if got := tr.BreakerState(c.key); got != resilience.BreakerOpen {
-				t.Errorf("BreakerState(%q) = %v, want open", c.key, got)
+			if got := breakerState(tr, c.key); got != resilience.BreakerOpen {
+				t.Errorf("%q's breaker = %v, want open", c.key, got)
 			}
 		})
 	}

@@ -56,15 +56,13 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 				return &resp, nil
 			})
 			heapStart := settledHeap()
-			opts := []transport.Option{transport.WithCircuitBreaker(resilience.BreakerConfig{})}
+			opts := []transport.Option{transport.WithBreaker(resilience.BreakerConfig{})}
 			if tc.maxHosts > 0 {
 				opts = append(opts, transport.WithMaxHosts(tc.maxHosts))
 			}
 			tr := transport.New(base, opts...)
 			tracked := func() int {
-				n := 0
-				tr.EachBreaker(func(string, resilience.BreakerState) { n++ })
-				return n
+				return len(tr.Stats().Hosts)
 			}
 			var heapHalf uint64
 			for i := range hosts {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 )
 
@@ -43,7 +43,7 @@ type config struct {
 	breaker           *resilience.BreakerConfig
 	limit             *resilience.ConcurrencyLimit
 	maxHosts          int
-	hooks             Hooks
+	hooks             []func(*Transport) Hooks // WithHooks and WithHooksFor, in order; New combines them
 	perAttemptTimeout time.Duration
 	classifier        Classifier
 	statuses          statusSet
@@ -70,10 +70,13 @@ func defaultConfig() config {
 }
 
 // Option configures a Transport. Options are applied in order at New; a
-// later option overrides an earlier one, except WithHooks, which adds. The
-// option constructors check their arguments when they are called and panic,
-// with a message naming the option and the value, on one that makes no
-// sense; New itself never panics, and ignores nil options.
+// later option overrides an earlier one, except WithHooks and WithHooksFor,
+// which add. The option constructors check their arguments when they are
+// called and panic, with a message naming the option and the value, on one
+// that makes no sense; New itself never panics, and ignores nil options.
+// The options common to resilience's Retrier (WithMaxAttempts, WithBackoff,
+// WithBudget, WithHedging, WithBreaker, WithPerAttemptTimeout, WithHooks,
+// WithHooksFor) have the same names and meanings there.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -88,6 +91,14 @@ func invalid(option string, format string, args ...any) {
 // WithMaxAttempts sets how many attempts a request may make, retries and
 // hedges together (default 3). 1 disables retries and hedging. It panics if
 // n < 1.
+//
+// It bounds gotry's attempts, each one RoundTrip of the base, not what the
+// base sends within one: http.Transport itself sends an idempotent request
+// (including one marked by an Idempotency-Key entry) once more, on a new
+// connection, when a reused connection breaks before any byte of the
+// response, so a server may see up to twice n arrivals. An SDK's own
+// retries (an OTLP exporter's, the AWS SDK's) are new requests to gotry,
+// each with n attempts of its own: see the package's OTLP exporter example.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		invalid("WithMaxAttempts", "attempts must be at least 1, got %d", n)
@@ -168,16 +179,16 @@ func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
 	return optionFunc(func(c *config) { c.adaptive, c.hedgeDelay, c.maxHedges = &cfg, 0, maxHedges })
 }
 
-// WithCircuitBreaker turns on a circuit breaker per host (default off): per
+// WithBreaker turns on a circuit breaker per host (default off): per
 // req.URL.Host, lower-cased, with an IPv6 literal in canonical form and the
 // scheme's default port dropped, so "example.test", "EXAMPLE.test" and
 // "example.test:80" share one breaker for http (its key, which hooks report,
 // is "example.test"). Zero fields of cfg take resilience's defaults; it panics
 // on negative fields.
-func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
+func WithBreaker(cfg resilience.BreakerConfig) Option {
 	defer func() {
 		if r := recover(); r != nil {
-			invalid("WithCircuitBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
+			invalid("WithBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
 		}
 	}()
 	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates
@@ -185,7 +196,7 @@ func WithCircuitBreaker(cfg resilience.BreakerConfig) Option {
 }
 
 // WithConcurrencyLimit turns on an adaptive concurrency limit per host
-// (default off; hosts are keyed as for WithCircuitBreaker): how many
+// (default off; hosts are keyed as for WithBreaker): how many
 // attempts may be in flight to a host at once, learned from its latency and
 // its overload answers (503, 429, per-attempt timeouts), so that when a
 // host's capacity drops, the requests it can still answer in time keep
@@ -222,15 +233,42 @@ func WithMaxHosts(n int) Option {
 	return optionFunc(func(c *config) { c.maxHosts = n })
 }
 
-// WithHooks adds observation hooks. Several WithHooks options combine: each
-// hook set sees every event, in the order the options were given.
+// WithHooks adds observation hooks. Several WithHooks (and WithHooksFor)
+// options combine: each hook set sees every event, in the order the options
+// were given.
 func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = resilience.Combine(c.hooks, h) })
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, func(*Transport) Hooks { return h }) })
+}
+
+// WithHooksFor adds the hooks that f makes for the transport being built,
+// for an adapter whose hooks depend on the transport: telemetry's
+// Telemetry.Transport looks at the base (t.Unwrap) and keeps t to read its
+// Stats for gauges. New calls f once, before t is ready for use: f may call
+// t.Unwrap and keep t, and must not send requests through it or read its
+// Stats until New has returned. It combines with WithHooks as WithHooks
+// does. It panics on nil.
+func WithHooksFor(f func(t *Transport) Hooks) Option {
+	if f == nil {
+		invalid("WithHooksFor", "func must not be nil")
+	}
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, f) })
 }
 
 // WithPerAttemptTimeout bounds each attempt until its response headers
 // arrive (default none). An attempt that times out is retried; the response
 // body of a successful attempt is never cut off by it. It panics if d < 0.
+//
+// Over HTTP/2 a retry may go back onto the connection that the timed-out
+// attempt was on: http.Transport keeps a connection that stopped answering
+// in its pool (a cut-off attempt only resets its stream) until the
+// connection's health check closes it; with no health check, until TCP
+// gives up on it (minutes), or never, when a stalled peer or proxy still
+// acknowledges packets.
+// Turn the check on (http.Transport's HTTP2 field, an http.HTTP2Config
+// with SendPingTimeout, and PingTimeout, which defaults to 15s) and give
+// requests attempts enough to outlast it: the attempt in flight when the
+// check closes the connection fails with "http2: client connection lost",
+// which is retried (ClassConnectionClosed), on a new connection.
 func WithPerAttemptTimeout(d time.Duration) Option {
 	if d < 0 {
 		invalid("WithPerAttemptTimeout", "timeout must not be negative, got %v", d)
@@ -298,7 +336,12 @@ func WithMaxRetainedBody(n int64) Option {
 
 // WithNonIdempotentRetries lets POST, PATCH and other non-idempotent requests
 // be retried and hedged (default false). Enable it only when the server
-// deduplicates; an Idempotency-Key header already makes one request eligible.
+// deduplicates, or when sending a request twice does no harm (an OTLP
+// export, on a transport of the exporter's own); an Idempotency-Key or
+// X-Idempotency-Key header already makes one request eligible, and so does
+// an entry for either with no value (req.Header["Idempotency-Key"] = nil,
+// which net/http documents as marking a request idempotent without sending
+// the header).
 func WithNonIdempotentRetries(on bool) Option {
 	return optionFunc(func(c *config) { c.nonIdempotent = on })
 }
@@ -341,11 +384,10 @@ func validHeaderName(s string) bool {
 
 // WithClock runs the transport on c: its backoff sleeps, hedge timers,
 // per-attempt timeouts, breaker and budget windows and Retry-After dates
-// (default the wall clock; nil is ignored). It is gotry's one way to inject
-// time, for its own tests in any package: clock is an internal package, so
-// only code inside this module can build a Clock (internal/clock/fakeclock
-// is the fake). Resilience's Retrier, telemetry and the kit take the same
-// option.
+// (default the wall clock; nil is ignored). A test passes a clock.Fake and
+// moves it on instead of sleeping (see the clock package's example); the
+// transport runs the same code on it as on the wall clock. Resilience's
+// Retrier, telemetry and the kit take the same option.
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {

@@ -272,14 +272,14 @@ func TestOptionsPanicOnNonsense(t *testing.T) {
 		{"negative max Retry-After", func() transport.Option { return transport.WithMaxRetryAfter(-time.Second) }, "WithMaxRetryAfter"},
 		{"negative buffer limit", func() transport.Option { return transport.WithMaxBufferedBody(-1) }, "WithMaxBufferedBody"},
 		{"negative failure threshold", func() transport.Option {
-			return transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: -1})
-		}, "WithCircuitBreaker"},
+			return transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: -1})
+		}, "WithBreaker"},
 		{"negative open duration", func() transport.Option {
-			return transport.WithCircuitBreaker(resilience.BreakerConfig{OpenDuration: -time.Second})
-		}, "WithCircuitBreaker"},
+			return transport.WithBreaker(resilience.BreakerConfig{OpenDuration: -time.Second})
+		}, "WithBreaker"},
 		{"negative probes", func() transport.Option {
-			return transport.WithCircuitBreaker(resilience.BreakerConfig{HalfOpenProbes: -1})
-		}, "WithCircuitBreaker"},
+			return transport.WithBreaker(resilience.BreakerConfig{HalfOpenProbes: -1})
+		}, "WithBreaker"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -314,7 +314,7 @@ func TestOptionsAcceptBoundaryValues(t *testing.T) {
 		{"no statuses", transport.WithRetryableStatuses()},
 		{"max Retry-After 0", transport.WithMaxRetryAfter(0)},
 		{"never buffer", transport.WithMaxBufferedBody(0)},
-		{"zero breaker config", transport.WithCircuitBreaker(resilience.BreakerConfig{})},
+		{"zero breaker config", transport.WithBreaker(resilience.BreakerConfig{})},
 		{"non-idempotent retries", transport.WithNonIdempotentRetries(true)},
 		{"nil option", nil},
 	}

@@ -237,7 +237,7 @@ func checkProbes(t *rapid.T) {
 			return nil, r.Context().Err()
 		}
 	})
-	tr := transport.New(base, transport.WithClock(fc), transport.WithCircuitBreaker(cfg),
+	tr := transport.New(base, transport.WithClock(fc), transport.WithBreaker(cfg),
 		transport.WithMaxAttempts(maxAttempts), transport.WithBudget(0, 0), transport.WithBackoff(resilience.Constant(0)),
 		transport.WithHooks(transport.Hooks{OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 			return context.WithValue(ctx, propProbeKey{}, e.Probe)
@@ -260,7 +260,7 @@ func checkProbes(t *rapid.T) {
 		}
 		if c := ev.call; c != nil {
 			attempts[id]++
-			state := tr.BreakerState(host)
+			state := breakerState(tr, host)
 			switch {
 			case c.probe && state != resilience.BreakerHalfOpen:
 				t.Fatalf("probe sent with the breaker %v", state)
@@ -308,7 +308,7 @@ func checkProbes(t *rapid.T) {
 		pending = append(pending[:i], pending[i+1:]...)
 		c.reply <- kind
 		next(c.id)
-		if c.probe && tr.BreakerState(host) != resilience.BreakerHalfOpen {
+		if c.probe && breakerState(tr, host) != resilience.BreakerHalfOpen {
 			// The probe closed or reopened the breaker: a new period.
 			for _, p := range pending {
 				p.stale = p.stale || p.probe
@@ -348,7 +348,7 @@ func FuzzBreakerNeverAdmitsMoreThanHalfOpenProbes(f *testing.F) {
 	f.Fuzz(rapid.MakeFuzz(checkProbes))
 }
 
-// TestBreakerStaleProbeHoldsItsSlot pins the README's promise that a probe's
+// TestBreakerStaleProbeHoldsItsSlot pins the package doc's promise that a probe's
 // slot is held until its attempt completes. With HalfOpenProbes 2: probe B
 // hangs, probe C fails and reopens the breaker; once OpenDuration passes
 // again, probe D is admitted. B and D are both at the host, so a third
@@ -368,7 +368,7 @@ func TestBreakerStaleProbeHoldsItsSlot(t *testing.T) {
 		return memResponse(r, 200, "up"), nil
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, HalfOpenProbes: 2}))
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second, HalfOpenProbes: 2}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	send := func(path string) (*http.Response, error) {

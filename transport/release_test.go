@@ -29,7 +29,7 @@ import (
 // machine. A test that fails it would, before the fix, wait forever.
 const retainBound = 6 * time.Second
 
-// maxKeptErrors is the bound on resilience.Error.Errs the README documents.
+// maxKeptErrors is the bound on resilience.Error.Errs the package doc documents.
 const maxKeptErrors = 8
 
 // countConns counts the connections a test server accepts.
@@ -266,20 +266,20 @@ func TestRetryTokenRefundedWhenTheRetryDoesNotLaunch(t *testing.T) {
 		return fakeResponse(r, 503, "down"), nil
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0, 1), transport.WithBackoff(resilience.Constant(time.Second)))
-	if got := tr.BudgetTokens(); got != 1 {
+	if got := tr.Stats().BudgetTokens; got != 1 {
 		t.Fatalf("tokens %v before, want 1", got)
 	}
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := goRoundTrip(tr, newRequest(t, ctx, http.MethodGet, "http://svc.test/", nil))
 	waitArmed(t, fc, 1) // sleeping, with the token taken
-	if got := tr.BudgetTokens(); got != 0 {
+	if got := tr.Stats().BudgetTokens; got != 0 {
 		t.Errorf("tokens %v during the sleep, want 0", got)
 	}
 	cancel()
 	if r := recv(t, done, "RoundTrip"); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", r.err)
 	}
-	if got := tr.BudgetTokens(); got != 1 {
+	if got := tr.Stats().BudgetTokens; got != 1 {
 		t.Errorf("tokens %v after the cancelled retry, want 1 (refunded)", got)
 	}
 }

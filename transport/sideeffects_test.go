@@ -183,7 +183,7 @@ func (c seConfig) opts() []transport.Option {
 		opts = append(opts, transport.WithPerAttemptTimeout(c.timeout))
 	}
 	if c.breaker {
-		opts = append(opts, transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 2}))
+		opts = append(opts, transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 2}))
 	}
 	return opts
 }
@@ -306,7 +306,7 @@ func TestTransportWritesNothing(t *testing.T) {
 	})
 	tr := transport.New(base, transport.WithMaxAttempts(4), transport.WithBackoff(resilience.Constant(0)),
 		transport.WithHedging(10*time.Millisecond, 1), transport.WithPerAttemptTimeout(20*time.Millisecond),
-		transport.WithCircuitBreaker(resilience.BreakerConfig{FailureThreshold: 3, OpenDuration: 5 * time.Millisecond}))
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3, OpenDuration: 5 * time.Millisecond}))
 	var errs []string
 	for i := range 200 {
 		method := http.MethodPut

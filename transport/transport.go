@@ -6,8 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -18,8 +18,8 @@ type Transport struct {
 	base   http.RoundTripper
 	cfg    config
 	engine *resilience.Engine
+	hooks  Hooks             // every WithHooks and WithHooksFor, combined
 	policy resilience.Policy // the transport's own settings as an engine Policy, built once
-	keyed  bool              // the engine uses each call's key (see resilience.Engine.Keyed)
 	calls  sync.Pool         // *call of finished requests that were not hedged, for reuse
 }
 
@@ -41,17 +41,22 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 			o.apply(&cfg)
 		}
 	}
+	t := &Transport{base: base, cfg: cfg}
+	for _, f := range cfg.hooks {
+		t.hooks = resilience.Combine(t.hooks, f(t))
+	}
+	t.cfg.hooks = nil // made once: New's closures need not stay
 	ec := resilience.EngineConfig{
 		BudgetRatio:     cfg.budgetRatio,
 		BudgetMinPerSec: cfg.budgetMinPerSec,
 		Breaker:         cfg.breaker,
-		Hooks:           cfg.hooks,
+		Hooks:           t.hooks,
 		Clock:           cfg.clock,
 		Adaptive:        cfg.adaptive,
 		Limit:           cfg.limit,
 		MaxKeys:         cfg.maxHosts,
 	}
-	t := &Transport{base: base, cfg: cfg, engine: resilience.NewEngine(ec)}
+	t.engine = resilience.NewEngine(ec)
 	t.policy = resilience.Policy{
 		MaxAttempts:       cfg.maxAttempts,
 		MaxHedges:         cfg.maxHedges,
@@ -61,45 +66,14 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		PerAttemptTimeout: cfg.perAttemptTimeout,
 		MaxRetryAfter:     cfg.maxRetryAfter,
 	}
-	t.keyed = t.engine.Keyed()
 	return t
 }
 
-// BudgetTokens returns how many retries or hedges the budget would allow
-// right now (+Inf when the budget is disabled). For gauges.
-func (t *Transport) BudgetTokens() float64 { return t.engine.BudgetTokens() }
-
-// BreakerState returns host's breaker state (closed when the breaker is off
-// or the host is not tracked).
-func (t *Transport) BreakerState(host string) resilience.BreakerState {
-	return t.engine.BreakerState(host)
-}
-
-// EachHedgeDelay calls fn for every host that adaptive hedging tracks
-// (WithAdaptiveHedging) with its current hedge delay, and whether the host
-// has enough recent results for the delay to be learned (warm) rather than
-// the cold default. fn runs with no lock held. For gauges; does nothing
-// without adaptive hedging.
-func (t *Transport) EachHedgeDelay(fn func(host string, delay time.Duration, warm bool)) {
-	t.engine.EachHedgeDelay(fn)
-}
-
-// MaxExtraLoad returns the cap on extra load that WithAdaptiveHedging set
-// (the fraction of requests that may get a hedge), or 0 without adaptive
-// hedging. For gauges.
-func (t *Transport) MaxExtraLoad() float64 { return t.engine.MaxExtraLoad() }
-
-// EachBreaker calls fn for every tracked host with its breaker state. fn runs
-// with no lock held. For gauges; does nothing when the breaker is off.
-func (t *Transport) EachBreaker(fn func(host string, s resilience.BreakerState)) {
-	t.engine.EachBreaker(fn)
-}
-
-// EachBreakerFor is EachBreaker that also says how long each host's breaker
-// has been in its state. For the "time in state" gauge.
-func (t *Transport) EachBreakerFor(fn func(host string, s resilience.BreakerState, in time.Duration)) {
-	t.engine.EachBreakerFor(fn)
-}
+// Stats returns a snapshot of the transport's retry budget, breakers and
+// adaptive hedging state, one entry per tracked host (see
+// resilience.Stats). It is what gauges read at each collection, and it
+// allocates: keep it off a request's path.
+func (t *Transport) Stats() resilience.Stats { return t.engine.Stats() }
 
 // Unwrap returns the base transport.
 func (t *Transport) Unwrap() http.RoundTripper { return t.base }
@@ -121,9 +95,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.req, c.bodyFresh = req, true // c is clear: see clear
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
-	// Cancelable: a RoundTripper honours its request's context (see the
-	// package doc on hedging).
-	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c, Cancelable: true}
+	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
 	c.cl = t.cfg.classifier
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)
@@ -133,24 +105,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// loser. (A direct map lookup: the key is canonical.)
 		rc.Policy.MaxHedges = 0
 	}
-	if t.keyed { // the breaker's key, and the host in events: only for an engine that uses it
-		rc.Key = hostKey(req.URL)
-	}
+	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
+	// c is not touched after this: the engine recycles it (see Recycle)
+	// when nothing else can use it, and a late attempt may be using it
+	// otherwise.
 	res := resilience.Execute(req.Context(), t.engine, rc)
-	if c.bodyFresh {
-		c.closeBody() // no attempt took it: rejected, cancelled early or failed to prepare
-	}
-	if !res.Detached {
-		// Every attempt ran on this goroutine and none holds c.
-		c.clear()
-		t.calls.Put(c)
-	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
 	resp := res.Value
-	if res.NeedsFinish() {
-		track(resp, res.Finisher())
+	if end, ok := res.Finisher(); ok {
+		track(resp, req.Method, end)
 	}
 	return resp, nil
 }
@@ -173,22 +138,25 @@ type call struct {
 // clear drops what c holds of its request, so the pool keeps none of a
 // caller's values, and readies it for the next call: every field is zero
 // but t, which stays c's transport (calls are pooled per transport).
-// Pointers are cleared one by one, and only when set: assigning the struct
-// whole would clear every pointer slot under the write barrier while the
-// collector marks.
-func (c *call) clear() {
-	c.req, c.cl = nil, nil
-	if c.getBody != nil {
-		c.getBody = nil
-	}
-	if c.first != nil {
-		c.first = nil
-	}
-	if c.policyErr != nil {
-		c.policyErr = nil
-	}
-	c.nonIdempotentOK, c.firstIsOriginal, c.bodyFresh = false, false, false
+func (c *call) clear() { *c = call{t: c.t} }
+
+// Recycle readies c for the next request and pools it; the engine calls it
+// as Execute returns when no attempt or timer can still use c (a hedge
+// fired: a late attempt may; c is then left to the garbage collector). It
+// is also where req.Body is closed when no attempt took it (a breaker
+// rejection, a cancellation before the first attempt, an invalid Policy):
+// such a call launched no attempt, so it is always recycled.
+func (c *call) Recycle() {
+	c.closeBody()
+	c.clear()
+	c.t.calls.Put(c)
 }
+
+// CancelsPromptly promises the engine that Do returns once its context is
+// cancelled, as a RoundTripper honours its request's context, so a hedging
+// request runs its attempts on the caller's goroutine until a hedge fires
+// (see the package doc on hedging).
+func (*call) CancelsPromptly() {}
 
 // override applies the request's Policy rp to p, the transport's settings.
 func (c *call) override(p *resilience.Policy, rp Policy) error {
@@ -235,7 +203,17 @@ func (c *call) idempotent() bool {
 		return true
 	}
 	h := c.req.Header
-	return hasHeader(h, "Idempotency-Key") || hasHeader(h, "X-Idempotency-Key")
+	return idempotencyKey(h, "Idempotency-Key") || idempotencyKey(h, "X-Idempotency-Key")
+}
+
+// idempotencyKey reports whether h marks its request idempotent under the
+// canonical key: with a non-empty value, or with an entry that has no value
+// at all (h[key] = nil), which net/http documents as marking a request
+// idempotent without sending the header (Prometheus' API client does so on
+// every POST query). An empty string value does not count.
+func idempotencyKey(h http.Header, key string) bool {
+	v, ok := h[key]
+	return ok && (len(v) == 0 || v[0] != "")
 }
 
 // hasHeader reports whether h has a non-empty value for the canonical key.
@@ -259,9 +237,7 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	}
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
-	if c.req.Body != nil { // (a pointer store costs a write barrier while the GC runs)
-		c.first = c.req.Body
-	}
+	c.first = c.req.Body
 	c.firstIsOriginal = true
 	c.bodyFresh = false
 	if n <= 1 {
@@ -307,7 +283,7 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 		body = b
 	}
 	cfg := &c.t.cfg
-	hooks := &cfg.hooks
+	hooks := &c.t.hooks
 	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
@@ -324,12 +300,24 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 		if header == nil {
 			header = c.NewCarrier(a).(http.Header)
 		}
-		header[cfg.attemptHeader] = []string{attemptHeaderValue(a)}
+		setAttemptHeader(header, cfg.attemptHeader, attemptHeaderValue(a))
 	}
 	if header != nil {
 		out.Header = header
 	}
 	return c.send(out)
+}
+
+// setAttemptHeader sets h's canonical key to v, in the attempt's own copy of
+// the headers, and removes the key's every other spelling: a caller's
+// h["gotry-attempt"] is replaced, not sent beside gotry's value.
+func setAttemptHeader(h http.Header, key, v string) {
+	for k := range h {
+		if k != key && strings.EqualFold(k, key) {
+			delete(h, k)
+		}
+	}
+	h[key] = []string{v}
 }
 
 // attemptHeaderValue is WithAttemptHeader's value for a: "2; retry".

@@ -1,68 +1,20 @@
-// Package clock is the time source of the core packages. Production code uses
-// Real; tests inject fakeclock.Clock so timing logic is driven by hand instead
-// of by sleeping.
+// Package clock is the core packages' view of the public package
+// github.com/MrVSiK/gotry/clock: the same Clock and Timer (aliases), and
+// Seconds (coarse.go), the cheap current second the engine's bookkeeping
+// reads.
 package clock
 
-import "time"
+import pub "github.com/MrVSiK/gotry/clock"
 
-// Clock tells the time and makes timers. Implementations are safe for
-// concurrent use.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// NewTimer returns a timer that sends on C after d.
-	NewTimer(d time.Duration) Timer
-	// AfterFunc calls f on its own goroutine after d. The returned timer's C
-	// is nil.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock is the public clock.Clock.
+type Clock = pub.Clock
 
-// Timer is the subset of *time.Timer the core uses.
-type Timer interface {
-	// C is the channel the timer fires on (nil for AfterFunc timers).
-	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it stopped it.
-	Stop() bool
-	// Reset changes the timer to fire after d; it reports whether the timer
-	// had been active.
-	Reset(d time.Duration) bool
-}
+// Timer is the public clock.Timer.
+type Timer = pub.Timer
 
-// Real returns the wall clock.
-func Real() Clock { return realClock{} }
+// Real returns the wall clock (the public clock.Real).
+func Real() Clock { return pub.Real() }
 
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-// NowFrom returns the current time on c, given t, an earlier reading of c:
-// for the real clock, t plus the time elapsed since, from the monotonic
-// clock alone (time.Now reads the wall clock too: ≈ 55 against ≈ 36 ns on
-// the test VM); for any other clock, c.Now(). Its wall time is t's moved on
-// by the monotonic clock, so over a call's few seconds it is the wall clock's
-// to within its adjustments meanwhile.
-func NowFrom(c Clock, t time.Time) time.Time {
-	if isReal(c) {
-		return t.Add(time.Since(t))
-	}
-	return c.Now()
-}
-
-// isReal reports whether c is the real clock (what SecondsOf and QueuesOf
-// share process-wide).
-func isReal(c Clock) bool {
-	_, ok := c.(realClock)
-	return ok
-}
-
-func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-func (realClock) AfterFunc(d time.Duration, f func()) Timer {
-	return realTimer{time.AfterFunc(d, f)}
-}
-
-type realTimer struct{ t *time.Timer }
-
-func (r realTimer) C() <-chan time.Time        { return r.t.C }
-func (r realTimer) Stop() bool                 { return r.t.Stop() }
-func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+// isReal reports whether c is the wall clock (what SecondsOf shares
+// process-wide).
+func isReal(c Clock) bool { return c == pub.Real() }

@@ -289,12 +289,8 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 		telemetry.WithLogger(logger),
 	)
 	st := newStats()
-	tr := newTransport(&cfg, base, tel.NamedHooks("demo"), st.hooks(), rec.hooks())
-	reg, err := tel.ObserveTransport("demo", tr)
-	if err != nil {
-		return sum, fmt.Errorf("demo: observing the transport: %w", err)
-	}
-	defer func() { err = errors.Join(err, reg.Unregister()) }()
+	tr := newTransport(&cfg, base, tel.Transport(telemetry.Name("demo")),
+		transport.WithHooks(st.hooks()), transport.WithHooks(rec.hooks()))
 
 	v := &view{out: cfg.Out, live: cfg.Live, width: cfg.Width, height: cfg.Height, outage: cfg.Outage, duration: cfg.Duration,
 		logs: ring, header: headerLines(&cfg, ep, prov.serviceName)}
@@ -323,11 +319,13 @@ func Run(ctx context.Context, cfg Config) (sum Summary, err error) {
 	}()
 
 	takeSample := func(now time.Time) sample {
+		stats := tr.Stats()
 		for _, h := range hosts {
-			st.observeBreaker(h, tr.BreakerState(h), now)
+			hs, _ := stats.Host(h)
+			st.observeBreaker(h, hs.Breaker, now)
 		}
 		recent := st.latency.recent(now)
-		s := sample{now: now, elapsed: now.Sub(start), c: st.snapshot(), tokens: tr.BudgetTokens(),
+		s := sample{now: now, elapsed: now.Sub(start), c: st.snapshot(), tokens: stats.BudgetTokens,
 			p50: recent.quantile(0.5), p99: recent.quantile(0.99), breakers: st.breakerRows(hosts, now)}
 		if up != nil {
 			s.served = up.servedTotals()
@@ -397,9 +395,9 @@ func newLogger(cfg *Config, ring *logRing) *zap.Logger {
 	return zap.New(zapcore.NewTee(cores...))
 }
 
-// newTransport builds the transport under test from cfg, observed by hooks
-// (each set sees every event).
-func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks) *transport.Transport {
+// newTransport builds the transport under test from cfg, observed as the
+// options in observe say (each hook set sees every event).
+func newTransport(cfg *Config, base http.RoundTripper, observe ...transport.Option) *transport.Transport {
 	opts := []transport.Option{
 		transport.WithMaxAttempts(cfg.MaxAttempts),
 		transport.WithBackoff(resilience.ExponentialJitter(cfg.BackoffBase, cfg.BackoffMax)),
@@ -407,9 +405,7 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 		transport.WithPerAttemptTimeout(cfg.PerAttemptTimeout),
 		transport.WithAttemptHeader(AttemptHeader),
 	}
-	for _, h := range hooks {
-		opts = append(opts, transport.WithHooks(h))
-	}
+	opts = append(opts, observe...)
 	switch {
 	case cfg.adaptive():
 		// Fixed-delay hosts carry their delay in a Policy (see fixedHedges).
@@ -419,7 +415,7 @@ func newTransport(cfg *Config, base http.RoundTripper, hooks ...transport.Hooks)
 		opts = append(opts, transport.WithHedging(cfg.HedgeDelay, cfg.MaxHedges))
 	}
 	if cfg.BreakerThreshold > 0 {
-		opts = append(opts, transport.WithCircuitBreaker(resilience.BreakerConfig{
+		opts = append(opts, transport.WithBreaker(resilience.BreakerConfig{
 			FailureThreshold: cfg.BreakerThreshold, OpenDuration: cfg.BreakerOpenFor}))
 	}
 	return transport.New(base, opts...)

@@ -143,8 +143,8 @@ func (c ringCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 
 // secondsKeys are the float fields that hold seconds.
 var secondsKeys = map[string]bool{
-	string(telemetry.KeyRequestDuration): true, string(telemetry.KeyAttemptDuration): true,
-	string(telemetry.KeyBackoffTotal): true, string(telemetry.KeyBackoffDelay): true,
+	string(keyRequestDuration): true, string(keyAttemptDuration): true,
+	string(keyBackoffTotal): true, string(keyBackoffDelay): true,
 }
 
 func isZero(v any) bool {

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/MrVSiK/gotry/telemetry"
@@ -183,7 +184,7 @@ func header(spans []sdktrace.ReadOnlySpan, total time.Duration) string {
 		if _, ok := requestAttempts(s); ok && req == nil {
 			req = s
 		}
-		if _, ok := attr(s, telemetry.KeyURLFull); ok && att == nil {
+		if _, ok := attr(s, semconv.URLFullKey); ok && att == nil {
 			att = s
 		}
 	}
@@ -193,12 +194,12 @@ func header(spans []sdktrace.ReadOnlySpan, total time.Duration) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "trace %s  ", id)
-	method, _ := attr(req, telemetry.KeyMethod)
+	method, _ := attr(req, semconv.HTTPRequestMethodKey)
 	b.WriteString(method.AsString())
 	if att != nil {
-		u, _ := attr(att, telemetry.KeyURLFull)
+		u, _ := attr(att, semconv.URLFullKey)
 		b.WriteString(" " + u.AsString())
-	} else if h, ok := attr(req, telemetry.KeyServerAddress); ok {
+	} else if h, ok := attr(req, semconv.ServerAddressKey); ok {
 		b.WriteString(" " + h.AsString())
 	}
 	b.WriteString(" → " + result(req))
@@ -211,7 +212,7 @@ func header(spans []sdktrace.ReadOnlySpan, total time.Duration) string {
 		}
 		fmt.Fprintf(&b, " (%d %s, %d hedge%s)", r, retries, h, plural(h))
 	}
-	if v, ok := attr(req, telemetry.KeyBackoffTotal); ok && v.AsFloat64() > 0 {
+	if v, ok := attr(req, keyBackoffTotal); ok && v.AsFloat64() > 0 {
 		fmt.Fprintf(&b, " · backoff %s", fmtDur(secs(v.AsFloat64())))
 	}
 	fmt.Fprintf(&b, " · %s", fmtDur(req.EndTime().Sub(req.StartTime())))
@@ -222,9 +223,9 @@ func header(spans []sdktrace.ReadOnlySpan, total time.Duration) string {
 // attempts_exhausted", ...
 func result(s sdktrace.ReadOnlySpan) string {
 	var parts []string
-	if c := intAttr(s, telemetry.KeyStatusCode); c > 0 {
+	if c := intAttr(s, semconv.HTTPResponseStatusCodeKey); c > 0 {
 		parts = append(parts, fmt.Sprint(c))
-	} else if et, ok := attr(s, telemetry.KeyErrorType); ok {
+	} else if et, ok := attr(s, semconv.ErrorTypeKey); ok {
 		parts = append(parts, et.AsString())
 	}
 	if r, ok := attr(s, telemetry.KeyReason); ok {
@@ -241,32 +242,32 @@ func spanLabel(s sdktrace.ReadOnlySpan) string {
 	switch {
 	case s.Name() == telemetry.BackoffSpanName:
 		l := "backoff"
-		if v, ok := attr(s, telemetry.KeyBackoffDelay); ok {
+		if v, ok := attr(s, keyBackoffDelay); ok {
 			l += " " + fmtDur(secs(v.AsFloat64()))
 		}
-		if v, ok := attr(s, telemetry.KeyBackoffRetryAfter); ok && v.AsBool() {
+		if v, ok := attr(s, keyBackoffRetryAfter); ok && v.AsBool() {
 			l += " (Retry-After)"
 		}
-		if v, ok := attr(s, telemetry.KeyBackoffInterrupted); ok && v.AsBool() {
+		if v, ok := attr(s, keyBackoffInterrupted); ok && v.AsBool() {
 			l += " interrupted"
 		}
 		return l
 	case s.SpanKind() == trace.SpanKindServer:
 		l := "server"
-		if h, ok := attr(s, telemetry.KeyServerAddress); ok {
+		if h, ok := attr(s, semconv.ServerAddressKey); ok {
 			l += " " + h.AsString()
 		}
 		l += " " + s.Name()
 		if g, ok := attr(s, attrClientGone); ok && g.AsBool() {
 			l += " → client gone"
-		} else if c := intAttr(s, telemetry.KeyStatusCode); c > 0 {
+		} else if c := intAttr(s, semconv.HTTPResponseStatusCodeKey); c > 0 {
 			l += fmt.Sprintf(" → %d", c)
 		}
 		return l
 	}
 	if _, ok := requestAttempts(s); ok {
 		l := s.Name()
-		if h, ok := attr(s, telemetry.KeyServerAddress); ok {
+		if h, ok := attr(s, semconv.ServerAddressKey); ok {
 			l += " " + h.AsString()
 		}
 		return l + " → " + result(s)
@@ -280,12 +281,12 @@ func spanLabel(s sdktrace.ReadOnlySpan) string {
 		if hasKind {
 			kind = k.AsString()
 		}
-		n := intAttr(s, telemetry.KeyResendCount) + 1
+		n := intAttr(s, semconv.HTTPRequestResendCountKey) + 1
 		l := fmt.Sprintf("%s #%d %s", s.Name(), n, kind)
 		if n > 1 {
 			l += fmt.Sprintf(" resend=%d", n-1)
 		}
-		if p, ok := attr(s, telemetry.KeyAttemptProbe); ok && p.AsBool() {
+		if p, ok := attr(s, keyAttemptProbe); ok && p.AsBool() {
 			l += " probe"
 		}
 		if r := result(s); r != "" {
@@ -308,21 +309,21 @@ func eventLabel(ev sdktrace.Event) string {
 	}
 	switch ev.Name {
 	case eventRetry:
-		l := fmt.Sprintf("◆ #%d got %s → ", get(telemetry.KeyAttempt).AsInt64(), get(telemetry.KeyRetryTrigger).AsString())
+		l := fmt.Sprintf("◆ #%d got %s → ", get(keyAttempt).AsInt64(), get(telemetry.KeyRetryTrigger).AsString())
 		switch src := get(telemetry.KeyDelaySource).AsString(); src {
 		case telemetry.DelayImmediate:
 			return l + "retry at once"
 		case telemetry.DelayRetryAfter:
-			return l + "wait " + fmtDur(secs(get(telemetry.KeyBackoffDelay).AsFloat64())) + " (Retry-After)"
+			return l + "wait " + fmtDur(secs(get(keyBackoffDelay).AsFloat64())) + " (Retry-After)"
 		default:
-			return l + "wait " + fmtDur(secs(get(telemetry.KeyBackoffDelay).AsFloat64())) + " (" + src + ")"
+			return l + "wait " + fmtDur(secs(get(keyBackoffDelay).AsFloat64())) + " (" + src + ")"
 		}
 	case eventHedge:
-		return fmt.Sprintf("◆ hedge #%d launched, %d in flight", get(telemetry.KeyAttempt).AsInt64(), get(telemetry.KeyHedgeInFlight).AsInt64())
+		return fmt.Sprintf("◆ hedge #%d launched, %d in flight", get(keyAttempt).AsInt64(), get(keyHedgeInFlight).AsInt64())
 	case eventBudget:
-		return fmt.Sprintf("◆ budget refused #%d (%s)", get(telemetry.KeyAttempt).AsInt64(), get(telemetry.KeyAttemptKind).AsString())
+		return fmt.Sprintf("◆ budget refused #%d (%s)", get(keyAttempt).AsInt64(), get(telemetry.KeyAttemptKind).AsString())
 	case eventBreakerReject:
-		return fmt.Sprintf("◆ breaker %s refused #%d", get(telemetry.KeyBreakerState).AsString(), get(telemetry.KeyAttempt).AsInt64())
+		return fmt.Sprintf("◆ breaker %s refused #%d", get(telemetry.KeyBreakerState).AsString(), get(keyAttempt).AsInt64())
 	}
 	return "◆ " + ev.Name
 }

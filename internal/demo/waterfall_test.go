@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/MrVSiK/gotry/telemetry"
@@ -26,22 +27,22 @@ func retriedTrace() traceView {
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	stubs := tracetest.SpanStubs{
 		{Name: "gotry PUT", SpanContext: sc(1), SpanKind: trace.SpanKindInternal, StartTime: ms(0), EndTime: ms(50),
-			Attributes: []attribute.KeyValue{telemetry.KeyMethod.String("PUT"), telemetry.KeyServerAddress.String("payments"),
+			Attributes: []attribute.KeyValue{semconv.HTTPRequestMethodKey.String("PUT"), semconv.ServerAddressKey.String("payments"),
 				telemetry.KeyAttempts.Int(2), telemetry.KeyRetries.Int(1),
-				telemetry.KeyBackoffTotal.Float64(0.04), telemetry.KeyReason.String("success"), telemetry.KeyStatusCode.Int(200)},
+				keyBackoffTotal.Float64(0.04), telemetry.KeyReason.String("success"), semconv.HTTPResponseStatusCodeKey.Int(200)},
 			Events: []sdktrace.Event{{Name: eventRetry, Time: ms(2), Attributes: []attribute.KeyValue{
-				telemetry.KeyAttempt.Int(1), telemetry.KeyRetryTrigger.String("5xx"),
-				telemetry.KeyDelaySource.String(telemetry.DelayBackoff), telemetry.KeyBackoffDelay.Float64(0.04)}}}},
+				keyAttempt.Int(1), telemetry.KeyRetryTrigger.String("5xx"),
+				telemetry.KeyDelaySource.String(telemetry.DelayBackoff), keyBackoffDelay.Float64(0.04)}}}},
 		{Name: "PUT", SpanContext: sc(2), Parent: sc(1), SpanKind: trace.SpanKindClient, StartTime: ms(0), EndTime: ms(45),
-			Attributes: []attribute.KeyValue{telemetry.KeyURLFull.String("http://payments/payments/7"),
-				telemetry.KeyAttemptOutcome.String("retryable"), telemetry.KeyStatusCode.Int(503)}}, // the first attempt: no kind
+			Attributes: []attribute.KeyValue{semconv.URLFullKey.String("http://payments/payments/7"),
+				telemetry.KeyAttemptOutcome.String("retryable"), semconv.HTTPResponseStatusCodeKey.Int(503)}}, // the first attempt: no kind
 		{Name: "PUT", SpanContext: sc(3), Parent: sc(2), SpanKind: trace.SpanKindServer, StartTime: ms(1), EndTime: ms(2),
-			Attributes: []attribute.KeyValue{telemetry.KeyServerAddress.String("payments"), telemetry.KeyStatusCode.Int(503)}},
+			Attributes: []attribute.KeyValue{semconv.ServerAddressKey.String("payments"), semconv.HTTPResponseStatusCodeKey.Int(503)}},
 		{Name: telemetry.BackoffSpanName, SpanContext: sc(4), Parent: sc(1), StartTime: ms(2), EndTime: ms(42),
-			Attributes: []attribute.KeyValue{telemetry.KeyBackoffDelay.Float64(0.04)}},
+			Attributes: []attribute.KeyValue{keyBackoffDelay.Float64(0.04)}},
 		{Name: "PUT", SpanContext: sc(5), Parent: sc(1), SpanKind: trace.SpanKindClient, StartTime: ms(42), EndTime: ms(50),
-			Attributes: []attribute.KeyValue{telemetry.KeyURLFull.String("http://payments/payments/7"), telemetry.KeyResendCount.Int(1),
-				telemetry.KeyAttemptKind.String("retry"), telemetry.KeyAttemptOutcome.String("success"), telemetry.KeyStatusCode.Int(200)}},
+			Attributes: []attribute.KeyValue{semconv.URLFullKey.String("http://payments/payments/7"), semconv.HTTPRequestResendCountKey.Int(1),
+				telemetry.KeyAttemptKind.String("retry"), telemetry.KeyAttemptOutcome.String("success"), semconv.HTTPResponseStatusCodeKey.Int(200)}},
 	}
 	return traceView{spans: stubs.Snapshots(), heads: map[trace.SpanID]time.Duration{{2}: 2 * time.Millisecond}}
 }

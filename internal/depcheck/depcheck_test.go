@@ -31,6 +31,7 @@ func TestCoreImportsOnlyTheStandardLibrary(t *testing.T) {
 		listed[p] = true
 	}
 	for _, p := range []string{
+		"clock",
 		"internal/clock",
 		"internal/jitter",
 		"resilience",
@@ -90,17 +91,18 @@ func goList(t *testing.T, args ...string) []byte {
 func TestLayering(t *testing.T) {
 	const mod = "github.com/MrVSiK/gotry/"
 	allowed := map[string][]string{
-		"internal/clock":           {},
-		"internal/clock/fakeclock": {"internal/clock"},
+		"clock":                    {},
+		"internal/clock":           {"clock"},
+		"internal/clock/fakeclock": {"clock"},
 		"internal/jitter":          {},
 		"internal/kiterr":          {},
-		"resilience":               {"internal/clock", "internal/jitter"},
-		"resilience/schedule":      {"internal/clock", "internal/jitter", "internal/kiterr", "resilience"},
-		"resilience/periodic":      {"internal/clock", "internal/jitter", "internal/kiterr"},
-		"resilience/cache":         {"internal/clock", "internal/kiterr"},
-		"resilience/dnscache":      {"internal/clock", "internal/kiterr", "resilience/cache"},
-		"transport":                {"internal/clock", "internal/jitter", "resilience"},
-		"telemetry":                {"internal/clock", "internal/jitter", "resilience", "transport"},
+		"resilience":               {"clock", "internal/clock", "internal/jitter"},
+		"resilience/schedule":      {"clock", "internal/clock", "internal/jitter", "internal/kiterr", "resilience"},
+		"resilience/periodic":      {"clock", "internal/clock", "internal/jitter", "internal/kiterr"},
+		"resilience/cache":         {"clock", "internal/clock", "internal/kiterr"},
+		"resilience/dnscache":      {"clock", "internal/clock", "internal/kiterr", "resilience/cache"},
+		"transport":                {"clock", "internal/clock", "internal/jitter", "resilience"},
+		"telemetry":                {"clock", "internal/clock", "internal/jitter", "resilience", "transport"},
 	}
 	var pkgs []string
 	for p := range allowed {

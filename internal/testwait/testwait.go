@@ -1,7 +1,7 @@
 // Package testwait holds the real-time waits that the module's tests share.
 // A wait here is a safety net for a broken implementation (it fails the test
 // after Limit), never a means of synchronisation: tests drive time with the
-// fake clock in internal/clock/fakeclock. Only tests import it.
+// fake clock (clock.Fake). Only tests import it.
 package testwait
 
 import (

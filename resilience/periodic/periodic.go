@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MrVSiK/gotry/internal/clock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/internal/jitter"
 	"github.com/MrVSiK/gotry/internal/kiterr"
 )
@@ -92,9 +92,8 @@ func WithErrorHandler(f func(error)) Option {
 }
 
 // WithClock sets the clock behind the pauses and the per-call timeout
-// (default the wall clock; nil is ignored). As transport.WithClock, it is
-// gotry's one way to inject time, for tests inside this module (clock is an
-// internal package).
+// (default the wall clock; nil is ignored). A test passes a clock.Fake and
+// moves it on instead of sleeping.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(p *Periodic) {
 		if c != nil {

@@ -83,7 +83,7 @@ type Config struct {
 // (periodic.ConfigError, cache.ConfigError, dnscache.ConfigError are the same
 // type). Only the kit's New functions return it; the constructors of package
 // resilience that validate their arguments (NewBudget, NewBreakers, the
-// Backoff constructors, the RetrierOption constructors) panic instead, with a
+// Backoff constructors, the Retrier's Option constructors) panic instead, with a
 // message naming the argument or option.
 type ConfigError = kiterr.ConfigError
 

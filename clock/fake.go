@@ -1,0 +1,214 @@
+package clock
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Fake is a clock that stands still until Advance moves it. Timers whose
+// deadline is reached fire during Advance, in deadline order (AfterFunc
+// callbacks on goroutines of their own, as on the wall clock). A test
+// starts the code under test on a goroutine, waits until it has armed the
+// timers it is expected to arm (WaitForTimers, WaitForArmed), and moves the
+// time on: it never sleeps to synchronise with that goroutine. Safe for
+// concurrent use. The zero value is not usable; call NewFake.
+type Fake struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	now     time.Time
+	timers  []*timer // pending timers; guarded by mu
+	created int      // timers ever armed (NewTimer, AfterFunc, Reset); guarded by mu
+}
+
+var _ Clock = (*Fake)(nil)
+
+// NewFake returns a fake clock reading start.
+func NewFake(start time.Time) *Fake {
+	c := &Fake{now: start}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// Now returns the fake time.
+func (c *Fake) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// NewTimer arms a channel timer.
+func (c *Fake) NewTimer(d time.Duration) Timer {
+	t := &timer{c: c, ch: make(chan time.Time, 1)}
+	c.arm(t, d)
+	return t
+}
+
+// AfterFunc arms a timer that calls f on a new goroutine when it fires.
+func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
+	t := &timer{c: c, fn: f}
+	c.arm(t, d)
+	return t
+}
+
+func (c *Fake) arm(t *timer, d time.Duration) {
+	c.mu.Lock()
+	t.when = c.now.Add(d)
+	t.active = true
+	c.timers = append(c.timers, t)
+	c.created++
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	if d <= 0 {
+		c.Advance(0)
+	}
+}
+
+// Advance moves the clock forward by d, firing every timer that falls due.
+// AfterFunc callbacks run on their own goroutines, as with the real clock.
+func (c *Fake) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*timer
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.when.After(c.now) {
+			t.active = false
+			due = append(due, t)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	c.timers = keep
+	now := c.now
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	sort.SliceStable(due, func(i, j int) bool { return due[i].when.Before(due[j].when) })
+	for _, t := range due {
+		if t.fn != nil {
+			go t.fn()
+			continue
+		}
+		select {
+		case t.ch <- now:
+		default:
+		}
+	}
+}
+
+// Pending returns the number of armed timers.
+func (c *Fake) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+// WaitForTimers blocks until at least n timers are armed, or until timeout of
+// real time passes; it reports whether the count was reached.
+func (c *Fake) WaitForTimers(n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	stop := time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.timers) < n {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		c.cond.Wait()
+	}
+	return true
+}
+
+// Armed returns how many timers have ever been armed; tests use it to wait
+// for a new sleep to begin even when older timers are still pending.
+func (c *Fake) Armed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.created
+}
+
+// WaitForArmed blocks until at least n timers have ever been armed, or until
+// timeout of real time passes; it reports whether the count was reached.
+func (c *Fake) WaitForArmed(n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	stop := time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.created < n {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		c.cond.Wait()
+	}
+	return true
+}
+
+type timer struct {
+	c      *Fake
+	ch     chan time.Time
+	fn     func()
+	when   time.Time // guarded by c.mu
+	active bool      // guarded by c.mu
+}
+
+func (t *timer) C() <-chan time.Time { return t.ch }
+
+// Stop disarms the timer and, as with Go 1.23+ timers, discards a fired
+// value not yet received.
+func (t *timer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.drain()
+	return t.removeLocked()
+}
+
+func (t *timer) drain() {
+	if t.ch == nil {
+		return
+	}
+	select {
+	case <-t.ch:
+	default:
+	}
+}
+
+// removeLocked takes t off the pending list; requires t.c.mu held.
+func (t *timer) removeLocked() bool {
+	if !t.active {
+		return false
+	}
+	t.active = false
+	for i, p := range t.c.timers {
+		if p == t {
+			t.c.timers = append(t.c.timers[:i], t.c.timers[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+func (t *timer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	t.drain()
+	was := t.removeLocked()
+	t.when = t.c.now.Add(d)
+	t.active = true
+	t.c.timers = append(t.c.timers, t)
+	t.c.created++
+	t.c.cond.Broadcast()
+	t.c.mu.Unlock()
+	if d <= 0 {
+		t.c.Advance(0)
+	}
+	return was
+}

@@ -1,0 +1,72 @@
+package transport
+
+import (
+	"errors"
+	"reflect"
+)
+
+// stdlibConnLoss lists, word for word, the errors by which net/http's
+// bundled HTTP/2 client reports that a connection was lost or closed under
+// a request: they are made with errors.New, unexported and untyped, so
+// nothing but their text tells them apart. The list is taken from Go's
+// source (net/http/h2_bundle.go in Go 1.26, net/http/internal/http2's
+// transport.go in Go 1.27), where each is a single errors.New value:
+//
+//   - "http2: client connection lost": the health check's PING
+//     (http.HTTP2Config's SendPingTimeout, then PingTimeout) went
+//     unanswered, and the client closed the connection;
+//   - "http2: client conn is closed": the request met a connection
+//     already closed before its headers were written;
+//   - "http2: client conn not usable": the connection could not take the
+//     request (net/http retries this one itself, on a new connection; it
+//     surfaces only when that is not possible);
+//   - "http2: Transport received Server's graceful shutdown GOAWAY": the
+//     server is shutting the connection down and did not process the
+//     request.
+//
+// Each means what an EOF or a reset means over HTTP/1.1: the connection
+// went away, not that the server answered. The one the client's own
+// ClientConn.Close makes ("force closed") is left out: that is the
+// caller's decision. This is the one place gotry reads an error's text; it
+// matches whole messages of the errors.New type only, never a pattern, and
+// never an error that wraps one under a message of its own.
+var stdlibConnLoss = [...]string{
+	"http2: client connection lost",
+	"http2: client conn is closed",
+	"http2: client conn not usable",
+	"http2: Transport received Server's graceful shutdown GOAWAY",
+}
+
+// errorString is the type of errors.New's errors: an entry of
+// stdlibConnLoss matches only an error of that type.
+var errorString = reflect.TypeOf(errors.New(""))
+
+// isStdlibConnLoss reports whether err's chain holds one of net/http's
+// untyped connection-loss errors (see stdlibConnLoss).
+func isStdlibConnLoss(err error) bool {
+	for err != nil {
+		if reflect.TypeOf(err) == errorString {
+			msg := err.Error()
+			for _, m := range stdlibConnLoss {
+				if msg == m {
+					return true
+				}
+			}
+			return false // an errors.New error wraps nothing
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if isStdlibConnLoss(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
