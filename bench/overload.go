@@ -217,7 +217,7 @@ func overloadCandidates() []overloadCandidate {
 		}},
 		{"gotry + breaker (open 1s)", func(b http.RoundTripper, o *OverloadConfig) *http.Client {
 			return &http.Client{Transport: transport.New(b, transport.WithPerAttemptTimeout(o.Deadline),
-				transport.WithCircuitBreaker(resilience.BreakerConfig{OpenDuration: time.Second}))}
+				transport.WithBreaker(resilience.BreakerConfig{OpenDuration: time.Second}))}
 		}},
 		{"gotry + limit", func(b http.RoundTripper, o *OverloadConfig) *http.Client {
 			return &http.Client{Transport: transport.New(b, transport.WithPerAttemptTimeout(o.Deadline),
