@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -102,6 +103,53 @@ func (res *Results) goals() []goal {
 	if o := res.Outage; o != nil && len(o.Rows) > 0 {
 		g := o.Rows[0]
 		gs = append(gs, goal{"outage amplification ≤ 1.15 with defaults", fmt.Sprintf("%.3f attempts per request", g.PerRequest), g.PerRequest <= 1.15})
+	}
+	if o := res.Overload; o != nil {
+		gs = append(gs, o.goals()...)
+	}
+	return gs
+}
+
+// goals are issue 23's targets, on the medians over the rounds.
+func (o *OverloadResult) goals() []goal {
+	find := func(name string) *OverloadRow {
+		for i := range o.Rows {
+			if o.Rows[i].Name == name {
+				return &o.Rows[i]
+			}
+		}
+		return nil
+	}
+	rec := func(r *OverloadRow) float64 {
+		return medianOf(r.Drop, func(x OverloadRun) float64 {
+			if x.Recovery < 0 {
+				return math.Inf(1)
+			}
+			return x.Recovery.Seconds()
+		})
+	}
+	var gs []goal
+	if g, n := find("gotry defaults"), find("no retries"); g != nil && n != nil {
+		gr, nr := rec(g), rec(n)
+		gs = append(gs, goal{"overload: gotry defaults back to normal no later than no retries (to the 0.1s a bin measures)",
+			fmt.Sprintf("%.1fs vs %.1fs", gr, nr), gr <= nr+arrivalBin.Seconds()})
+		peak := medianOf(g.Drop, func(x OverloadRun) float64 { return x.Peak })
+		gs = append(gs, goal{"overload: gotry defaults peak arrivals ≤ 1.2× offered", fmt.Sprintf("%.2f×", peak), peak <= 1.2})
+	}
+	if l := find("gotry + limit"); l != nil {
+		can := o.Config.capacity() / o.Config.Factor
+		good := medianOf(l.Drop, func(x OverloadRun) float64 { return x.Goodput })
+		gs = append(gs, goal{"overload: gotry + limit goodput during the drop ≥ 95% of what the server can serve",
+			fmt.Sprintf("%.0f/s of %.0f/s (%.0f%%)", good, can, 100*good/can), good >= 0.95*can})
+		r := rec(l)
+		gs = append(gs, goal{"overload: gotry + limit back to ≥ 90% of normal within 1s of the drop's end", fmt.Sprintf("%.1fs", r), r <= 1})
+		var shed, n int
+		for _, s := range l.Steady {
+			shed, n = shed+s.Shed, n+s.Requests
+		}
+		frac := float64(shed) / float64(max(n, 1))
+		gs = append(gs, goal{fmt.Sprintf("overload: gotry + limit sheds ≤ 0.01%% at steady %.0f%% load", 100*o.Config.Load),
+			fmt.Sprintf("%d of %d (%.3f%%)", shed, n, 100*frac), frac <= 0.0001})
 	}
 	return gs
 }

@@ -12,6 +12,7 @@ type record struct {
 	start, end time.Duration
 	ok         bool // 200 with no error
 	open       bool // refused by gotry's circuit breaker
+	shed       bool // refused locally, before reaching the server (see isShed)
 }
 
 // openLoop offers requests at a fixed rate for d, whatever the latency, with

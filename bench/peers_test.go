@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -98,6 +98,26 @@ func TestQuickRun(t *testing.T) {
 			if r.RequestsAfterUp == 0 || r.FailuresAfterUp != 0 {
 				t.Errorf("%s: %d of %d requests failed after recovery", r.Name, r.FailuresAfterUp, r.RequestsAfterUp)
 			}
+		}
+	})
+
+	t.Run("overload ran every candidate through the drop and without it", func(t *testing.T) {
+		if len(res.Overload.Rows) != len(overloadCandidates()) {
+			t.Fatalf("%d rows, want %d", len(res.Overload.Rows), len(overloadCandidates()))
+		}
+		for _, r := range res.Overload.Rows {
+			if len(r.Drop) != 1 || len(r.Steady) != 1 {
+				t.Fatalf("%s: %d drop runs, %d steady runs, want 1 each", r.Name, len(r.Drop), len(r.Steady))
+			}
+			if d := r.Drop[0]; d.Requests == 0 || !(d.Peak > 0) || !(d.Normal > 0) {
+				t.Errorf("%s: %d requests, peak %v, normal goodput %v", r.Name, d.Requests, d.Peak, d.Normal)
+			}
+			if s := r.Steady[0]; s.Requests == 0 || !(s.Goodput > 0) {
+				t.Errorf("%s steady: %d requests, goodput %v", r.Name, s.Requests, s.Goodput)
+			}
+		}
+		if n := res.Overload.Rows[0]; n.Name != "no retries" || n.Drop[0].Shed != 0 {
+			t.Errorf("first row %q shed %d, want no retries shedding nothing", n.Name, n.Drop[0].Shed)
 		}
 	})
 

@@ -236,11 +236,11 @@ func runRandom(cfg *Config, scenario string) (*RandomResult, error) {
 						case <-stop:
 							return
 						case <-t.C:
-							tr.EachHedgeDelay(func(_ string, d time.Duration, warm bool) {
-								if warm {
-									delays = append(delays, d)
+							for _, h := range tr.Stats().Hosts {
+								if h.HedgeWarm {
+									delays = append(delays, h.HedgeDelay)
 								}
-							})
+							}
 						}
 					}
 				}()

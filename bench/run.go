@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -30,6 +30,9 @@ type Config struct {
 	HedgeDelay time.Duration
 	// Progress, if set, receives a line per step.
 	Progress io.Writer
+	// Overload shapes the overload scenario; its zero value is the
+	// issue's (see OverloadConfig).
+	Overload OverloadConfig
 
 	overheadRounds               int
 	warmup, sampleTime           time.Duration
@@ -103,6 +106,7 @@ type Results struct {
 	Outage   *OutageResult
 	Recovery *RecoveryResult
 	Scaling  *ScalingResult
+	Overload *OverloadResult
 }
 
 // Run runs the selected scenarios and writes Markdown to w.
@@ -165,6 +169,12 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Scaling.write(w)
+	}
+	if cfg.wants("overload") {
+		if res.Overload, err = runOverload(&cfg); err != nil {
+			return res, err
+		}
+		res.Overload.write(w)
 	}
 	res.writeGoals(w)
 	fmt.Fprintf(w, "\nTotal run time %s; load average at the end %s.\n", time.Since(start).Round(time.Second), loadAvg())

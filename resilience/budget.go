@@ -13,6 +13,10 @@ const budgetWindow = 10 * time.Second
 
 const (
 	budgetBuckets = 10 // one-second buckets across budgetWindow
+	// recentSeconds is how many seconds, the current one included, must
+	// have earned a retry paid from deposits, besides the whole window: a
+	// second pays out no more than these have earned.
+	recentSeconds = 1
 	countBits     = 32 // low bits of a bucket word hold a count (4 billion a second is out of reach)
 	countMask     = 1<<countBits - 1
 	// epochMod is how many seconds a bucket's epoch counts before it wraps:
@@ -35,15 +39,45 @@ const (
 // Every original request deposits ratio tokens; deposits expire after
 // budgetWindow, in whole seconds: the window is the current second and the
 // nine before it. Each retry or hedge that launches spends one token. On top of
-// that, minPerSec retries per second are always allowed, so a client with
-// little traffic can still retry.
+// that, a floor of minPerSec retries per second is allowed, so a client with
+// little traffic can still retry; the floor only tops the deposits up to
+// minPerSec a second: it pays what ratio × the window's requests, spread
+// over its ten seconds, fall short of (rounded up), so a client whose
+// deposits earn minPerSec a second (100 requests a second at the defaults)
+// has none, and its retries stop entirely when its failures dominate.
+//
+// Failures cost tokens too, so that the budget stops paying out when they
+// dominate: an attempt that fails with a retryable error takes back one
+// request's deposit (ratio tokens), and one that timed out costs a whole
+// token, the price of the retry it asks for: a server too slow to answer is
+// likely still working on the request, and a retry adds to its queue (the
+// shape of the AWS SDKs' retry quota; gRPC's retry throttling likewise
+// charges failures and pays for successes). Once the window's failures cost
+// more than its deposits, only the floor (if the client has one) pays. At
+// the steady state that is when more than ratio/(1+ratio) of attempts fail
+// with errors (9% at the default 0.1), or more than ratio/2 time out (5%);
+// in an outage it is within about a second. The failures stay in the window like the deposits: after
+// an episode in which they dominated, the deposits pay again once the
+// episode's seconds have left it.
+//
+// And the deposits saved in a calm window (ratio × ten seconds of requests)
+// never pay out at once: a retry is paid from deposits only if its own
+// second has earned it too, by the same count. Without that, the savings
+// would all pay out in the first second of an outage, a burst that hits
+// the server just when it can least afford it; with it, a client whose
+// failures start to dominate sends less than a second's deposits more,
+// then only the floor's, if any.
 //
 // Exactly, with seconds being whole seconds of the times passed in: a retry
-// is paid from the floor if, counting it, at most minPerSec retries were paid
-// from the floor in its own second; failing that, from deposits if, counting
-// it, at most ⌊ratio × requests in its window⌋ were paid from deposits in its
-// window; failing both, it does not launch. So the retries launched in any
-// window that ends with a launch paid from deposits number at most
+// is paid from the floor if, counting it, at most ⌈minPerSec − ratio ×
+// requests in its window ÷ 10⌉ retries were paid from the floor in its own
+// second; failing that, from deposits if, counting
+// it, at most ⌊ratio × (requests − errors) − timeouts⌋ were paid from
+// deposits in its window (requests, errors and timeouts counted in the same
+// window) and at most ⌈ratio × (requests − errors) − timeouts⌉ (rounded up,
+// so that a client with little traffic gets one) in its own second, counted
+// in that second; failing both, it does not launch. So the retries launched
+// in any window that ends with a launch paid from deposits number at most
 // ⌊ratio × requests⌋ + 10 × minPerSec. Other windows may see more, because
 // retries paid from deposits early in the window may have spent deposits made
 // before it began, and a launch paid from the floor does not look at
@@ -56,16 +90,17 @@ const (
 // where S is the number of whole seconds I touches (at most 11) and R the
 // number of requests from the nine seconds before I's first second through
 // its last second. For example, at minPerSec 5 and no requests, 55 retries
-// can launch between 0.9 s and 10.0 s, 9.1 s apart.
+// can launch between 0.9 s and 10.0 s, 9.1 s apart. Failures only lower
+// these numbers.
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters, so
 // concurrent requests never queue on a mutex. Every request deposits, so its
 // counter is spread further: each second's requests are counted in
 // requestStripes words on cache lines of their own, a deposit adds to one
-// (see Deposit), and a retry (far rarer) sums them all. A budget takes
-// about 1.5 KiB. A nil *retryBudget allows everything. Safe for concurrent
-// use.
+// (see Deposit), and a retry or a failure (far rarer) sums them all. A
+// success costs nothing but its deposit. A budget takes about 1.6 KiB. A nil
+// *retryBudget allows everything. Safe for concurrent use.
 type retryBudget struct {
 	ratio     float64 // immutable, read by every deposit
 	minPerSec int64   // immutable
@@ -84,6 +119,8 @@ type retryBudget struct {
 	// these keeps the writes of retries off the lines deposits use.
 	spent    [budgetBuckets]atomic.Uint64  // retries paid from deposits per second
 	floor    [budgetBuckets]atomic.Uint64  // retries paid from the per-second floor
+	errors   [budgetBuckets]atomic.Uint64  // attempts failed with a retryable error per second
+	timeouts [budgetBuckets]atomic.Uint64  // attempts failed by timing out per second
 	_        [64]byte                      //
 	requests [requestStripes]requestStripe // original requests per second, the sum of the stripes
 }
@@ -160,27 +197,35 @@ func read(w *atomic.Uint64, epoch uint64) int64 {
 	return int64(v & countMask)
 }
 
-// sum adds up the buckets inside the window ending at epoch.
-func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64) int64 {
-	var n int64
-	for i := uint64(0); i < budgetBuckets; i++ {
+// sum adds up the buckets of the n seconds (at most budgetBuckets) up to
+// and including epoch's.
+func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64, n int) int64 {
+	var total int64
+	for i := range uint64(n) {
 		e := (epoch + epochMod - i) % epochMod
-		n += read(&ws[e%budgetBuckets], e)
+		total += read(&ws[e%budgetBuckets], e)
 	}
-	return n
+	return total
 }
 
-// requestsIn returns the requests deposited in the window ending at epoch:
-// the sum over every stripe.
-func (b *retryBudget) requestsIn(epoch uint64) int64 {
-	var n int64
-	for i := uint64(0); i < budgetBuckets; i++ {
+// requestsIn returns the requests deposited in the n seconds up to and
+// including epoch's: the sum over every stripe.
+func (b *retryBudget) requestsIn(epoch uint64, n int) int64 {
+	var total int64
+	for i := range uint64(n) {
 		e := (epoch + epochMod - i) % epochMod
 		for s := range b.requests {
-			n += read(&b.requests[s].buckets[e%budgetBuckets], e)
+			total += read(&b.requests[s].buckets[e%budgetBuckets], e)
 		}
 	}
-	return n
+	return total
+}
+
+// earned returns what the n seconds up to and including epoch's have
+// earned for retries, spent or not: ratio tokens a request, less what their
+// failures cost (ratio an error, one a timeout). It may be negative.
+func (b *retryBudget) earned(epoch uint64, n int) float64 {
+	return b.ratio*float64(b.requestsIn(epoch, n)-sum(&b.errors, epoch, n)) - float64(sum(&b.timeouts, epoch, n))
 }
 
 // Deposit records one original request at now, in one of the second's
@@ -236,7 +281,7 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	if b.minPerSec > 0 {
 		w := &b.floor[e%budgetBuckets]
 		add(w, e, 1)
-		if read(w, e) <= b.minPerSec {
+		if float64(read(w, e)) <= b.floorAt(e) {
 			return budgetToken{w: w, epoch: e}, true
 		}
 		add(w, e, -1)
@@ -246,22 +291,53 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	}
 	w := &b.spent[e%budgetBuckets]
 	add(w, e, 1)
-	allowed := math.Floor(b.ratio * float64(b.requestsIn(e)))
-	if float64(sum(&b.spent, e)) <= allowed {
+	if float64(sum(&b.spent, e, recentSeconds)) <= math.Ceil(b.earned(e, recentSeconds)) &&
+		float64(sum(&b.spent, e, budgetBuckets)) <= math.Floor(b.earned(e, budgetBuckets)) {
 		return budgetToken{w: w, epoch: e}, true
 	}
 	add(w, e, -1)
 	return budgetToken{}, false
 }
 
-// Tokens returns how many retries could launch at now: the unspent deposits
-// plus what is left of this second's floor.
+// floorAt returns how many retries the floor pays for in epoch's second:
+// what the window's deposits, spread over its seconds, fall short of
+// minPerSec, rounded up. A client whose deposits alone pay minPerSec a
+// second has no floor, so that in an outage the floor adds nothing to a
+// busy client's load; one with little traffic keeps all of it.
+func (b *retryBudget) floorAt(epoch uint64) float64 {
+	if b.ratio == 0 {
+		return float64(b.minPerSec)
+	}
+	perSec := b.ratio * float64(b.requestsIn(epoch, budgetBuckets)) / budgetBuckets
+	return max(math.Ceil(float64(b.minPerSec)-perSec), 0)
+}
+
+// Fail records an attempt that failed at now with a retryable error, or by
+// timing out (timeout set): its cost comes off the deposits (see
+// retryBudget). The engine calls it for every such attempt, the ones it
+// does not retry included.
+func (b *retryBudget) Fail(now time.Time, timeout bool) {
+	if b == nil || b.ratio == 0 {
+		return
+	}
+	e := epochOf(now)
+	if timeout {
+		add(&b.timeouts[e%budgetBuckets], e, 1)
+		return
+	}
+	add(&b.errors[e%budgetBuckets], e, 1)
+}
+
+// Tokens returns how many retries the budget holds at now: what the window
+// has earned and not spent (see earned) plus what is left of this second's
+// floor. Of the window's share, no more than its last recentSeconds have
+// earned and not spent can be spent now.
 func (b *retryBudget) Tokens(now time.Time) float64 {
 	if b == nil {
 		return math.Inf(1)
 	}
 	e := epochOf(now)
-	dep := b.ratio*float64(b.requestsIn(e)) - float64(sum(&b.spent, e))
-	fl := float64(b.minPerSec - read(&b.floor[e%budgetBuckets], e))
+	dep := b.earned(e, budgetBuckets) - float64(sum(&b.spent, e, budgetBuckets))
+	fl := b.floorAt(e) - float64(read(&b.floor[e%budgetBuckets], e))
 	return max(dep, 0) + max(fl, 0)
 }

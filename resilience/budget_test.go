@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"context"
 	"math"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -149,24 +152,74 @@ func paidFromDeposits(b *retryBudget, tok budgetToken) bool {
 
 // TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits pins why the window
 // bound holds only for windows that end with a retry paid from deposits: at
-// ratio 0.5 and a floor of 1/s, 14 requests in second 0 pay for 7 retries in
-// second 1, on top of one from the floor in each of seconds 1 to 10. The
-// window of seconds 1 to 10 has no requests and ends with a retry paid from
-// the floor: it holds 17 retries, more than its 10 from the floor.
+// ratio 0.5 and a floor of 1/s, 14 requests in second 0 save 7 tokens, and
+// one request in each of seconds 1 to 10 lets each of seconds 1 to 9 spend
+// one of them (a second pays no more than it earned, rounded up: 0.5 → 1).
+// The window of seconds 1 to 10 holds 10 requests, ⌊0.5 × 10⌋ = 5 tokens,
+// and ends with a retry paid from the floor (the window's deposits are
+// spent): 9 of its retries were paid from deposits.
 func TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits(t *testing.T) {
 	b := newRetryBudget(0.5, 1)
 	for range 14 {
 		b.Deposit(t0)
 	}
-	granted := 0
+	fromDeposits := 0
+	var last budgetToken
 	for s := 1; s <= 10; s++ {
 		now := t0.Add(time.Duration(s) * time.Second)
-		for b.Withdraw(now) {
-			granted++
+		b.Deposit(now)
+		for {
+			tok, ok := b.take(now)
+			if !ok {
+				break
+			}
+			if paidFromDeposits(b, tok) {
+				fromDeposits++
+			}
+			last = tok
 		}
 	}
-	if granted != 17 {
-		t.Fatalf("granted %d retries in seconds 1 to 10, want 17 (10 from the floor, 7 from second 0's deposits)", granted)
+	if fromDeposits != 9 {
+		t.Fatalf("%d retries in seconds 1 to 10 paid from deposits, want 9", fromDeposits)
+	}
+	if paidFromDeposits(b, last) {
+		t.Fatal("the last retry of second 10 was paid from deposits, want the floor")
+	}
+}
+
+// TestBudgetFloorTopsUpDeposits: the floor pays what the window's deposits,
+// spread over its ten seconds, fall short of minPerSec a second.
+func TestBudgetFloorTopsUpDeposits(t *testing.T) {
+	tests := []struct {
+		name     string
+		perSec   int // requests a second, for ten seconds
+		wantFrom int // retries from the floor in the last second
+	}{
+		{"no traffic: the whole floor", 0, 10},
+		{"deposits of 5 a second: half", 50, 5},
+		{"deposits of 9.5 a second: rounded up, 1", 95, 1},
+		{"deposits of 10 a second: none", 100, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0.1, 10)
+			for s := range 10 {
+				for range tc.perSec {
+					b.Deposit(t0.Add(time.Duration(s) * time.Second))
+				}
+			}
+			now := t0.Add(9 * time.Second)
+			for range 1000 { // failures enough that the deposits pay nothing
+				b.Fail(now, true)
+			}
+			got := 0
+			for b.Withdraw(now) {
+				got++
+			}
+			if got != tc.wantFrom {
+				t.Errorf("withdrew %d, want %d from the floor", got, tc.wantFrom)
+			}
+		})
 	}
 }
 
@@ -320,4 +373,215 @@ func TestBudgetUnalignedIntervalTouchesElevenSeconds(t *testing.T) {
 	if granted != 55 {
 		t.Fatalf("granted %d retries between 0.9s and 10.0s, want 55 (5 in each of 11 seconds)", granted)
 	}
+}
+
+// TestBudgetFailuresTakeBackDeposits: a retryable error takes back one
+// request's deposit and a timeout a whole token, within the window like the
+// deposits.
+func TestBudgetFailuresTakeBackDeposits(t *testing.T) {
+	tests := []struct {
+		name             string
+		errors, timeouts int
+		want             int
+	}{
+		{"no failures", 0, 0, 5},
+		{"four errors take back 0.5 x 4", 4, 0, 3},
+		{"two timeouts take back a token each", 0, 2, 3},
+		{"both", 2, 1, 3},
+		{"failures costing more than the deposits", 0, 6, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0.5, 0)
+			for range 10 {
+				b.Deposit(t0)
+			}
+			for range tc.errors {
+				b.Fail(t0, false)
+			}
+			for range tc.timeouts {
+				b.Fail(t0, true)
+			}
+			if got := b.Tokens(t0); got != float64(tc.want) {
+				t.Errorf("Tokens = %v, want %d", got, tc.want)
+			}
+			got := 0
+			for b.Withdraw(t0.Add(500 * time.Millisecond)) {
+				got++
+			}
+			if got != tc.want {
+				t.Errorf("withdrew %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBudgetFailuresExpireWithTheWindow(t *testing.T) {
+	b := newRetryBudget(0.5, 0)
+	for range 4 {
+		b.Fail(t0, true)
+	}
+	later := t0.Add(budgetWindow)
+	for range 4 {
+		b.Deposit(later)
+	}
+	if got := b.Tokens(later); got != 2 {
+		t.Fatalf("Tokens = %v once the timeouts left the window, want 2", got)
+	}
+	if b.Tokens(later.Add(-time.Second)) != 0 {
+		t.Fatal("timeouts inside the window did not count")
+	}
+}
+
+// TestBudgetPaysNoMoreInASecondThanItEarned: ten seconds of calm traffic
+// save ratio × ten seconds of deposits, but a retry is paid from them only
+// if its own second has earned it too.
+func TestBudgetPaysNoMoreInASecondThanItEarned(t *testing.T) {
+	b := newRetryBudget(0.1, 0)
+	for s := range 10 {
+		for range 100 {
+			b.Deposit(t0.Add(time.Duration(s) * time.Second))
+		}
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{
+		{9*time.Second + 100*time.Millisecond, 10}, // second 9 earned 10
+		{10*time.Second + 100*time.Millisecond, 0}, // second 10 nothing
+		{11*time.Second + 100*time.Millisecond, 0}, // nor second 11
+	} {
+		got := 0
+		for b.Withdraw(t0.Add(tc.at)) {
+			got++
+		}
+		if got != tc.want {
+			t.Errorf("at %v: withdrew %d, want %d", tc.at, got, tc.want)
+		}
+	}
+	if got := b.Tokens(t0.Add(9 * time.Second)); got != 90 {
+		t.Errorf("Tokens = %v, want 90 (100 in the window, 10 spent)", got)
+	}
+	// Traffic again: it pays, up to what its second earned.
+	for range 50 {
+		b.Deposit(t0.Add(13 * time.Second))
+	}
+	got := 0
+	for b.Withdraw(t0.Add(13 * time.Second)) {
+		got++
+	}
+	if got != 5 {
+		t.Errorf("after 50 requests: withdrew %d, want 5", got)
+	}
+}
+
+// TestBudgetStopsPayingWhileTimeoutsDominate is the overload of issue 23
+// in the budget's terms: 100 requests a second succeed for ten seconds,
+// then every attempt times out and asks for a retry. The window has saved
+// 100 tokens, but only the outage's first second pays from them, less than
+// the 10 a second deposits; then nothing (the deposits earn more than the
+// floor of 2, so there is none), until the outage's seconds leave the
+// window after it ends.
+func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
+	b := newRetryBudget(0.1, 2)
+	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for s := range 10 {
+		for range 100 {
+			b.Deposit(sec(s))
+		}
+	}
+	paid := map[int]int{}
+	for s := 10; s < 15; s++ { // the outage: a second's requests, then their timeouts
+		now := sec(s)
+		for range 100 {
+			b.Deposit(now)
+		}
+		for range 100 {
+			b.Fail(now, true)
+			for b.Withdraw(now) { // every retry times out too
+				paid[s]++
+				b.Fail(now, true)
+			}
+		}
+	}
+	if paid[10] >= 10 || paid[10] == 0 {
+		t.Errorf("the outage's first second paid %d retries, want some, fewer than a second's deposits (10)", paid[10])
+	}
+	for s := 11; s < 15; s++ {
+		if paid[s] != 0 {
+			t.Errorf("second %d of the outage paid %d retries, want none", s-10, paid[s])
+		}
+	}
+	for s := 15; s < 25; s++ { // calm again
+		for range 100 {
+			b.Deposit(sec(s))
+		}
+	}
+	if got := b.Tokens(sec(22)); got != 0 { // the window: seconds 13 to 22
+		t.Errorf("Tokens = %v while the outage is in the window, want 0", got)
+	}
+	if got := b.Tokens(sec(24)); got <= 0 { // seconds 15 to 24
+		t.Errorf("Tokens = %v once the outage has left the window, want deposits again", got)
+	}
+}
+
+// timeoutErr is an operation's own error that says it is a timeout, as
+// net.Error and net/http's are.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o timeout" }
+func (timeoutErr) Timeout() bool { return true }
+
+// TestEngineChargesFailedAttemptsToTheBudget: the engine charges every
+// attempt with a retryable result, retried or not, at its cost: a
+// retryable error takes back one call's deposit, a timeout (the operation's
+// own, or the per-attempt timeout's) a whole token; a success or an error
+// that is not retryable costs nothing beyond its deposit.
+func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
+	tests := []struct {
+		name       string
+		step       step
+		timeout    time.Duration // per-attempt
+		wantTokens float64       // 10 calls at ratio 0.5 deposit 5; two of them are step
+	}{
+		{"successes", step{v: 200}, 0, 5},
+		{"an error that is not retryable", step{err: errBoom}, 0, 5},
+		{"retryable errors take back their deposits", step{v: 503, retryable: true}, 0, 4},
+		{"timeouts of the operation cost a token each", step{err: timeoutErr{}, retryable: true}, 0, 3},
+		{"per-attempt timeouts cost a token each", step{block: true}, time.Millisecond, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The real clock, for the per-attempt timeout; the ten calls'
+			// tokens are the window's, whichever seconds they fall in.
+			e := NewEngine(EngineConfig{BudgetRatio: 0.5})
+			for i := range 10 {
+				op := &scripted{steps: []step{{v: 200}}}
+				if i >= 8 {
+					op.steps[0] = tc.step
+				}
+				Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 1, PerAttemptTimeout: tc.timeout}})
+			}
+			if got := e.Stats().BudgetTokens; got != tc.wantTokens {
+				t.Errorf("BudgetTokens = %v after 10 calls, want %v", got, tc.wantTokens)
+			}
+		})
+	}
+	t.Run("two retryable errors per call", func(t *testing.T) {
+		// On the fake clock, so that all of it falls in one second: the
+		// retry must be earned by its own second too.
+		e := newTestEngine(fakeclock.New(t0), nil, EngineConfig{BudgetRatio: 0.5})
+		for range 20 {
+			Execute(context.Background(), e, Call[int]{Op: &scripted{steps: []step{{v: 200}}}, Policy: Policy{MaxAttempts: 1}})
+		}
+		op := &scripted{steps: []step{{v: 503, retryable: true}}}
+		Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
+		if op.Calls() != 2 {
+			t.Fatalf("%d attempts, want 2 (the retry paid from 10.5 deposited)", op.Calls())
+		}
+		// 21 deposits (10.5), two failures (1), one retry (1).
+		if got := e.Stats().BudgetTokens; got != 8.5 {
+			t.Errorf("BudgetTokens = %v, want 8.5", got)
+		}
+	})
 }

@@ -53,10 +53,16 @@ type Engine struct {
 type EngineConfig struct {
 	// BudgetRatio and BudgetMinPerSec set the retry budget that every
 	// retry and hedge spends from: each call deposits BudgetRatio tokens,
-	// which expire after 10 s, and BudgetMinPerSec retries per second are
-	// always allowed. Both 0 (the zero value) disable it. The budget is
-	// lock-free; NewEngine panics on a negative, NaN or infinite ratio or a
-	// negative minimum.
+	// which expire after 10 s, and a floor tops the deposits up to
+	// BudgetMinPerSec retries a second, for clients with little traffic
+	// (one whose deposits earn that much has no floor). An attempt that fails with a retryable error takes
+	// back one call's deposit and one that times out a whole token, so the
+	// deposits stop paying while failures dominate; and no second pays out
+	// more than its own calls have earned, so what a calm window saved
+	// cannot burst into an outage. Both 0 (the zero value) disable it. The budget
+	// is lock-free, and a call that succeeds costs it one atomic add;
+	// NewEngine panics on a negative, NaN or infinite ratio or a negative
+	// minimum.
 	BudgetRatio     float64
 	BudgetMinPerSec int
 	// Breaker, when set, keeps a circuit breaker per call key with this

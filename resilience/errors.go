@@ -74,6 +74,15 @@ func (e *attemptTimeoutError) Unwrap() []error {
 // Timeout reports true, like other network timeouts.
 func (e *attemptTimeoutError) Timeout() bool { return true }
 
+// timedOut reports whether an attempt's error is a timeout: its per-attempt
+// timeout's, or an error of the operation's own that says it is one (as
+// net.Error and net/http's timeouts do). It looks at err itself, unwrapping
+// nothing: cheap, and what a transport returns unwrapped.
+func timedOut(err error) bool {
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}
+
 // Error is returned when the engine gives up after more than one attempt with
 // no result to return but an error. Err is the last attempt's error; Errs
 // holds the errors of the first and the most recent attempts, in the order

@@ -11,6 +11,9 @@ import "time"
 // reports done with the final result when the call ends.
 func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	r.settle(a, AttemptRetryable, outcomeFailure)
+	if r.parent.Err() == nil { // the caller's own end is no failure of the server's
+		r.e.budget.Fail(r.e.seconds.Time(), timedOut(a.err))
+	}
 	if a.err != nil {
 		r.errs.add(a.err)
 		a.own.cancel(nil)

@@ -11,8 +11,11 @@ import (
 // per key. Take one with Engine.Stats (or the Stats of a Retrier or a
 // transport); it is a copy that nothing updates afterwards.
 type Stats struct {
-	// BudgetTokens is how many retries or hedges the retry budget would
-	// allow now; +Inf when the budget is disabled.
+	// BudgetTokens is how many retries or hedges the retry budget holds
+	// now: what its window earned (deposits less what failures cost) and
+	// did not spend, plus what is left of this second's floor; of the
+	// window's share, no more than the current second has earned can be
+	// spent in it. +Inf when the budget is disabled.
 	BudgetTokens float64
 	// UntrackedAdmissions counts the calls served untracked (no breaker,
 	// adaptive delay or concurrency limit) because every tracked key was

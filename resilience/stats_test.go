@@ -29,8 +29,8 @@ func TestStatsOneEntryPerKey(t *testing.T) {
 	if !st.Breakers || st.MaxExtraLoad != 0.05 || st.UntrackedAdmissions != 0 {
 		t.Errorf("Stats = %+v, want Breakers, MaxExtraLoad 0.05, no untracked admissions", st)
 	}
-	if st.BudgetTokens != 1 {
-		t.Errorf("BudgetTokens = %v, want 1 (two calls at ratio 0.5)", st.BudgetTokens)
+	if st.BudgetTokens != 0.5 {
+		t.Errorf("BudgetTokens = %v, want 0.5 (two calls at ratio 0.5, the 503 taking its deposit back)", st.BudgetTokens)
 	}
 	if len(st.Hosts) != 2 || st.Hosts[0].Key != "a" || st.Hosts[1].Key != "b" {
 		t.Fatalf("Hosts = %+v, want a then b", st.Hosts)

@@ -67,20 +67,50 @@ func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
 	}
 }
 
-// TestDefaultBudget pins the default: 10% of requests plus 10 retries a second.
+// TestDefaultBudget pins the default: 10% of requests plus 10 retries a
+// second, a failed attempt taking back one request's deposit. In a total
+// outage only the floor pays (this test once expected a retry paid from the
+// failing requests' own deposits: failures cost nothing then); requests that
+// succeeded earlier fund what the failures do not take back.
 func TestDefaultBudget(t *testing.T) {
-	fc := newClock()
-	s := newScript(t, reply(503))
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithMaxAttempts(2))
-	for range 15 {
-		getStatus(t, tr, s.URL)
+	tests := []struct {
+		name       string
+		successes  int
+		wantFailed int32
+		wantTokens float64
+	}{
+		// 15 failing requests, 10 retries from the floor; 25 failed
+		// attempts take back 2.5 of the 1.5 deposited.
+		{"a total outage: the floor only", 0, 15 + 10, 0},
+		// 55 deposits (5.5) less 25 failures (2.5) pay for the 11th and
+		// 12th failing requests' retries; 27 failures leave 5.5-2.7-2.
+		{"successes earlier fund retries", 40, 15 + 10 + 2, 0.8},
 	}
-	// 10 retries from the floor, then floor(0.1 × 11) = 1 from deposits.
-	if got := s.count(); got != 15+11 {
-		t.Errorf("server saw %d attempts, want %d", got, 15+11)
-	}
-	if got := tr.Stats().BudgetTokens; got != 0.5 {
-		t.Errorf("Stats().BudgetTokens = %v, want 0.5 (1.5 deposited, 1 spent, floor used up)", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newClock()
+			var failed atomic.Int32
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Path == "/fail" {
+					failed.Add(1)
+					return fakeResponse(r, 503, "down"), nil
+				}
+				return fakeResponse(r, 200, "ok"), nil
+			})
+			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithMaxAttempts(2))
+			for range tc.successes {
+				getStatus(t, tr, "http://svc.test/ok")
+			}
+			for range 15 {
+				getStatus(t, tr, "http://svc.test/fail")
+			}
+			if got := failed.Load(); got != tc.wantFailed {
+				t.Errorf("failing server saw %d attempts, want %d", got, tc.wantFailed)
+			}
+			if got := tr.Stats().BudgetTokens; math.Abs(got-tc.wantTokens) > 1e-9 {
+				t.Errorf("Stats().BudgetTokens = %v, want %v", got, tc.wantTokens)
+			}
+		})
 	}
 }
 
@@ -109,6 +139,10 @@ func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
 			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/ok")
 			fc.Advance(tc.after)
+			// The failing request's retry must be earned by its own second
+			// as well (its failure takes its own deposit back): one more
+			// success there earns it. So the window's older deposits decide.
+			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/fail") // deposits 0.5 more
 			if got := failed.Load(); got != tc.wantFail {
 				t.Errorf("failing request made %d attempts, want %d", got, tc.wantFail)

@@ -117,10 +117,19 @@ func WithBackoff(b resilience.Backoff) Option {
 }
 
 // WithBudget sets the retry budget: each request deposits ratio tokens that
-// expire after 10s, each retry or hedge spends one, and minPerSec retries per
-// second are always allowed (default 0.1 and 10). WithBudget(0, 0) disables
-// the budget. It panics on a negative, NaN or infinite ratio or a negative
-// minPerSec.
+// expire after 10s, each retry or hedge spends one, and a floor tops the
+// deposits up to minPerSec retries a second so that a client with little
+// traffic can still retry (default 0.1 and 10: below 100 requests a second
+// the floor pays the difference; above, there is none). Failures cost
+// tokens: an attempt answered with a retryable status or error takes back
+// one request's deposit, and one that times out (WithPerAttemptTimeout, or
+// a timeout of the base transport) a whole token; so while more than about
+// 9% of attempts fail, or 5% time out (at the default ratio), only the
+// floor, if any, pays for retries, until those failures are 10s old. And no
+// second spends more from the deposits than its own requests have earned,
+// so the tokens saved in calm seconds never burst out at once.
+// WithBudget(0, 0) disables the budget. It panics on a negative, NaN or
+// infinite ratio or a negative minPerSec.
 func WithBudget(ratio float64, minPerSec int) Option {
 	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
 		invalid("WithBudget", "ratio must be a finite number >= 0, got %v", ratio)
