@@ -51,25 +51,19 @@
 // # Retry budget
 //
 // The budget keeps retries from multiplying an outage. Every call deposits
-// ratio tokens; deposits expire over a 10-second window; minPerSec retries a
-// second are always allowed. A retry or hedge spends a token only when it
-// launches, and a retry takes its token before its backoff sleep, giving it
-// back if the retry then does not launch. With the budget empty, no new
-// attempt launches; attempts in flight continue and the last result is
-// returned.
-//
-// Exactly (both bounds are property-tested): time is cut into whole seconds,
-// and a retry's window is its own second and the nine before it. A retry
-// launches only if, counting it, at most minPerSec retries came from the
-// floor in its second and at most ⌊ratio × calls in its window⌋ were paid
-// from deposits in its window. So in a window that ends with a launch,
-// retries never exceed ⌊ratio × calls⌋ + 10 × minPerSec. An interval not
-// aligned to seconds can see more: in any interval of at most 10s, retries
-// never exceed minPerSec × S + ⌊ratio × R⌋, where S (at most 11) is the
-// number of whole seconds the interval touches and R the calls from nine
-// seconds before its first second through its last: at minPerSec 5 with
-// no traffic, 55 retries can launch between 0.9s and 10.0s. The bookkeeping
-// is lock-free.
+// ratio tokens; deposits expire over a 10-second window; a floor tops them
+// up to minPerSec retries a second. Failures take tokens back (a retryable
+// error one call's deposit, a timeout a whole token), so the budget stops
+// paying out when failures dominate, and no second spends more from the
+// deposits than it earned itself, so savings never burst out at the start
+// of an outage. A retry or hedge spends a token only when it launches, and
+// a retry takes its token before its backoff sleep, giving it back if the
+// retry then does not launch. With the budget empty, no new attempt
+// launches; attempts in flight continue and the last result is returned.
+// The exact bounds are property-tested and stated beside the code
+// (resilience/budget.go): in any window that ends with a launch, retries
+// never exceed ⌊ratio × calls⌋ plus the floor's top-up, and failures only
+// lower that. The bookkeeping is lock-free.
 //
 // # Circuit breakers
 //

@@ -144,16 +144,29 @@
 //
 // One budget ([WithBudget]) is shared by the whole Transport, so retries
 // cannot multiply an outage's load. Every original request deposits ratio
-// tokens, which expire over a 10-second window; minPerSec retries per second
-// are always allowed, so a quiet client can still retry. Only a retry or
-// hedge that launches spends a token. A retry takes its token before its
-// backoff sleep and gives it back if it then does not launch (the caller
-// cancelled during the sleep, or the breaker refused it); so with the budget
-// empty a request ends at once instead of sleeping first (a 429 with
-// Retry-After: 2 comes back immediately, not two seconds later). With the
-// budget empty, attempts in flight continue and the last result is returned.
-// WithBudget(0, 0) turns the budget off. The exact bound is stated in
-// package resilience's documentation.
+// tokens, which expire over a 10-second window; a floor tops the deposits
+// up to minPerSec retries a second, so a quiet client can still retry (at
+// the defaults, a client below 100 requests a second gets the difference,
+// one above has no floor). Only a retry or hedge that launches spends a
+// token. A retry takes its token before its backoff sleep and gives it back
+// if it then does not launch (the caller cancelled during the sleep, the
+// breaker or the concurrency limit refused it); so with the budget empty a
+// request ends at once instead of sleeping first (a 429 with Retry-After: 2
+// comes back immediately, not two seconds later). With the budget empty,
+// attempts in flight continue and the last result is returned.
+//
+// Failures pay into it too, so it stops paying out when they dominate: an
+// attempt answered with a retryable status or error takes back one
+// request's deposit, and one that timed out (WithPerAttemptTimeout, or a
+// timeout of the base) costs a whole token, since a server too slow to
+// answer is likely still working on the request and a retry only joins its
+// queue. No second spends more from the deposits than its own requests
+// earned, so the tokens saved over a calm window cannot burst into the
+// first second of an outage or a capacity drop. At the default ratio, once
+// more than about 9% of attempts fail, or 5% time out, only the floor (if
+// any) pays, until those failures are ten seconds old. WithBudget(0, 0)
+// turns the budget off. The exact bounds are stated in package
+// resilience's documentation.
 //
 // # Circuit breaker
 //
