@@ -106,22 +106,7 @@ func (c *Fake) Pending() int {
 // WaitForTimers blocks until at least n timers are armed, or until timeout of
 // real time passes; it reports whether the count was reached.
 func (c *Fake) WaitForTimers(n int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	stop := time.AfterFunc(timeout, func() {
-		c.mu.Lock()
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop.Stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.timers) < n {
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		c.cond.Wait()
-	}
-	return true
+	return c.waitUntil(func() bool { return len(c.timers) >= n }, timeout)
 }
 
 // Armed returns how many timers have ever been armed; tests use it to wait
@@ -135,6 +120,12 @@ func (c *Fake) Armed() int {
 // WaitForArmed blocks until at least n timers have ever been armed, or until
 // timeout of real time passes; it reports whether the count was reached.
 func (c *Fake) WaitForArmed(n int, timeout time.Duration) bool {
+	return c.waitUntil(func() bool { return c.created >= n }, timeout)
+}
+
+// waitUntil blocks until ok (called with c.mu held) holds, or until timeout
+// of real time passes; it reports whether ok held.
+func (c *Fake) waitUntil(ok func() bool, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	stop := time.AfterFunc(timeout, func() {
 		c.mu.Lock()
@@ -144,7 +135,7 @@ func (c *Fake) WaitForArmed(n int, timeout time.Duration) bool {
 	defer stop.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.created < n {
+	for !ok() {
 		if !time.Now().Before(deadline) {
 			return false
 		}

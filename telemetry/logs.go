@@ -226,11 +226,9 @@ func (c *call) logEnd(ctx context.Context, e callEnd) {
 		return
 	}
 	dropped := -1 // no gotry.suppressed field
-	if msg == MsgGaveUp && t.cfg.giveUpEvery > 0 {
+	if msg == MsgGaveUp {
 		var ok bool
-		dropped, ok = c.hs.gaveUp.allow(giveUpKey{host: c.host, port: c.port, op: c.op, reason: e.reason},
-			t.cfg.clock.Now(), t.cfg.giveUpEvery)
-		if !ok {
+		if dropped, ok = c.aggregated(&c.hs.gaveUp, giveUpKey{host: c.host, port: c.port, op: c.op, reason: e.reason}); !ok {
 			return
 		}
 	}
@@ -266,14 +264,9 @@ func (c *call) logShed(ctx context.Context, e resilience.ShedEvent) {
 	if !t.logEnabled(ctx, levelWarn) {
 		return
 	}
-	dropped := -1 // no gotry.suppressed field
-	if t.cfg.giveUpEvery > 0 {
-		var ok bool
-		dropped, ok = c.hs.shed.allow(giveUpKey{host: c.host, port: c.port, op: c.op, reason: resilience.ReasonOverloaded, kind: e.Kind},
-			t.cfg.clock.Now(), t.cfg.giveUpEvery)
-		if !ok {
-			return
-		}
+	dropped, ok := c.aggregated(&c.hs.shed, giveUpKey{host: c.host, port: c.port, op: c.op, reason: resilience.ReasonOverloaded, kind: e.Kind})
+	if !ok {
+		return
 	}
 	fs := make([]field, 0, 16)
 	fs = c.logIdentity(fs)
@@ -340,6 +333,17 @@ func (r *rateLimiter) allow(now time.Time, every time.Duration) (dropped int, ok
 	}
 	dropped, r.dropped, r.last = r.dropped, 0, now
 	return dropped, true
+}
+
+// aggregated reports whether a line of key may be written now, under
+// WithGiveUpLogInterval, and how many lines of key it stands for that were
+// held back (-1 with no aggregation: no gotry.suppressed field).
+func (c *call) aggregated(l *giveUpLimiter, key giveUpKey) (dropped int, ok bool) {
+	t := c.hs.t
+	if t.cfg.giveUpEvery <= 0 {
+		return -1, true
+	}
+	return l.allow(key, t.cfg.clock.Now(), t.cfg.giveUpEvery)
 }
 
 // giveUpKey is what give-up and shed lines are aggregated by.
