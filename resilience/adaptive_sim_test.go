@@ -44,12 +44,6 @@ type simResult struct {
 	delays         []time.Duration // the delay each call used
 }
 
-func (s simResult) p99(from int) time.Duration {
-	l := slices.Clone(s.lat[from:])
-	slices.Sort(l)
-	return l[int(math.Ceil(0.99*float64(len(l))))-1]
-}
-
 // simulate runs n calls from workers closed-loop workers. fixed > 0 hedges
 // after fixed instead (no key).
 func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, workers int, seed uint64, shiftCall int) simResult {

@@ -84,7 +84,7 @@ func TestPanicDuringProbeReturnsTheProbeSlot(t *testing.T) {
 						t.Error("the panic did not propagate")
 					}
 				}()
-				resilience.Retry(context.Background(), r, "h", func(context.Context) (int, error) {
+				_, _ = resilience.Retry(context.Background(), r, "h", func(context.Context) (int, error) {
 					if tc.panicInDo {
 						panic("do")
 					}

@@ -42,7 +42,7 @@ func ExampleNew_otlpExporter() {
 		return
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Hour)))
-	defer tp.Shutdown(context.Background())
+	defer func() { _ = tp.Shutdown(context.Background()) }()
 	// The application's transports record to tp.
 	app := &http.Client{Transport: transport.New(base,
 		telemetry.New(telemetry.WithTracerProvider(tp)).Transport())}
@@ -56,7 +56,7 @@ func ExampleNew_otlpExporter() {
 	}
 	resp.Body.Close()
 	for range 3 { // then the application idles: nothing new to export
-		tp.ForceFlush(context.Background())
+		_ = tp.ForceFlush(context.Background())
 	}
 	fmt.Println("exports:", exports.Load())
 	// Output: exports: 1

@@ -172,7 +172,8 @@ func TestAttemptHeaderReplacesCallerValueOfAnySpelling(t *testing.T) {
 	if want := [][]string{{"1; initial"}, {"2; retry"}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("attempts sent Gotry-Attempt %q, want %q", got, want)
 	}
-	if v := req.Header["gotry-attempt"]; len(v) != 1 || v[0] != "the caller's" || len(req.Header) != 2 {
+	v := req.Header["gotry-attempt"] //nolint:staticcheck // the caller's own non-canonical key is the point
+	if len(v) != 1 || v[0] != "the caller's" || len(req.Header) != 2 {
 		t.Errorf("caller's headers became %q: they must not be modified", req.Header)
 	}
 }
@@ -340,7 +341,7 @@ func TestPanickingOnAttemptStartLeavesNoProbeSlot(t *testing.T) {
 				t.Error("the hook's panic did not propagate")
 			}
 		}()
-		tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil))
+		_, _ = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, s.URL, nil)) //nolint:bodyclose // it panics
 	}()
 	boom.Store(false)
 

@@ -54,7 +54,7 @@ func isStdlibConnLoss(err error) bool {
 			}
 			return false // an errors.New error wraps nothing
 		}
-		switch u := err.(type) {
+		switch u := err.(type) { //nolint:errorlint // this walks the chain itself, one link at a time
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:

@@ -288,7 +288,7 @@ func TestPanickingHookReturnsThePermit(t *testing.T) {
 				t.Error("the hook's panic did not propagate")
 			}
 		}()
-		tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil)) //nolint:bodyclose // it panics
+		_, _ = tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil)) //nolint:bodyclose // it panics
 	}()
 	boom.Store(false)
 	resp, err := tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"github.com/MrVSiK/gotry/resilience"
-	"github.com/MrVSiK/gotry/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -24,9 +23,6 @@ func TestMain(m *testing.M) {
 // wait bounds how long a test waits for something that must happen: a
 // timeout for a failing test, never a synchronisation device.
 const wait = 10 * time.Second
-
-// noDelay removes backoff sleeps.
-var noDelay = transport.WithBackoff(resilience.Constant(0))
 
 // failing is a loopback server that answers its nth request with steps[n-1]
 // (the last step repeats), recording every request's body.

@@ -39,7 +39,7 @@ func newExporter(t *testing.T, url string, rt http.RoundTripper, retries bool) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exp.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = exp.Shutdown(context.Background()) })
 	return exp
 }
 
@@ -182,7 +182,7 @@ func TestOTLPExporterDoesNotTraceItsOwnExports(t *testing.T) {
 			var tr *transport.Transport
 			exp := newExporter(t, srv.URL, roundTripperFunc(func(r *http.Request) (*http.Response, error) { return tr.RoundTrip(r) }), false)
 			app := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Hour)))
-			t.Cleanup(func() { app.Shutdown(context.Background()) })
+			t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
 			tr = transport.New(newBase(t), tc.exporterTel(app).Transport())
 
 			_, span := app.Tracer("app").Start(context.Background(), "app work")
