@@ -219,26 +219,6 @@ func newBreakerSet(cfg BreakerConfig, hosts *hostTable) *breakerSet {
 // passed it.
 func (b *breakerSet) exact(now time.Time) time.Time { return b.hosts.exact(now) }
 
-// Config returns the effective configuration, defaults filled in.
-func (b *breakerSet) Config() BreakerConfig { return b.cfg }
-
-// Untracked returns how many calls were served untracked (see hostTable).
-// It only grows; export it as a counter.
-func (b *breakerSet) Untracked() uint64 { return b.hosts.untracked.Load() }
-
-// Len returns the number of tracked keys.
-func (b *breakerSet) Len() int { return b.hosts.Len() }
-
-// State returns key's state at now; an untracked key is closed.
-func (b *breakerSet) State(key string, now time.Time) BreakerState {
-	h := b.hosts.lookup(key)
-	if h == nil {
-		return BreakerClosed
-	}
-	s, _ := b.stateOf(&h.br, now)
-	return s
-}
-
 // stateOf returns br's state at now and when it entered it: a breaker
 // whose open period ended is half-open since it ended, before any admission
 // moves it.
@@ -250,30 +230,6 @@ func (b *breakerSet) stateOf(br *breaker, now time.Time) (BreakerState, time.Tim
 		st, since = BreakerHalfOpen, br.openedAt.Add(b.cfg.OpenDuration)
 	}
 	return st, since
-}
-
-// Each calls fn with every tracked key, its state at now and when it
-// entered that state. fn runs without any breaker lock held; states may
-// change while Each runs.
-func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState, since time.Time)) {
-	b.hosts.each(func(h *host) {
-		st, since := b.stateOf(&h.br, now)
-		fn(h.key, st, since)
-	})
-}
-
-// admit and admitRetry are allow for a key (the engine calls allow itself,
-// having found the host once for the whole call).
-func (b *breakerSet) admit(key string, now time.Time) (ticket, transition, error) {
-	h := b.hosts.get(key, now)
-	if h == nil {
-		b.hosts.untrackedCall()
-	}
-	return b.allow(h, key, now, true)
-}
-
-func (b *breakerSet) admitRetry(key string, now time.Time) (ticket, transition, error) {
-	return b.allow(b.hosts.lookup(key), key, now, false)
 }
 
 // allow asks h's breaker to admit an attempt: the first of a call when

@@ -70,7 +70,9 @@ type host struct {
 
 // lastUsedGrain is how stale a host's lastUsed may be: uses within it of the
 // stored time leave it alone, so that a busy host's calls do not all write
-// one word. Eviction's least-recently-used order is exact to this grain.
+// one word. Eviction's least-recently-used order is exact to this grain, or
+// to the second where callers pass the coarse current second (the engine's
+// success path does).
 const lastUsedGrain = int64(time.Millisecond)
 
 // touch records a use at now for eviction.
@@ -212,13 +214,6 @@ func (h *host) evictRank(now time.Time, openFor time.Duration) (rank int, ends t
 
 // untrackedCall counts one call served untracked.
 func (t *hostTable) untrackedCall() { t.untracked.Add(1) }
-
-// Len returns the number of tracked keys.
-func (t *hostTable) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n
-}
 
 // each calls fn with every tracked host, with no lock held; hosts may be
 // added or evicted while it runs.

@@ -90,13 +90,7 @@ func TestDefaultBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
 			var failed atomic.Int32
-			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-				if r.URL.Path == "/fail" {
-					failed.Add(1)
-					return fakeResponse(r, 503, "down"), nil
-				}
-				return fakeResponse(r, 200, "ok"), nil
-			})
+			base := failingOn("/fail", &failed)
 			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithMaxAttempts(2))
 			for range tc.successes {
 				getStatus(t, tr, "http://svc.test/ok")
@@ -128,13 +122,7 @@ func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
 			var failed atomic.Int32
-			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-				if r.URL.Path == "/fail" {
-					failed.Add(1)
-					return fakeResponse(r, 503, "down"), nil
-				}
-				return fakeResponse(r, 200, "ok"), nil
-			})
+			base := failingOn("/fail", &failed)
 			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0.5, 0))
 			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/ok")
@@ -230,4 +218,16 @@ func TestEmptyBudgetRefusesHedgeButLetsTheAttemptInFlightFinish(t *testing.T) {
 	if ev := end.get(); len(ev) != 1 || ev[0].Hedges != 0 || ev[0].Reason != resilience.ReasonSuccess {
 		t.Errorf("OnCallEnd %+v, want success without hedges", ev)
 	}
+}
+
+// failingOn is a base answering 503 to path (counting those attempts in
+// failed) and 200 to every other.
+func failingOn(path string, failed *atomic.Int32) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Path == path {
+			failed.Add(1)
+			return fakeResponse(r, 503, "down"), nil
+		}
+		return fakeResponse(r, 200, "ok"), nil
+	})
 }

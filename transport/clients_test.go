@@ -95,16 +95,7 @@ func TestEmptyResponseIsFinishedByWhatItIs(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h2 := srv.Client().Transport.(*http.Transport)
 	t.Cleanup(h2.CloseIdleConnections)
-	tests := []struct {
-		method, path string
-		empty        bool
-	}{
-		{http.MethodHead, "/", true},
-		{http.MethodGet, "/204", true},
-		{http.MethodGet, "/304", true},
-		{http.MethodGet, "/empty", true},
-		{http.MethodGet, "/", false},
-	}
+	tests := emptyResponseCases
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			var own *ownEmptyBody

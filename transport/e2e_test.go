@@ -418,16 +418,7 @@ func TestEmptyResponseIsFinishedAtOnce(t *testing.T) {
 	h2.EnableHTTP2 = true
 	h2.StartTLS()
 	t.Cleanup(h2.Close)
-	tests := []struct {
-		method, path string
-		empty        bool
-	}{
-		{http.MethodHead, "/", true},
-		{http.MethodGet, "/204", true},
-		{http.MethodGet, "/304", true},
-		{http.MethodGet, "/empty", true},
-		{http.MethodGet, "/", false},
-	}
+	tests := emptyResponseCases
 	for _, srv := range []struct {
 		name  string
 		major int // the protocol's major version
@@ -471,4 +462,17 @@ func TestEmptyResponseIsFinishedAtOnce(t *testing.T) {
 			})
 		}
 	}
+}
+
+// emptyResponseCases are requests to emptyHandler-style servers whose
+// responses have nothing to read (empty) or a body ("/" for GET).
+var emptyResponseCases = []struct {
+	method, path string
+	empty        bool
+}{
+	{http.MethodHead, "/", true},
+	{http.MethodGet, "/204", true},
+	{http.MethodGet, "/304", true},
+	{http.MethodGet, "/empty", true},
+	{http.MethodGet, "/", false},
 }
