@@ -81,17 +81,25 @@ func (c *Fake) Advance(d time.Duration) {
 	}
 	c.timers = keep
 	now := c.now
+	sort.SliceStable(due, func(i, j int) bool { return due[i].when.Before(due[j].when) })
+	// Channel timers receive their value before the lock is released, as
+	// Go's timers do under their own lock: a Stop or Reset that follows
+	// finds the value buffered, discards it and reports the timer stopped,
+	// so no value of a stopped timer arrives afterwards. (The channel has
+	// room for one value, so the send never blocks.)
+	for _, t := range due {
+		if t.fn == nil {
+			select {
+			case t.ch <- now:
+			default:
+			}
+		}
+	}
 	c.cond.Broadcast()
 	c.mu.Unlock()
-	sort.SliceStable(due, func(i, j int) bool { return due[i].when.Before(due[j].when) })
 	for _, t := range due {
 		if t.fn != nil {
 			go t.fn()
-			continue
-		}
-		select {
-		case t.ch <- now:
-		default:
 		}
 	}
 }
@@ -155,21 +163,27 @@ type timer struct {
 func (t *timer) C() <-chan time.Time { return t.ch }
 
 // Stop disarms the timer and, as with Go 1.23+ timers, discards a fired
-// value not yet received.
+// value not yet received. It reports whether the timer was stopped before
+// its value was received (or, for AfterFunc, before its function started),
+// as Go's Stop does: a value discarded here counts as stopped in time.
 func (t *timer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
-	t.drain()
-	return t.removeLocked()
+	drained := t.drain()
+	return t.removeLocked() || drained
 }
 
-func (t *timer) drain() {
+// drain discards a value the timer's channel holds, reporting whether it
+// held one. Requires t.c.mu held (Advance sends under it).
+func (t *timer) drain() bool {
 	if t.ch == nil {
-		return
+		return false
 	}
 	select {
 	case <-t.ch:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -190,8 +204,8 @@ func (t *timer) removeLocked() bool {
 
 func (t *timer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
-	t.drain()
-	was := t.removeLocked()
+	drained := t.drain()
+	was := t.removeLocked() || drained
 	t.when = t.c.now.Add(d)
 	t.active = true
 	t.c.timers = append(t.c.timers, t)
