@@ -9,16 +9,83 @@ import (
 // whether a call, and each further attempt, may go ahead. Refusals fire
 // their hooks here.
 
-// admit finds the call's host and asks its breaker to admit the call; it
-// reports false with the call's result when the call ends here. A probe's
-// ticket is held from the moment the breaker issues it: the caller
-// (execute) arms unwindProbe for it before anything that may panic runs.
-func (r *run[T]) admit() (ticket, transition, Result[T], bool) {
+// admission is what one attempt takes before it launches: the budget's
+// token (a retry or a hedge), adaptive hedging's token (a hedge), the
+// breaker's ticket (a probe slot, when half-open) and the concurrency
+// limit's permit. Every step of an admission stores what it took here
+// before any hook can run, so that at every moment the admission says
+// exactly what is held, and one function gives it all back (giveBack):
+// on a refusal, when the attempt does not launch after all (an interrupted
+// backoff sleep, a hedge the caller's answer made needless), and when a
+// hook or the operation panics (unwind, and the hedge timer's recover).
+// Launching hands the ticket to the attempt and spends the tokens; from
+// then on the attempt returns its permit as its result is known (exec, or
+// unwound on a panic) and its breaker ticket when the call settles it
+// (settle, releaseLate, or unwind for a probe).
+//
+// The admission being taken for the call's next attempt is run.held, which
+// only the goroutine driving the call touches; the hedge timer's goroutine
+// admits a hedge into an admission of its own (see hedgeFired).
+type admission struct {
+	ticket             // the breaker's ticket and the limit's permit
+	tok    budgetToken // the budget's token
+	hk     *hedgeKey   // the adaptive hedging state a token was taken from
+}
+
+// giveBack returns everything ad holds and clears it. It fires no hook
+// but OnBreakerStateChange, and a ticket returned unused changes no
+// breaker's state, so it never runs user code while ad is half-released.
+func (r *run[T]) giveBack(ad *admission) {
+	t, tok, hk := ad.ticket, ad.tok, ad.hk
+	*ad = admission{}
+	tok.Refund()
+	if hk != nil {
+		hk.untake()
+	}
+	t.releasePermit(time.Time{}, 0, limitIgnore)
+	if t.b != nil {
+		if t.probe {
+			r.probeHeld = false // (a probe is only ever the driving goroutine's: hedges are never probes)
+		}
+		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
+	}
+}
+
+// unwind runs as a call returns or is unwound by a panic (of a hook,
+// Prepare, Do or Classify, which propagate): it gives back the admission
+// the call was taking (run.held), and the probe slot of a probe that never
+// settled. Without it a panic would leave the limit a permit smaller, or a
+// half-open breaker counting a probe in flight forever and rejecting
+// every later request. The probe counts as neither success nor failure, so
+// the next request is admitted as a probe again. On a call that returns
+// normally it finds nothing held.
+func (r *run[T]) unwind() {
+	if r.lingering && r.driven() {
+		return // a driver took the call over: what it holds is its own to give back (see drive)
+	}
+	if r.held != (admission{}) {
+		r.giveBack(&r.held)
+	}
+	if r.probeHeld {
+		r.probeHeld = false
+		r.e.breakers.done(r.first.ticket, outcomeIgnore, r.e.seconds.Time()) // no transition: the outcome is ignored
+		r.first.own.cancel(ErrAttemptLost)                                   // the probe's attempt, if it had its own context
+	}
+}
+
+// driven reports whether a hedge timer's goroutine took the call over (see
+// hedgeFired); read by the caller, which then no longer drives it.
+func (r *run[T]) driven() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.finished != nil
+}
+
+// admit finds the call's host and asks its breaker to admit the call into
+// r.held; it reports false with the call's result when the call ends here.
+func (r *run[T]) admit() (transition, Result[T], bool) {
 	e, c := r.e, r.c
-	var (
-		tk ticket
-		tr transition
-	)
+	var tr transition
 	if e.hosts != nil && c.Key != "" {
 		if r.host = e.hosts.get(c.Key, e.seconds.Time()); r.host == nil {
 			e.hosts.untrackedCall()
@@ -33,41 +100,35 @@ func (r *run[T]) admit() (ticket, transition, Result[T], bool) {
 				errors.As(err, &coe)
 				h(BreakerRejectEvent{Event: r.event(), State: coe.State})
 			}
-			return ticket{}, transition{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
+			return transition{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
 		}
-		tk, tr = t, trn
+		r.held.ticket, tr = t, trn
 	}
-	if tk.Probe() {
+	if r.held.probe {
 		r.probe, r.probeHeld = true, true
 		r.maxAttempts = 1
 	}
-	return tk, tr, Result[T]{}, true
+	return tr, Result[T]{}, true
 }
 
 // prepare reports the breaker's transition of admit (tr), takes the first
-// attempt's permit of the concurrency limit into tk (before anything is
-// read of the request, so a shed call costs nothing) and lets the
+// attempt's permit of the concurrency limit into r.held (before anything
+// is read of the request, so a shed call costs nothing) and lets the
 // operation prepare the call; it reports false with the call's result when
-// the call ends here. A permit taken is held (permitHeld) until the first
-// attempt takes it over: the caller arms unwindPermit for it.
-func (r *run[T]) prepare(tk *ticket, tr transition) (Result[T], bool) {
-	e, c := r.e, r.c
+// the call ends here, having given back what it held.
+func (r *run[T]) prepare(tr transition) (Result[T], bool) {
+	c := r.c
 	r.report(tr)
 	if l := r.limiter(); l != nil {
 		if err := r.admitFirst(l); err != nil {
-			r.probeHeld = false
-			r.report(e.breakers.done(*tk, outcomeIgnore, e.seconds.Time()))
+			r.giveBack(&r.held)
 			return r.end(Result[T]{Err: err}, ReasonOverloaded), false
 		}
-		tk.lim, r.permitHeld = l, true
 	}
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
-		r.probeHeld = false
-		r.report(e.breakers.done(*tk, outcomeIgnore, e.seconds.Time()))
-		r.permitHeld = false
-		tk.releasePermit(time.Time{}, 0, limitIgnore)
+		r.giveBack(&r.held)
 		return r.end(Result[T]{Err: err}, ReasonNotRetryable), false
 	}
 	if n < r.maxAttempts {
@@ -80,33 +141,6 @@ func (r *run[T]) prepare(tk *ticket, tr transition) (Result[T], bool) {
 	return Result[T]{}, true
 }
 
-// unwindProbe returns the probe slot that ticket t holds when the call is
-// unwound by a panic (of a hook, Prepare, Do or Classify, which propagate)
-// before its one attempt settled: without it, the half-open breaker would
-// count the probe in flight forever and reject every later request. The
-// probe counts as neither success nor failure, so the next request is
-// admitted as a probe again. It is deferred only for a probe, so a call
-// through a closed breaker (or none) runs no defer for it; on a call that
-// returns it finds the slot already returned and does nothing.
-func (r *run[T]) unwindProbe(t ticket) {
-	if !r.probeHeld {
-		return
-	}
-	r.probeHeld = false
-	r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()) // no transition: the outcome is ignored
-	r.first.own.cancel(ErrAttemptLost)                      // the probe's attempt, if it had its own context
-}
-
-// unwindPermit returns the first attempt's permit when the call is unwound
-// by a panic (of a hook or Prepare) before the attempt took it over; once
-// it has, the attempt returns it (see exec).
-func (r *run[T]) unwindPermit(l *limiter) {
-	if r.permitHeld {
-		r.permitHeld = false
-		l.release(time.Time{}, 0, limitIgnore)
-	}
-}
-
 // limiter returns the concurrency limit the call's attempts need a permit
 // of, or nil.
 func (r *run[T]) limiter() *limiter {
@@ -116,17 +150,19 @@ func (r *run[T]) limiter() *limiter {
 	return r.host.lim
 }
 
-// admitFirst takes a permit for the call's first attempt, waiting for one
-// if the limit allows (see ConcurrencyLimit.MaxWait), or returns the
-// *OverloadError the call ends with.
+// admitFirst takes a permit for the call's first attempt into r.held,
+// waiting for one if the limit allows (see ConcurrencyLimit.MaxWait), or
+// returns the *OverloadError the call ends with.
 func (r *run[T]) admitFirst(l *limiter) error {
 	p := &r.c.Policy
 	if p.NoLimit {
 		l.force()
+		r.held.lim = l
 		return nil
 	}
 	ok, waited := l.acquire(r.parent, p.Criticality, r.e.clock)
 	if ok {
+		r.held.lim = l // held before OnLimitWait can run
 		if h := r.e.hooks.OnLimitWait; h != nil && waited > 0 {
 			h(LimitWaitEvent{Event: r.event(), Criticality: p.Criticality, Limit: l.Limit(), InFlight: l.inFlight(), Waited: waited})
 		}
@@ -135,9 +171,9 @@ func (r *run[T]) admitFirst(l *limiter) error {
 	return r.shed(l, KindInitial, waited)
 }
 
-// admitLimit takes a permit for a retry or hedge into t; they never wait.
+// admitLimit takes a permit for a retry or hedge into ad; they never wait.
 // It reports false, having fired OnShed, when the limit refuses.
-func (r *run[T]) admitLimit(k AttemptKind, t *ticket) bool {
+func (r *run[T]) admitLimit(k AttemptKind, ad *admission) bool {
 	l := r.limiter()
 	switch {
 	case l == nil:
@@ -148,7 +184,7 @@ func (r *run[T]) admitLimit(k AttemptKind, t *ticket) bool {
 		_ = r.shed(l, k, 0)
 		return false
 	}
-	t.lim = l
+	ad.lim = l
 	return true
 }
 
@@ -173,48 +209,48 @@ func (r *run[T]) report(tr transition) {
 }
 
 // admitNext asks the budget, then the breaker, then the concurrency limit,
-// for one more attempt of kind k. It returns the ticket (the breaker's
-// admission and the limit's permit) and the budget's token (to refund if
-// the attempt does not launch after all), or the reason it was refused.
-// What was taken before a refusal is given back here.
-func (r *run[T]) admitNext(k AttemptKind) (ticket, budgetToken, EndReason, bool) {
-	tok, ok := r.spend(k)
-	if !ok {
-		return ticket{}, tok, ReasonBudgetExhausted, false
+// for one more attempt of kind k, taking what each grants into ad. It
+// reports the reason when one refuses, having given back all of ad.
+func (r *run[T]) admitNext(k AttemptKind, ad *admission) (EndReason, bool) {
+	switch {
+	case !r.spend(k, ad):
+		r.giveBack(ad)
+		return ReasonBudgetExhausted, false
+	case !r.admitBreaker(ad):
+		r.giveBack(ad)
+		return ReasonCircuitOpen, false
+	case !r.admitLimit(k, ad):
+		r.giveBack(ad)
+		return ReasonOverloaded, false
 	}
-	t, ok := r.admitBreaker()
-	if !ok {
-		tok.Refund()
-		return t, budgetToken{}, ReasonCircuitOpen, false
-	}
-	if !r.admitLimit(k, &t) {
-		tok.Refund()
-		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
-		return ticket{}, budgetToken{}, ReasonOverloaded, false
-	}
-	return t, tok, 0, true
+	return 0, true
 }
 
-// spend takes one token from the budget for an attempt of kind k, reporting
-// a refusal to OnBudgetExhausted.
-func (r *run[T]) spend(k AttemptKind) (budgetToken, bool) {
+// spend takes one token from the budget into ad for an attempt of kind k,
+// reporting a refusal to OnBudgetExhausted.
+func (r *run[T]) spend(k AttemptKind, ad *admission) bool {
 	tok, ok := r.e.budget.take(r.e.clock.Now())
 	if !ok {
 		if h := r.e.hooks.OnBudgetExhausted; h != nil {
 			h(BudgetEvent{Event: r.event(), Attempt: r.launched + 1, Kind: k})
 		}
+		return false
 	}
-	return tok, ok
+	ad.tok = tok
+	return true
 }
 
-// admitBreaker asks the breaker to admit one more attempt, reporting a
-// refusal to OnBreakerReject.
-func (r *run[T]) admitBreaker() (ticket, bool) {
+// admitBreaker asks the breaker to admit one more attempt into ad,
+// reporting a refusal to OnBreakerReject.
+func (r *run[T]) admitBreaker(ad *admission) bool {
 	e := r.e
 	if e.breakers == nil || r.c.Key == "" {
-		return ticket{}, true
+		return true
 	}
 	t, tr, err := e.breakers.allow(r.host, r.c.Key, e.seconds.Time(), false)
+	if err == nil {
+		ad.ticket = t
+	}
 	r.report(tr)
 	if err != nil {
 		if h := e.hooks.OnBreakerReject; h != nil {
@@ -222,7 +258,7 @@ func (r *run[T]) admitBreaker() (ticket, bool) {
 			errors.As(err, &coe)
 			h(BreakerRejectEvent{Event: r.event(), Attempt: r.launched + 1, State: coe.State})
 		}
-		return t, false
+		return false
 	}
-	return t, true
+	return true
 }

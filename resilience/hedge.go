@@ -3,7 +3,6 @@ package resilience
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
 )
@@ -91,7 +90,20 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 	}
 	r.lingering = true
 	a.handed = r.concurrent
+	p := r.hedgePanic
+	r.hedgePanic = nil
 	r.mu.Unlock()
+	if p != nil {
+		// A hook panicked while the timer's goroutine admitted a hedge
+		// (see hedgeFired): the call ends here with that panic, on the
+		// caller's goroutine. The attempt is cancelled and released first;
+		// exec's deferred unwound returns its permit.
+		if a.timer != nil {
+			a.timer.stop()
+		}
+		r.release(a)
+		panic(p.value)
+	}
 }
 
 // armInline arms a hedge timer for the inline attempt a, unless a is the
@@ -163,30 +175,48 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	}
 	// The hedge's admission fires hooks, so it runs with no lock held;
 	// meanwhile a caller whose attempt returns waits for it (admitting).
+	// A hook that panics here, on the timer's goroutine, must not kill the
+	// process: the panic is recovered, what was taken given back, and the
+	// caller re-panics with it when its attempt returns (inlineReturned).
 	r.ht = nil
 	r.admitting = true
 	if r.cond.L == nil {
 		r.cond.L = &r.mu
 	}
 	r.mu.Unlock()
-	t, tok, ok := r.admitHedge()
+	var ad admission
+	ok, p := r.admitHedgeRecovering(&ad)
 	r.mu.Lock()
 	r.admitting = false
 	r.cond.Broadcast()
+	if p != nil {
+		r.hedgePanic = p
+	}
 	if !ok || r.inline == nil {
 		// Refused (the call goes on unhedged, as after a refusal in the
 		// loop), or the caller's attempt answered meanwhile: no handover.
 		r.mu.Unlock()
-		if ok {
-			r.unadmit(t, tok)
-		}
+		r.giveBack(&ad)
 		return
 	}
 	r.goConcurrent()
 	r.finished = make(chan struct{})
 	r.active = append(r.active, r.inline)
 	r.mu.Unlock()
-	r.drive(t)
+	r.drive(ad)
+}
+
+// admitHedgeRecovering is admitHedge on the hedge timer's goroutine: a
+// panic of a hook is recovered, having given back what ad held, and
+// returned for the caller's goroutine to re-raise.
+func (r *run[T]) admitHedgeRecovering(ad *admission) (ok bool, p *attemptPanic) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.giveBack(ad)
+			ok, p = false, &attemptPanic{value: v}
+		}
+	}()
+	return r.admitHedge(ad), nil
 }
 
 // waitAdmission waits, under mu, until no hedge is being admitted.
@@ -207,17 +237,20 @@ func (r *run[T]) goConcurrent() {
 }
 
 // drive runs the call from a hedge timer's goroutine: it launches the hedge
-// admitted with ticket t, then loops until the call ends, and hands the
-// result (or a panic) to the caller.
-func (r *run[T]) drive(t ticket) {
+// admitted into ad, then loops until the call ends, and hands the result
+// (or a panic) to the caller. From here this goroutine drives the call, so
+// r.held is its own; a panic gives back what it holds.
+func (r *run[T]) drive(ad admission) {
 	defer func() {
 		if p := recover(); p != nil {
+			r.giveBack(&r.held)
 			r.finalPanic = &attemptPanic{value: p}
 			r.decide()
 		}
 		close(r.finished)
 	}()
-	r.launchHedge(t)
+	r.held = ad
+	r.launchHedge()
 	r.final = r.loop(false)
 }
 
@@ -335,52 +368,37 @@ func (r *run[T]) stopHedge() {
 // hedge launches a hedge if the limits allow it (the driver, when its
 // timer fires).
 func (r *run[T]) hedge() {
-	if t, _, ok := r.admitHedge(); ok {
-		r.launchHedge(t)
+	if r.admitHedge(&r.held) {
+		r.launchHedge()
 	}
 }
 
-// admitHedge reports whether a hedge may launch now, with its breaker
-// ticket and budget token: within the limits, adaptive hedging's cap, the
-// budget and the breaker. A refusal does not re-arm the timer: the next
-// launch does.
-func (r *run[T]) admitHedge() (ticket, budgetToken, bool) {
+// admitHedge reports whether a hedge may launch now, having taken its
+// admission into ad: within the limits, adaptive hedging's cap, the
+// budget and the breaker. A refusal gives back what was taken and does not
+// re-arm the timer: the next launch does.
+func (r *run[T]) admitHedge(ad *admission) bool {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
-		return ticket{}, budgetToken{}, false
+		return false
 	}
-	if r.hk != nil && !r.hk.take() {
-		r.hk.capped.Add(1) // the key's hard cap on extra load: no hedge now
-		return ticket{}, budgetToken{}, false
-	}
-	t, tok, _, ok := r.admitNext(KindHedge)
-	if !ok {
-		if r.hk != nil {
-			r.hk.untake()
-		}
-		return ticket{}, budgetToken{}, false
-	}
-	return t, tok, true
-}
-
-// unadmit gives back what admitHedge took for a hedge that does not launch.
-func (r *run[T]) unadmit(t ticket, tok budgetToken) {
-	tok.Refund()
-	t.releasePermit(time.Time{}, 0, limitIgnore)
 	if r.hk != nil {
-		r.hk.untake()
+		if !r.hk.take() {
+			r.hk.capped.Add(1) // the key's hard cap on extra load: no hedge now
+			return false
+		}
+		ad.hk = r.hk
 	}
-	if t.b != nil {
-		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
-	}
+	_, ok := r.admitNext(KindHedge, ad)
+	return ok
 }
 
-// launchHedge reports and launches an admitted hedge.
-func (r *run[T]) launchHedge(t ticket) {
+// launchHedge reports and launches the hedge admitted into r.held.
+func (r *run[T]) launchHedge() {
 	if h := r.e.hooks.OnHedge; h != nil {
 		h(HedgeEvent{Event: r.event(), Attempt: r.launched + 1, InFlight: r.inflight + 1,
 			Delay: r.hedgeDelay, Adaptive: r.hk != nil})
 	}
-	r.launch(KindHedge, t)
+	r.launch(KindHedge)
 }
 
 // decide marks the call decided, cancels the attempts in flight and releases

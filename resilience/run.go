@@ -100,8 +100,8 @@ type callState[T any] struct {
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
 	host        *host         // the key's state, when the engine keeps any and the key is tracked
-	probeHeld   bool          // the call holds a probe slot its attempt has not settled (see unwindProbe)
-	permitHeld  bool          // the call holds its first attempt's permit, not yet taken over by the attempt (see unwindPermit)
+	probeHeld   bool          // the call holds a probe slot its attempt has not settled (see unwind)
+	held        admission     // what the driving goroutine took for the next attempt, not yet launched (see admission)
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
 	hedgeDelay  time.Duration // the delay before each hedge: the policy's, or the learned one
@@ -118,6 +118,7 @@ type callState[T any] struct {
 	inline     *attempt[T]    // the attempt the caller is running with a hedge timer armed
 	ht         *hedgeTimer[T] // that timer
 	admitting  bool           // a fired hedge timer is admitting a hedge; cond signals the end
+	hedgePanic *attemptPanic  // a hook panicked during that admission: the caller re-raises it (see hedgeFired)
 	lingering  bool           // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
 	handedOff  bool           // the caller's part is done: it waits for the driver's result
 	concurrent bool           // concurrent mode: set once, under mu (or before any other goroutine knows r)
@@ -212,12 +213,20 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	r.maxAttempts, r.limitReason, r.launched, r.inflight = limit, limitReason, 1, 1
 	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
 	r.ready = &r.first
-	res := r.loop(true)
+	res := r.carryOn()
 	if r.poolable() {
 		putRun(e, r)
 		recycle(c.Op)
 	}
 	return res
+}
+
+// carryOn drives a plain call on from its first, retryable, result,
+// giving back what a panic leaves taken (a retry's budget token) before
+// the run can be pooled.
+func (r *run[T]) carryOn() Result[T] {
+	defer r.unwind()
+	return r.loop(true)
 }
 
 // getRun takes a finished run from e's pool, or makes one: either way its
@@ -248,17 +257,12 @@ func (r *run[T]) execute() Result[T] {
 		return r.end(Result[T]{Err: err}, ReasonCanceled)
 	}
 
-	ticket, tr, res, ok := r.admit()
+	defer r.unwind() // whatever a panic leaves taken (see admission)
+	tr, res, ok := r.admit()
 	if !ok {
 		return res
 	}
-	if ticket.Probe() {
-		defer r.unwindProbe(ticket)
-	}
-	if l := r.limiter(); l != nil {
-		defer r.unwindPermit(l)
-	}
-	if res, ok := r.prepare(&ticket, tr); !ok {
+	if res, ok := r.prepare(tr); !ok {
 		return res
 	}
 	e.budget.Deposit(e.seconds.Time())
@@ -276,15 +280,19 @@ func (r *run[T]) execute() Result[T] {
 		// of their own from the start, with the caller as the driver.
 		r.goConcurrent()
 	}
-	r.launch(KindInitial, ticket)
+	r.launch(KindInitial)
 	return r.loop(true)
 }
 
 // event is the part every call event shares.
 func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject} }
 
-// launch starts attempt number launched+1 of kind k with breaker ticket t.
-func (r *run[T]) launch(k AttemptKind, t ticket) {
+// launch starts attempt number launched+1 of kind k, handing it the
+// admission taken for it (r.held): the attempt holds its ticket from now
+// on, and the tokens are spent.
+func (r *run[T]) launch(k AttemptKind) {
+	t := r.held.ticket
+	r.held = admission{}
 	r.launched++
 	switch k {
 	case KindRetry:
@@ -300,9 +308,6 @@ func (r *run[T]) launch(k AttemptKind, t ticket) {
 	// what is not, rather than assign it whole, which would clear every
 	// pointer slot again under the write barrier.
 	a.ticket = t
-	if k == KindInitial {
-		r.permitHeld = false // the attempt returns it from now on
-	}
 	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {

@@ -36,10 +36,9 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	if r.inflight > 0 {
 		// Another attempt is still running: replace this one at once.
 		keep()
-		t, _, _, ok := r.admitNext(KindRetry)
-		if ok {
+		if _, ok := r.admitNext(KindRetry, &r.held); ok {
 			r.onRetry(a, 0, false)
-			r.launch(KindRetry, t)
+			r.launch(KindRetry)
 		}
 		return Result[T]{}, false
 	}
@@ -60,8 +59,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	}
 	// The budget is asked before the sleep, so an exhausted budget ends the
 	// call at once, and the token is refunded if the retry does not launch.
-	tok, ok := r.spend(KindRetry)
-	if !ok {
+	if !r.spend(KindRetry, &r.held) {
 		return r.endAfter(a, ReasonBudgetExhausted), true
 	}
 	if !fromServer {
@@ -74,21 +72,19 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 		// Time spent retaining counts against the delay.
 		rest := d - r.e.clock.Now().Sub(now)
 		if !r.sleep(max(rest, 0), d, fromServer) {
-			tok.Refund()
+			r.giveBack(&r.held)
 			return r.endWithout(ReasonCanceled), true
 		}
 	}
-	t, ok := r.admitBreaker()
-	if !ok {
-		tok.Refund()
+	if !r.admitBreaker(&r.held) {
+		r.giveBack(&r.held)
 		return r.endWithout(ReasonCircuitOpen), true
 	}
-	if !r.admitLimit(KindRetry, &t) {
-		tok.Refund()
-		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
+	if !r.admitLimit(KindRetry, &r.held) {
+		r.giveBack(&r.held)
 		return r.endWithout(ReasonOverloaded), true
 	}
-	r.launch(KindRetry, t)
+	r.launch(KindRetry)
 	return Result[T]{}, false
 }
 
