@@ -200,28 +200,25 @@ func TestBreakerThresholdAboveTheWord(t *testing.T) {
 	}
 }
 
-// TestBreakerLastUsedGrain: admissions within lastUsedGrain of the stored
-// time leave it alone (a busy host does not write it on every call); later
-// ones, or earlier ones by as much, move it.
-func TestBreakerLastUsedGrain(t *testing.T) {
+// TestHostUsedAgainWritesNothing: a host used again while it is the
+// table's most recent one leaves its recency alone (a transport calling one
+// host shares no written word between its calls); another host's use in
+// between moves it.
+func TestHostUsedAgainWritesNothing(t *testing.T) {
 	b := newBreakerSet(BreakerConfig{}, nil)
-	admitAt := func(d time.Duration) time.Duration {
+	stamp := func(key string) uint64 {
 		t.Helper()
-		if _, _, err := b.admit("h", t0.Add(d)); err != nil {
+		if _, _, err := b.admit(key, t0); err != nil {
 			t.Fatal(err)
 		}
-		return time.Duration(b.hosts.lookup("h").lastUsed.Load() - t0.UnixNano())
+		return b.hosts.lookup(key).lastUsed.Load()
 	}
-	grain := time.Duration(lastUsedGrain)
-	for _, c := range []struct{ at, want time.Duration }{
-		{0, 0},
-		{grain - 1, 0},
-		{grain, grain},
-		{grain / 2, grain},
-		{-grain, -grain},
-	} {
-		if got := admitAt(c.at); got != c.want {
-			t.Errorf("after an admission at t0%+v: lastUsed t0%+v, want t0%+v", c.at, got, c.want)
-		}
+	first := stamp("h")
+	if again := stamp("h"); again != first {
+		t.Errorf("h used again as the most recent: stamp %d → %d, want unchanged", first, again)
+	}
+	other := stamp("g")
+	if back := stamp("h"); back <= other {
+		t.Errorf("h used after g: stamp %d, want above g's %d", back, other)
 	}
 }

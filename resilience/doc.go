@@ -85,11 +85,13 @@
 // An engine keeps what it knows of each key (its breaker, its adaptive
 // hedging state, its concurrency limit) in one entry per key, bounded by
 // EngineConfig.MaxKeys exactly (WithMaxKeys for a Retrier,
-// transport.WithMaxHosts for the transport). To make room, idle keys go
-// first, then busy ones, then half-open breakers, least recently used first
-// within each; a key whose breaker is open stays until its OpenDuration
-// ends, and while every key is such a one a new key is served untracked
-// (Stats.UntrackedAdmissions). [Engine.Stats] is a snapshot of all of it.
+// transport.WithMaxHosts for the transport). A new key evicts exactly one:
+// idle keys first, then breakers counting failures, then half-open ones,
+// least recently used first within each (by the order of the uses
+// themselves). A key with attempts in flight under its concurrency limit,
+// or whose breaker is open, stays until those attempts end or its
+// OpenDuration does, and while every key is such a one a new key is served
+// untracked (Stats.UntrackedAdmissions). [Engine.Stats] is a snapshot of all of it.
 //
 // # Concurrency limit
 //

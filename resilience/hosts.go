@@ -19,20 +19,33 @@ const DefaultMaxKeys = 10000
 // keys are tracked, exactly. Safe for concurrent use.
 //
 // Finding a tracked key takes no lock (a sync.Map lookup). Adding one takes
-// mu; when the table is full, room is made first by evicting about an
-// eighth of it, in this order: idle hosts (breaker closed with no failures,
-// nothing in flight under the limit), then busy ones (a closed breaker
-// counting failures, or attempts in flight), then half-open breakers (or
-// open ones whose OpenDuration has ended), least recently used first within
-// each group. A host whose breaker is open and still within its
-// OpenDuration is never evicted, so it keeps rejecting; when every host is
-// such a one, a new key is served untracked (no breaker, no adaptive
-// delay, no limit: see Stats.UntrackedAdmissions) until the first of those
-// OpenDurations ends.
+// mu; when the table is full, exactly one host is evicted to make room, in
+// this order: idle hosts (breaker closed with no failures), then hosts
+// whose closed breaker counts failures, then half-open breakers (or open
+// ones whose OpenDuration has ended), least recently used first within
+// each group. Two kinds of host are never evicted: one with attempts in
+// flight under its concurrency limit (evicting it would start the key
+// afresh under a new limit while the old attempts are still out), and one
+// whose breaker is open and still within its OpenDuration (so it keeps
+// rejecting). When every host is of those kinds, a new key is served
+// untracked (no breaker, no adaptive delay, no limit: see
+// Stats.UntrackedAdmissions).
 //
-// An evicted host's state is dropped: in-flight attempts still settle on
-// it, harmlessly, and the key starts afresh (closed, cold, at the initial
-// limit) when it is next used.
+// Recency is exact: each use of a host that is not already the table's
+// most recent takes the next number of a table-wide counter, so "least
+// recently used" is the order of the uses themselves, not of a clock
+// reading (a coarse one would tie every use within a second). A host used
+// again while it is the most recent writes nothing, so a transport calling
+// one host shares no written word between its calls.
+//
+// Finding the least recently used host is a scan of the table. To keep
+// churn cheap, a scan ranks every evictable host and keeps the ranking
+// (queue); the next additions evict from it, each after checking that the
+// host is still tracked, unused since the scan and of the same group.
+// Hosts used or added since the scan are more recent than every host the
+// queue still holds, so the first one that passes is still the least
+// recently used. A queue holds at most an eighth of the table, so a scan
+// is paid for by that many additions.
 type hostTable struct {
 	max int
 	// clk, when set (by the engine), is read for the exact time wherever a
@@ -46,9 +59,14 @@ type hostTable struct {
 	// newLimit, when set, gives each new host its concurrency limit.
 	newLimit func() *limiter
 
+	uses atomic.Uint64 // the recency counter: the number of the latest use
+
 	m  sync.Map // key → *host; written only with mu held
 	mu sync.Mutex
 	n  int // hosts in m; guarded by mu
+	// queue is the ranking of the last scan, best candidate first; guarded
+	// by mu (see hostTable).
+	queue []evictCand
 	// fullUntil is set when the table was full and every host unevictable:
 	// the earliest end of their OpenDurations. Before it, a new key is served
 	// untracked without another scan. Guarded by mu.
@@ -62,24 +80,16 @@ type hostTable struct {
 // has them configured.
 type host struct {
 	key      string
-	lastUsed atomic.Int64 // unix nanos of a use at most lastUsedGrain old; for eviction
+	lastUsed atomic.Uint64 // the table's use number of its latest use; for eviction
 	br       breaker
 	hedge    atomic.Pointer[hedgeKey] // made on the first adaptive call
 	lim      *limiter                 // nil without a concurrency limit
 }
 
-// lastUsedGrain is how stale a host's lastUsed may be: uses within it of the
-// stored time leave it alone, so that a busy host's calls do not all write
-// one word. Eviction's least-recently-used order is exact to this grain, or
-// to the second where callers pass the coarse current second (the engine's
-// success path does).
-const lastUsedGrain = int64(time.Millisecond)
-
-// touch records a use at now for eviction.
-func (h *host) touch(now time.Time) {
-	ns := now.UnixNano()
-	if d := ns - h.lastUsed.Load(); d >= lastUsedGrain || d <= -lastUsedGrain {
-		h.lastUsed.Store(ns)
+// touch records a use of h in t's recency order.
+func (t *hostTable) touch(h *host) {
+	if h.lastUsed.Load() != t.uses.Load() {
+		h.lastUsed.Store(t.uses.Add(1))
 	}
 }
 
@@ -119,7 +129,7 @@ func (t *hostTable) get(key string, now time.Time) *host {
 			return nil
 		}
 	}
-	h.touch(now)
+	t.touch(h)
 	return h
 }
 
@@ -142,7 +152,7 @@ func (t *hostTable) add(key string, now time.Time) *host {
 	h := &host{key: key}
 	h.br.key = key
 	h.br.since = now
-	h.lastUsed.Store(now.UnixNano())
+	h.lastUsed.Store(t.uses.Add(1))
 	if t.newLimit != nil {
 		h.lim = t.newLimit()
 	}
@@ -151,52 +161,87 @@ func (t *hostTable) add(key string, now time.Time) *host {
 	return h
 }
 
-// evictLocked makes room (see hostTable). It reports whether it removed
-// any host; when it removed none it sets fullUntil. Requires t.mu held.
+// evictCand is a host the last scan found evictable, with its group and
+// its use number then.
+type evictCand struct {
+	h     *host
+	rank  int
+	stamp uint64
+}
+
+// evictLocked makes room for one host (see hostTable). It reports whether
+// it removed one; when it could not it sets fullUntil. Requires t.mu held.
 func (t *hostTable) evictLocked(now time.Time) bool {
-	type cand struct {
-		h     *host
-		rank  int
-		stamp int64
+	for pass := 0; pass < 2; pass++ {
+		for len(t.queue) > 0 {
+			c := t.queue[0]
+			t.queue[0] = evictCand{}
+			t.queue = t.queue[1:]
+			if t.lookup(c.h.key) != c.h || c.h.lastUsed.Load() != c.stamp {
+				continue // gone, or used since the scan: ranked again by the next
+			}
+			if rank, _, keep := c.h.evictRank(now, t.openFor); keep || rank != c.rank {
+				continue
+			}
+			t.m.Delete(c.h.key)
+			t.n--
+			t.full.Store(false)
+			return true
+		}
+		if pass == 0 && !t.scanLocked(now) {
+			return false
+		}
 	}
-	cands := make([]cand, 0, t.n)
+	return false
+}
+
+// scanLocked ranks every evictable host into t.queue, keeping the best
+// max/8 (at least one). It reports false, setting fullUntil, when no host
+// may be evicted. Requires t.mu held.
+func (t *hostTable) scanLocked(now time.Time) bool {
+	cands := t.queue[:0]
 	var until time.Time
 	t.m.Range(func(_, v any) bool {
 		h := v.(*host)
 		rank, ends, keep := h.evictRank(now, t.openFor)
 		if keep {
-			if until.IsZero() || ends.Before(until) {
+			if !ends.IsZero() && (until.IsZero() || ends.Before(until)) {
 				until = ends
 			}
 			return true
 		}
-		cands = append(cands, cand{h, rank, h.lastUsed.Load()})
+		cands = append(cands, evictCand{h, rank, h.lastUsed.Load()})
 		return true
 	})
 	if len(cands) == 0 {
+		t.queue = cands
 		t.fullUntil = until
-		t.full.Store(true)
+		t.full.Store(!until.IsZero())
 		return false
 	}
-	t.full.Store(false)
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].rank != cands[j].rank {
 			return cands[i].rank < cands[j].rank
 		}
 		return cands[i].stamp < cands[j].stamp
 	})
-	n := max(1, t.max/8)
-	for i := 0; i < n && i < len(cands); i++ {
-		t.m.Delete(cands[i].h.key)
-		t.n--
+	keep := max(1, t.max/8)
+	if len(cands) > keep {
+		clear(cands[keep:])
+		cands = cands[:keep]
 	}
+	t.queue = cands
 	return true
 }
 
-// evictRank places h in eviction order at now: 0 idle, 1 busy, 2 half-open;
-// keep reports a host that must stay (its breaker opened less than openFor
-// ago), with the end of that OpenDuration.
+// evictRank places h in eviction order at now: 0 idle, 1 a closed breaker
+// counting failures, 2 half-open; keep reports a host that must stay:
+// attempts in flight under its limit, or a breaker that opened less than
+// openFor ago (with the end of that OpenDuration in ends).
 func (h *host) evictRank(now time.Time, openFor time.Duration) (rank int, ends time.Time, keep bool) {
+	if h.lim != nil && h.lim.inFlight() > 0 {
+		return 0, time.Time{}, true
+	}
 	br := &h.br
 	br.mu.Lock()
 	w, openedAt := br.load(), br.openedAt
@@ -206,7 +251,7 @@ func (h *host) evictRank(now time.Time, openFor time.Duration) (rank int, ends t
 		return 0, openedAt.Add(openFor), true
 	case w.state() != BreakerClosed:
 		return 2, time.Time{}, false
-	case w.failures() > 0 || (h.lim != nil && h.lim.inFlight() > 0):
+	case w.failures() > 0:
 		return 1, time.Time{}, false
 	}
 	return 0, time.Time{}, false
@@ -215,14 +260,18 @@ func (h *host) evictRank(now time.Time, openFor time.Duration) (rank int, ends t
 // untrackedCall counts one call served untracked.
 func (t *hostTable) untrackedCall() { t.untracked.Add(1) }
 
-// each calls fn with every tracked host, with no lock held; hosts may be
-// added or evicted while it runs.
+// each calls fn with every tracked host, in key order, with no lock held.
+// The hosts are those tracked at one moment (collected under mu, which
+// every addition and eviction takes), so they are never more than the
+// bound; they may be evicted while fn runs.
 func (t *hostTable) each(fn func(h *host)) {
-	var all []*host
+	t.mu.Lock()
+	all := make([]*host, 0, t.n)
 	t.m.Range(func(_, v any) bool {
 		all = append(all, v.(*host))
 		return true
 	})
+	t.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].key < all[j].key })
 	for _, h := range all {
 		fn(h)

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,3 +86,101 @@ func (*countOp) Do(context.Context, AttemptInfo) (int, error) { return 1, nil }
 func (*countOp) Classify(int, error, AttemptInfo) Verdict     { return Verdict{} }
 func (*countOp) Retain(_ context.Context, v int) int          { return v }
 func (*countOp) Release(int)                                  {}
+
+// TestHostTableRecencyIsExact: within one instant (the engine passes the
+// current second), least recently used still means the order of the uses:
+// the host used longest ago goes, not a coin flip among hosts of one
+// second.
+func TestHostTableRecencyIsExact(t *testing.T) {
+	for trial := range 20 {
+		tbl := newHostTable(4, nil)
+		for _, k := range []string{"a", "b", "c", "d"} {
+			tbl.get(k, t0)
+		}
+		tbl.get("a", t0) // a is now the most recent; b the least
+		tbl.get("e", t0)
+		if tbl.lookup("b") != nil {
+			t.Fatalf("trial %d: b, the least recently used, is still tracked", trial)
+		}
+		for _, k := range []string{"a", "c", "d", "e"} {
+			if tbl.lookup(k) == nil {
+				t.Fatalf("trial %d: %s was evicted instead of b", trial, k)
+			}
+		}
+	}
+}
+
+// TestHostTableEvictsOneHostForOne: adding a key to a full table evicts
+// exactly one host, however large the table (a batch would drop hosts that
+// nothing needed gone).
+func TestHostTableEvictsOneHostForOne(t *testing.T) {
+	tbl := newHostTable(64, nil)
+	for i := range 64 {
+		tbl.get(fmt.Sprintf("h%d", i), t0)
+	}
+	for i := range 20 {
+		tbl.get(fmt.Sprintf("new%d", i), t0)
+		if n := tbl.Len(); n != 64 {
+			t.Fatalf("after adding new%d: %d hosts tracked, want 64", i, n)
+		}
+		if tbl.lookup(fmt.Sprintf("h%d", i)) != nil {
+			t.Fatalf("after adding new%d: h%d, the least recently used, is still tracked", i, i)
+		}
+	}
+}
+
+// TestEvictionKeepsAHostWithAttemptsInFlight: a host with attempts in
+// flight under its limit is never evicted: its limit and in-flight count
+// stay what the attempts out there hold, and Stats reports them.
+func TestEvictionKeepsAHostWithAttemptsInFlight(t *testing.T) {
+	e := NewEngine(EngineConfig{Limit: &ConcurrencyLimit{InitialLimit: 4}, MaxKeys: 1})
+	gate := make(chan struct{})
+	busy := &scripted{steps: []step{{gate: gate, v: 200}}}
+	done := runAsync(context.Background(), e, Call[int]{Key: "busy", Op: busy, Policy: Policy{MaxAttempts: 1}})
+	for inFlightOf(e, "busy") != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 10 {
+		Execute(context.Background(), e, Call[int]{Key: fmt.Sprintf("h%d", i), Op: &countOp{}, Policy: Policy{MaxAttempts: 1}})
+	}
+	st := e.Stats()
+	h, ok := st.Host("busy")
+	if !ok || h.InFlight != 1 {
+		t.Fatalf("busy host after churn: tracked %v, in flight %d; want tracked with 1 in flight", ok, h.InFlight)
+	}
+	if st.UntrackedAdmissions != 10 {
+		t.Errorf("%d calls served untracked, want the 10 that found the one slot busy", st.UntrackedAdmissions)
+	}
+	close(gate)
+	<-done
+	if n := inFlightOf(e, "busy"); n != 0 {
+		t.Errorf("in flight after the attempt ended: %d, want 0", n)
+	}
+}
+
+// TestStatsListsNoMoreHostsThanTheBound: a snapshot taken while keys churn
+// lists at most MaxKeys hosts (a gauge of tracked hosts never reads above
+// the bound).
+func TestStatsListsNoMoreHostsThanTheBound(t *testing.T) {
+	e := NewEngine(EngineConfig{Breaker: &BreakerConfig{}, MaxKeys: 8})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				Execute(context.Background(), e, Call[int]{Key: fmt.Sprintf("g%d-%d", g, i), Op: &countOp{}, Policy: Policy{MaxAttempts: 1}})
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for range 5000 {
+		if n := len(e.Stats().Hosts); n > 8 {
+			t.Fatalf("Stats listed %d hosts, bound 8", n)
+		}
+	}
+}

@@ -223,10 +223,11 @@ func WithConcurrencyLimit(cfg resilience.ConcurrencyLimit) Option {
 
 // WithMaxHosts bounds how many hosts the per-host state (circuit breakers,
 // adaptive hedging, the concurrency limit) tracks, together. Default
-// resilience.DefaultMaxKeys (10,000). To make room, idle hosts are evicted
-// first, least recently used first; a host whose breaker is open is kept
-// until its OpenDuration ends, and while every tracked host is such a one a
-// new host is served untracked (see Stats). It panics when n < 1.
+// resilience.DefaultMaxKeys (10,000). A new host evicts exactly one: idle
+// hosts first, least recently used first; a host with requests in flight
+// under its concurrency limit, or whose breaker is open, is kept (until they
+// end, or its OpenDuration does), and while every tracked host is such a
+// one a new host is served untracked (see Stats). It panics when n < 1.
 func WithMaxHosts(n int) Option {
 	if n < 1 {
 		invalid("WithMaxHosts", "n must be at least 1, got %d", n)
