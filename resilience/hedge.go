@@ -300,6 +300,16 @@ func (r *run[T]) finish(ctx context.Context, a *attempt[T]) {
 		return
 	}
 	r.mu.Unlock()
+	r.releaseLateAlone(a)
+}
+
+// releaseLateAlone is releaseLate on an attempt's own goroutine after the
+// call was decided: its caller may have returned, so a panic of
+// OnAttemptEnd here has no goroutine left to reach and would kill the
+// process. It is recovered and dropped (see Hooks); what the attempt held
+// was returned before the hook ran.
+func (r *run[T]) releaseLateAlone(a *attempt[T]) {
+	defer func() { _ = recover() }()
 	r.releaseLate(a)
 }
 

@@ -289,7 +289,11 @@ type ResultDoneEvent struct {
 // the one that called RoundTrip), except where a field says otherwise, so
 // keep them fast. The engine never calls a hook while holding a lock, so a
 // hook may call the Engine's BudgetTokens and BreakerState (or the
-// transport's). A panicking hook is not recovered. Payloads, and the
+// transport's). A hook's panic is not recovered: it propagates to the
+// caller of the call (RoundTrip, Retry), on the caller's goroutine,
+// whichever goroutine the hook ran on, with everything the call held given
+// back (only an OnAttemptEnd that fires after the call returned has no
+// caller to reach: see there). Payloads, and the
 // request a Subject points to, must not be modified; only an
 // AttemptStartEvent's Carrier may be written.
 type Hooks struct {
@@ -303,7 +307,9 @@ type Hooks struct {
 	OnAttemptStart func(ctx context.Context, e AttemptStartEvent) context.Context
 	// OnAttemptEnd fires once per attempt when its result is known and
 	// classified, or it was cancelled. For an attempt that lost a hedge
-	// race it may fire on the attempt's goroutine, after the call returned.
+	// race it may fire on the attempt's goroutine, after the call returned;
+	// a panic there has no caller left to reach, and is recovered and
+	// dropped rather than kill the process.
 	OnAttemptEnd func(e AttemptEndEvent)
 	// OnRetry fires when a retry is scheduled, before any sleep and after
 	// the failed attempt's result, if it had one, was retained
