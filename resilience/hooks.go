@@ -288,10 +288,10 @@ type ResultDoneEvent struct {
 // synchronously on the goroutine that drives the call (for the transport,
 // the one that called RoundTrip), except where a field says otherwise, so
 // keep them fast. The engine never calls a hook while holding a lock, so a
-// hook may call the Engine's BudgetTokens and BreakerState (or the
-// transport's). A panicking hook is not recovered. Payloads, and the
-// request a Subject points to, must not be modified; only an
-// AttemptStartEvent's Carrier may be written.
+// hook may call the Engine's Stats (or the transport's or the Retrier's).
+// A panicking hook is not recovered. Payloads, and the request a Subject
+// points to, must not be modified; only an AttemptStartEvent's Carrier may
+// be written.
 type Hooks struct {
 	// OnCallStart fires when a call begins, before the breaker is asked.
 	// The context it returns (which must derive from ctx) is the parent of
