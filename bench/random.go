@@ -359,7 +359,7 @@ func (res *RandomResult) write(w io.Writer) {
 	}
 }
 
-// randomGoals are issue 24's targets for adaptive hedging at MaxExtraLoad
+// goals returns issue 24's targets for adaptive hedging at MaxExtraLoad
 // 5%, checked on this run.
 func (res *RandomResult) goals() []goal {
 	var adaptive RandomRow

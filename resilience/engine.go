@@ -188,7 +188,7 @@ type Verdict struct {
 	HasRetryAfter bool
 }
 
-// AttemptInfo describes an attempt to Call.Do.
+// AttemptInfo describes one attempt to the Operation's Do.
 type AttemptInfo struct {
 	Number int // 1-based
 	Kind   AttemptKind

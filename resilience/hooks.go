@@ -288,14 +288,13 @@ type ResultDoneEvent struct {
 // synchronously on the goroutine that drives the call (for the transport,
 // the one that called RoundTrip), except where a field says otherwise, so
 // keep them fast. The engine never calls a hook while holding a lock, so a
-// hook may call the Engine's BudgetTokens and BreakerState (or the
-// transport's). A hook's panic is not recovered: it propagates to the
-// caller of the call (RoundTrip, Retry), on the caller's goroutine,
-// whichever goroutine the hook ran on, with everything the call held given
-// back (only an OnAttemptEnd that fires after the call returned has no
-// caller to reach: see there). Payloads, and the
-// request a Subject points to, must not be modified; only an
-// AttemptStartEvent's Carrier may be written.
+// hook may call the Engine's Stats (or the transport's or the Retrier's).
+// A hook's panic is not recovered: it propagates to the caller of the call
+// (RoundTrip, Retry), on the caller's goroutine, whichever goroutine the
+// hook ran on, with everything the call held given back (only an
+// OnAttemptEnd that fires after the call returned has no caller to reach:
+// see there). Payloads, and the request a Subject points to, must not be
+// modified; only an AttemptStartEvent's Carrier may be written.
 type Hooks struct {
 	// OnCallStart fires when a call begins, before the breaker is asked.
 	// The context it returns (which must derive from ctx) is the parent of

@@ -309,7 +309,7 @@ var noExemplar = context.Background()
 // inFlightCell counts the attempts in flight of one attribute set of
 // gotry.attempts.in_flight. The count is gotry's own: an attempt's start and
 // end are each one atomic add, and the meter reads every cell at collection
-// (observeInFlight). As two synchronous measurements per attempt the SDK
+// (the callback newInFlightCells registers). As two synchronous measurements per attempt the SDK
 // resolved the attribute set, looked up its aggregation and offered an
 // exemplar twice for a number only a collection reads. The instrument is
 // still an up-down counter (a non-monotonic sum), as before.

@@ -339,9 +339,10 @@
 //
 //   - A non-idempotent request is sent at most once unless you allow more
 //     (Idempotency-Key, WithNonIdempotentRetries, Policy.RetryNonIdempotent).
-//   - At most MaxBufferedBody bytes of a body are buffered (plus one byte
-//     that shows it is larger), every attempt sends exactly the caller's
-//     bytes, and the caller's body is always closed.
+//   - At most WithMaxBufferedBody's bytes (DefaultMaxBufferedBody unless
+//     set) of a body are buffered (plus one byte that shows it is larger),
+//     every attempt sends exactly the caller's bytes, and the caller's body
+//     is always closed.
 //   - A Retry-After wait is never negative, never longer than
 //     WithMaxRetryAfter and never ends after the request's deadline.
 //   - The package writes nothing: no logger, no stdout or stderr, and its

@@ -24,10 +24,10 @@ import (
 //   - one timer armed and stopped: a pooled runtime timer, reset and
 //     stopped, as the engine's are (the timeout is armed only if the hedge
 //     delay passes, as gotry does);
-//   - a breaker admission: the host's breaker found as gotry finds it for a
-//     single host, by comparing the host with the one found last (a map
-//     lookup otherwise), and an atomic load of a closed breaker's state
-//     (gotry's closed fast path also records the time of use);
+//   - a breaker admission: the host's breaker found by comparing the host
+//     with the one found last (a map lookup otherwise; gotry does one
+//     sync.Map load per call), and an atomic load of a closed breaker's
+//     state (gotry's closed fast path also records the time of use);
 //   - a retry budget deposit: one atomic add (gotry's picks a stripe per
 //     processor and stamps the second).
 //

@@ -28,7 +28,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/MrVSiK/gotry/internal/demo"
+	"github.com/MrVSiK/gotry/cmd/gotry-demo/internal/demo"
 )
 
 func main() {

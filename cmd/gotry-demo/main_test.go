@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/MrVSiK/gotry/internal/demo"
+	"github.com/MrVSiK/gotry/cmd/gotry-demo/internal/demo"
 )
 
 func TestMain(m *testing.M) {

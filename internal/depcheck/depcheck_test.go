@@ -84,10 +84,45 @@ func goList(t *testing.T, args ...string) []byte {
 	return out
 }
 
+// TestInternalIsFoundation holds ARCHITECTURE.md's rule that internal/ is
+// the foundation only: no package under internal/ (non-test code,
+// transitively) imports a package of this module outside internal/ other
+// than the public clock, so nothing there depends on resilience, transport
+// or telemetry and the import graph never runs back up. Code that builds on
+// the whole library (the demo) lives under its command instead. The test
+// checks that the pattern reached the packages it names, so a rename that
+// empties it fails here rather than passing on nothing.
+func TestInternalIsFoundation(t *testing.T) {
+	const mod = "github.com/MrVSiK/gotry/"
+	out := goList(t, "-f", "{{.ImportPath}} {{join .Deps \" \"}}", mod+"internal/...")
+	checked := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		checked[pkg] = true
+		for _, dep := range fields[1:] {
+			if !strings.HasPrefix(dep, mod) {
+				continue
+			}
+			dep = strings.TrimPrefix(dep, mod)
+			if dep != "clock" && !strings.HasPrefix(dep, "internal/") {
+				t.Errorf("%s imports %s; internal/ may import only the standard library, clock and internal/", pkg, dep)
+			}
+		}
+	}
+	for _, p := range []string{"internal/benchratio", "internal/clock", "internal/jitter", "internal/kiterr", "internal/sdktest", "internal/testwait"} {
+		if !checked[p] {
+			t.Errorf("go list did not check %s; output:\n%s", p, out)
+		}
+	}
+}
+
 // TestLayering holds the import rules ARCHITECTURE.md draws: each package
 // of this module may import (transitively, non-test code) only the module
-// packages listed for it, so telemetry never leaks into the core, the
-// transport never into the engine, and nothing imports the demo.
+// packages listed for it, so telemetry never leaks into the core and the
+// transport never into the engine. (That nothing imports the demo the
+// compiler holds: it is cmd/gotry-demo/internal/demo, importable only from
+// below cmd/gotry-demo.)
 func TestLayering(t *testing.T) {
 	const mod = "github.com/MrVSiK/gotry/"
 	allowed := map[string][]string{

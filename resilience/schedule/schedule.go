@@ -82,9 +82,9 @@ type Config struct {
 // it. Find it with errors.As. The type is shared with the other kit packages
 // (periodic.ConfigError, cache.ConfigError, dnscache.ConfigError are the same
 // type). Only the kit's New functions return it; the constructors of package
-// resilience that validate their arguments (NewBudget, NewBreakers, the
-// Backoff constructors, the Retrier's Option constructors) panic instead, with a
-// message naming the argument or option.
+// resilience that validate their arguments (NewEngine, the Backoff
+// constructors, the Retrier's Option constructors) panic instead,
+// with a message naming the argument, field or option.
 type ConfigError = kiterr.ConfigError
 
 // Schedule is a backoff delay calculator. It never sleeps, starts no
