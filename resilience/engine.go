@@ -25,6 +25,14 @@ import (
 // that in a Call. An Engine is safe for concurrent use and is meant to be
 // shared by every call to one downstream, so its budget and breakers have
 // memory.
+//
+// Most users want the transport (HTTP) or a Retrier (any function). Build
+// an Engine for a client of another protocol whose results own something
+// that must be given back when another attempt supersedes them or a hedge
+// wins (a stream, a pooled connection, a lease): the Operation's Retain and
+// Release are where the engine hands them back, which a Retrier's function
+// cannot express. Telemetry instruments an Engine as it does the others
+// (EngineConfig.HooksFor with telemetry's Telemetry.Engine).
 type Engine struct {
 	clock  clock.Clock
 	budget *retryBudget
@@ -71,6 +79,13 @@ type EngineConfig struct {
 	Breaker *BreakerConfig
 	// Hooks observe every call.
 	Hooks Hooks
+	// HooksFor, when set, makes hooks for the engine being built, for an
+	// adapter whose hooks need the engine (telemetry keeps it to read its
+	// Stats for gauges); they combine after Hooks, as Combine does.
+	// NewEngine calls it once, before the engine is ready for use: it may
+	// keep e, and must not run calls on it or read its Stats until NewEngine
+	// has returned.
+	HooksFor func(e *Engine) Hooks
 	// Clock is the time source; nil means the real clock. Tests inject a fake.
 	Clock clock.Clock
 	// Adaptive, when set, keeps the per-key latency state that calls whose
@@ -116,14 +131,14 @@ func NewEngine(cfg EngineConfig) *Engine {
 		e.limit = &l
 		e.hosts.newLimit = func() *limiter { return newLimiter(e.limit) }
 	}
+	if cfg.HooksFor != nil {
+		e.hooks = Combine(e.hooks, cfg.HooksFor(e))
+	}
 	h := &e.hooks
 	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.adaptive != nil
 	e.plain = !e.timed && e.hosts == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
 }
-
-// Hooks returns the engine's hooks.
-func (e *Engine) Hooks() Hooks { return e.hooks }
 
 // Now reads the engine's clock.
 func (e *Engine) Now() time.Time { return e.clock.Now() }
@@ -237,6 +252,21 @@ type carrier interface {
 // Operation is what a call does, supplied by the adapter (the transport, or
 // Retry). The engine calls its methods; Do and Classify may run on attempt
 // goroutines, concurrently with each other, when hedging is on.
+//
+// An Operation may also have any of these methods, which change how the
+// engine runs its calls (each is described where its interface is
+// declared, in engine.go):
+//
+//   - CancelsPromptly(): Do returns promptly once its context is
+//     cancelled. A hedging call then runs each attempt on the caller's
+//     goroutine until a hedge fires (no goroutine on the success path);
+//     without it every attempt of a hedging call runs on a goroutine of
+//     its own.
+//   - Recycle(): called as Execute returns when nothing but the caller can
+//     use the Operation any more, so an adapter may pool it.
+//   - NewCarrier(AttemptInfo) any: metadata of each attempt that
+//     OnAttemptStart may write (the transport: the attempt's request
+//     headers, for trace context), handed to Do as AttemptInfo.Carrier.
 type Operation[T any] interface {
 	// Prepare runs once after admission and before the first attempt with
 	// the number of attempts the call may make (1 for a probe). It returns

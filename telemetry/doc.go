@@ -7,9 +7,10 @@
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
 //	tr := transport.New(base, tel.Transport(telemetry.Name("payments")))
 //	r := resilience.NewRetrier(tel.Retrier(telemetry.Name("jobs")))
+//	e := resilience.NewEngine(resilience.EngineConfig{HooksFor: tel.Engine(telemetry.Name("ledger"))})
 //
-// Telemetry.Transport and Telemetry.Retrier give spans, metrics, logs and
-// gauges at once, and compose with the package's other options. With
+// Telemetry.Transport, Telemetry.Retrier and Telemetry.Engine give spans,
+// metrics, logs and gauges at once, and compose with the package's other options. With
 // otelhttp in the transport's base, otelhttp makes the attempts' CLIENT
 // spans and gotry none, adding its attempt attributes to them (see
 // Telemetry.Transport); AttemptAnnotator inside otelhttp does so from each

@@ -96,6 +96,7 @@ func (t *Telemetry) instruments(src statsSource) bool {
 var (
 	_ statsSource = (*transport.Transport)(nil)
 	_ statsSource = (*resilience.Retrier)(nil)
+	_ statsSource = (*resilience.Engine)(nil)
 )
 
 // collect reports every live source, and forgets those that are gone.

@@ -71,8 +71,24 @@ func (t *Telemetry) Retrier(opts ...HooksOption) resilience.Option {
 	})
 }
 
-// HooksOption configures what Telemetry.Transport and Telemetry.Retrier
-// wire. A nil HooksOption changes nothing.
+// Engine returns the hooks maker that gives a resilience.Engine its
+// spans, metrics, logs and gauges, as Retrier does for a Retrier (an
+// engine's keys are operations too):
+//
+//	e := resilience.NewEngine(resilience.EngineConfig{HooksFor: tel.Engine(telemetry.Name("ledger"))})
+func (t *Telemetry) Engine(opts ...HooksOption) func(*resilience.Engine) resilience.Hooks {
+	hc := newHooksConfig(opts)
+	return func(e *resilience.Engine) resilience.Hooks {
+		if t.instruments(e) {
+			return resilience.Hooks{} // given twice: the first one wires it
+		}
+		t.observe(gaugeSource{name: hc.name, op: true, get: weakly(e)})
+		return t.hooks(hc.name, false)
+	}
+}
+
+// HooksOption configures what Telemetry.Transport, Telemetry.Retrier and
+// Telemetry.Engine wire. A nil HooksOption changes nothing.
 type HooksOption interface{ applyHooks(*hooksConfig) }
 
 type hooksOptionFunc func(*hooksConfig)

@@ -655,3 +655,52 @@ func TestGaugesForgetCollectedTransports(t *testing.T) {
 	}
 	runtime.KeepAlive(kept)
 }
+
+// streamOp is an Operation of a protocol other than HTTP for the engine
+// test: every attempt fails with a retryable answer.
+type streamOp struct{}
+
+func (streamOp) Prepare(n int) (int, resilience.EndReason, error) { return n, 0, nil }
+func (streamOp) Do(context.Context, resilience.AttemptInfo) (int, error) {
+	return 0, errors.New("unavailable")
+}
+func (streamOp) Classify(_ int, err error, _ resilience.AttemptInfo) resilience.Verdict {
+	return resilience.Verdict{Retryable: err != nil}
+}
+func (streamOp) Retain(_ context.Context, v int) int { return v }
+func (streamOp) Release(int)                         {}
+
+// An Engine a user builds is instrumented as a Retrier is (issue #29: it
+// could not be at all): its calls' metrics and its gauges carry the call
+// key as gotry.operation.
+func TestMetricsEngine(t *testing.T) {
+	r := newRig(t)
+	e := resilience.NewEngine(resilience.EngineConfig{HooksFor: r.tel.Engine(Name("ledger")),
+		Breaker: &resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}})
+	res := resilience.Execute(t.Context(), e, resilience.Call[int]{Key: "append", Op: streamOp{},
+		Policy: resilience.Policy{MaxAttempts: 2, Backoff: resilience.Constant(time.Millisecond)}})
+	if res.Err == nil {
+		t.Fatal("the call succeeded; want the failure")
+	}
+	rm := r.collect(t)
+	runtime.KeepAlive(e) // the gauges hold it weakly
+	want := map[string]map[string]float64{
+		MetricAttempts: {
+			"gotry.attempt.kind=initial,gotry.attempt.outcome=retryable,gotry.operation=append,gotry.transport=ledger": 1,
+		},
+		MetricBreakerState: {
+			"gotry.breaker.state=closed,gotry.operation=append,gotry.transport=ledger":    0,
+			"gotry.breaker.state=open,gotry.operation=append,gotry.transport=ledger":      1,
+			"gotry.breaker.state=half-open,gotry.operation=append,gotry.transport=ledger": 0,
+		},
+	}
+	for name, series := range want {
+		_, ps := find(t, rm, name)
+		got := sums(ps)
+		for k, v := range normalize(series) {
+			if got[k] != v {
+				t.Errorf("%s{%s} = %v, want %v (have %v)", name, k, got[k], v, got)
+			}
+		}
+	}
+}
