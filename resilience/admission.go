@@ -86,12 +86,12 @@ func (r *run[T]) driven() bool {
 func (r *run[T]) admit() (transition, Result[T], bool) {
 	e, c := r.e, r.c
 	var tr transition
-	if e.hosts != nil && c.Key != "" {
+	if e.hosts != nil {
 		if r.host = e.hosts.get(c.Key, e.seconds.Time()); r.host == nil {
 			e.hosts.untrackedCall()
 		}
 	}
-	if e.breakers != nil && c.Key != "" {
+	if e.breakers != nil {
 		t, trn, err := e.breakers.allow(r.host, c.Key, e.seconds.Time(), true)
 		if err != nil {
 			r.report(trn)
@@ -244,7 +244,7 @@ func (r *run[T]) spend(k AttemptKind, ad *admission) bool {
 // reporting a refusal to OnBreakerReject.
 func (r *run[T]) admitBreaker(ad *admission) bool {
 	e := r.e
-	if e.breakers == nil || r.c.Key == "" {
+	if e.breakers == nil {
 		return true
 	}
 	t, tr, err := e.breakers.allow(r.host, r.c.Key, e.seconds.Time(), false)

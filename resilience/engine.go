@@ -295,8 +295,9 @@ type Operation[T any] interface {
 
 // Call is one unit of work for Execute.
 type Call[T any] struct {
-	// Key selects the breaker (the host, for the transport) and names the
-	// call in events. An empty key skips the breaker.
+	// Key selects the per-key state (breaker, adaptive delay, concurrency
+	// limit: the host, for the transport) and names the call in events.
+	// The empty key is a key like any other.
 	Key string
 	// Subject is passed through to every event unchanged.
 	Subject any

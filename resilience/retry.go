@@ -22,6 +22,24 @@ type Retrier struct {
 	retryIf func(error) bool
 }
 
+// Defaults that the Retrier and the transport share (package transport's
+// constants of the same names are these).
+const (
+	// DefaultMaxAttempts is how many attempts a call may make, retries and
+	// hedges together.
+	DefaultMaxAttempts = 3
+	// DefaultMaxRetryAfter is the longest server-dictated delay waited for:
+	// a server asking for longer is better answered at once than waited
+	// on while the caller's deadline runs down.
+	DefaultMaxRetryAfter = 30 * time.Second
+)
+
+// DefaultBackoff is the backoff when none is set: full jitter from 100ms
+// (the order of a loopback-to-region round trip, so a first retry does
+// not pile onto a failure still in progress), capped at 5s (past which a
+// caller's deadline usually ends first).
+func DefaultBackoff() Backoff { return ExponentialJitter(100*time.Millisecond, 5*time.Second) }
+
 // Option configures a Retrier. Options are applied in order at NewRetrier;
 // a later option overrides an earlier one, except WithHooks, which adds. The
 // option constructors check their arguments when they are called and panic,
@@ -35,7 +53,8 @@ type optionFunc func(*retrierConfig)
 func (f optionFunc) apply(c *retrierConfig) { f(c) }
 
 type retrierConfig struct {
-	policy  Policy
+	policy   Policy
+	adaptive *AdaptiveHedging
 	ratio   float64
 	minPS   int
 	breaker *BreakerConfig
@@ -47,7 +66,7 @@ type retrierConfig struct {
 }
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together
-// (default 3). It panics if n < 1.
+// (default DefaultMaxAttempts). It panics if n < 1.
 func WithMaxAttempts(n int) Option {
 	if n < 1 {
 		panic(fmt.Sprintf("resilience: WithMaxAttempts: attempts must be at least 1, got %d", n))
@@ -55,8 +74,7 @@ func WithMaxAttempts(n int) Option {
 	return optionFunc(func(c *retrierConfig) { c.policy.MaxAttempts = n })
 }
 
-// WithBackoff sets the delay between retries (default full jitter from
-// 100ms to 5s). It panics on nil.
+// WithBackoff sets the delay between retries (default DefaultBackoff). It panics on nil.
 func WithBackoff(b Backoff) Option {
 	if isNil(b) {
 		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
@@ -79,7 +97,41 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 	if delay < 0 || maxHedges < 0 {
 		panic(fmt.Sprintf("resilience: WithHedging: delay and maxHedges must not be negative, got %v, %d", delay, maxHedges))
 	}
-	return optionFunc(func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges })
+	return optionFunc(func(c *retrierConfig) {
+		c.adaptive, c.policy.Adaptive = nil, false
+		c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges
+	})
+}
+
+// WithAdaptiveHedging hedges each call after a delay learned from its
+// key's recent latencies, with at most maxHedges extra attempts in flight
+// and hedges held within cfg.MaxExtraLoad of the calls (see
+// AdaptiveHedging for the model, the cold start and the bounds); as
+// transport.WithAdaptiveHedging does for hosts. A later WithHedging turns it
+// off. It panics, naming the field, when cfg makes no sense or
+// maxHedges < 1.
+func WithAdaptiveHedging(cfg AdaptiveHedging, maxHedges int) Option {
+	if err := cfg.Validate(); err != nil {
+		panic("resilience: WithAdaptiveHedging: " + strings.TrimPrefix(err.Error(), "resilience: "))
+	}
+	if maxHedges < 1 {
+		panic(fmt.Sprintf("resilience: WithAdaptiveHedging: maxHedges must be at least 1, got %d", maxHedges))
+	}
+	return optionFunc(func(c *retrierConfig) {
+		c.adaptive = &cfg
+		c.policy.Adaptive, c.policy.HedgeDelay, c.policy.MaxHedges = true, 0, maxHedges
+	})
+}
+
+// WithMaxRetryAfter sets the longest delay an error may dictate through a
+// RetryAfter method (see Retry) that the Retrier will wait for (default
+// DefaultMaxRetryAfter, as the transport's); a longer one ends the call
+// with that error. 0 honours only a zero delay. It panics if d < 0.
+func WithMaxRetryAfter(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("resilience: WithMaxRetryAfter: duration must not be negative, got %v", d))
+	}
+	return optionFunc(func(c *retrierConfig) { c.policy.MaxRetryAfter = d })
 }
 
 // WithBudget sets the retry budget as EngineConfig.BudgetRatio and
@@ -177,7 +229,7 @@ func WithRetryIf(f func(error) bool) Option {
 // NewRetrier returns a Retrier.
 func NewRetrier(opts ...Option) *Retrier {
 	c := retrierConfig{
-		policy: Policy{MaxAttempts: 3, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
+		policy: Policy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff(), MaxRetryAfter: DefaultMaxRetryAfter},
 		ratio:  0.1, minPS: 10,
 		retryIf: DefaultRetryIf,
 	}
@@ -192,7 +244,7 @@ func NewRetrier(opts ...Option) *Retrier {
 		hooks = Combine(hooks, f(r))
 	}
 	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker,
-		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock})
+		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock, Adaptive: c.adaptive})
 	return r
 }
 

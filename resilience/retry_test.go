@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -398,3 +399,59 @@ func TestRetrierConcurrencyLimit(t *testing.T) {
 		}
 	}
 }
+
+// The Retrier's defaults and options are the transport's (issue #29: the
+// Retrier waited for any Retry-After, had no adaptive hedging, and an empty
+// key silently turned off its breaker).
+func TestRetrierSharesTheTransportsVocabulary(t *testing.T) {
+	t.Run("a Retry-After past DefaultMaxRetryAfter ends the call", func(t *testing.T) {
+		r := NewRetrier(WithBackoff(Constant(0)))
+		calls := 0
+		_, err := Retry(context.Background(), r, "k", func(context.Context) (int, error) {
+			calls++
+			return 0, retryAfterErr{DefaultMaxRetryAfter + time.Second}
+		})
+		if err == nil || calls != 1 {
+			t.Fatalf("%d calls, err %v; want one call ended by the long Retry-After", calls, err)
+		}
+	})
+	t.Run("the empty key has a breaker", func(t *testing.T) {
+		r := NewRetrier(WithMaxAttempts(1), WithBreaker(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}))
+		fail := func(context.Context) (int, error) { return 0, errors.New("down") }
+		_, _ = Retry(context.Background(), r, "", fail)
+		_, err := Retry(context.Background(), r, "", fail)
+		if !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("second call under the empty key: %v, want the open breaker", err)
+		}
+	})
+	t.Run("adaptive hedging learns the key's delay", func(t *testing.T) {
+		r := NewRetrier(WithAdaptiveHedging(AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
+		if _, err := Retry(context.Background(), r, "k", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			t.Fatal(err)
+		}
+		h, ok := r.Stats().Host("k")
+		if !ok || h.HedgeDelay <= 0 || r.Stats().MaxExtraLoad != 0.05 {
+			t.Fatalf("stats %+v; want the key's adaptive delay and the cap", r.Stats())
+		}
+	})
+	t.Run("nonsense names the option", func(t *testing.T) {
+		for name, f := range map[string]func(){
+			"WithAdaptiveHedging": func() { WithAdaptiveHedging(AdaptiveHedging{MaxExtraLoad: 2}, 1) },
+			"WithMaxRetryAfter":   func() { WithMaxRetryAfter(-time.Second) },
+		} {
+			func() {
+				defer func() {
+					if p := fmt.Sprint(recover()); !strings.Contains(p, name) {
+						t.Errorf("%s: panic %q does not name the option", name, p)
+					}
+				}()
+				f()
+			}()
+		}
+	})
+}
+
+type retryAfterErr struct{ d time.Duration }
+
+func (e retryAfterErr) Error() string             { return "slow down" }
+func (e retryAfterErr) RetryAfter() time.Duration { return e.d }

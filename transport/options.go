@@ -13,10 +13,10 @@ import (
 
 // Defaults of a Transport built with no options.
 const (
-	DefaultMaxAttempts     = 3
+	DefaultMaxAttempts     = resilience.DefaultMaxAttempts
 	DefaultBudgetRatio     = 0.1
 	DefaultBudgetMinPerSec = 10
-	DefaultMaxRetryAfter   = 30 * time.Second
+	DefaultMaxRetryAfter   = resilience.DefaultMaxRetryAfter
 	DefaultMaxBufferedBody = 1 << 20  // 1 MiB
 	DefaultMaxRetainedBody = 64 << 10 // 64 KiB
 	// retainTimeout bounds how long reading a superseded response's body
@@ -25,11 +25,9 @@ const (
 	retainTimeout = time.Second
 )
 
-// DefaultBackoff is the backoff of a Transport built without WithBackoff:
-// full jitter from 100ms, capped at 5s.
-func DefaultBackoff() resilience.Backoff {
-	return resilience.ExponentialJitter(100*time.Millisecond, 5*time.Second)
-}
+// DefaultBackoff is the backoff of a Transport built without WithBackoff
+// (resilience.DefaultBackoff: full jitter from 100ms, capped at 5s).
+func DefaultBackoff() resilience.Backoff { return resilience.DefaultBackoff() }
 
 // config is a Transport's settings; options write it once at New.
 type config struct {
@@ -75,8 +73,10 @@ func defaultConfig() config {
 // called and panic, with a message naming the option and the value, on one
 // that makes no sense; New itself never panics, and ignores nil options.
 // The options common to resilience's Retrier (WithMaxAttempts, WithBackoff,
-// WithBudget, WithHedging, WithBreaker, WithPerAttemptTimeout, WithHooks,
-// WithHooksFor) have the same names and meanings there.
+// WithBudget, WithHedging, WithAdaptiveHedging, WithBreaker,
+// WithConcurrencyLimit, WithPerAttemptTimeout, WithMaxRetryAfter,
+// WithHooks, WithHooksFor, WithClock) have the same names, defaults and
+// meanings there; WithMaxHosts is the Retrier's WithMaxKeys.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
