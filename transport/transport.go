@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -96,7 +97,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
 	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
-	c.cl = t.cfg.classifier
+	c.cl, c.headerTimeout = t.cfg.classifier, t.cfg.headerTimeout
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)
 	}
@@ -129,6 +130,7 @@ type call struct {
 	first           io.ReadCloser                 // the body the first attempt sends
 	nonIdempotentOK bool                          // the request's Policy allows repeating it
 	policyErr       error                         // the request's Policy is invalid; Prepare reports it
+	headerTimeout   time.Duration                 // each attempt's header timeout; 0 for none
 	firstIsOriginal bool                          // first is req.Body itself (not a buffer or prefix)
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
@@ -180,6 +182,9 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 	}
 	if rp.PerAttemptTimeout > 0 {
 		p.PerAttemptTimeout = rp.PerAttemptTimeout
+	}
+	if rp.PerAttemptHeaderTimeout > 0 {
+		c.headerTimeout = rp.PerAttemptHeaderTimeout
 	}
 	if rp.Classifier != nil {
 		c.cl = rp.Classifier
@@ -284,13 +289,17 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	cfg := &c.t.cfg
 	hooks := &c.t.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" {
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
 		return c.send(req)
 	}
 	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
+	var ht *headerTimer
+	if c.headerTimeout > 0 {
+		ctx, ht = withHeaderTimeout(ctx, c.headerTimeout, cfg.clock)
+	}
 	out := req.WithContext(ctx)
 	out.Body = body
 	if c.getBody != nil {
@@ -304,6 +313,9 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	if header != nil {
 		out.Header = header
+	}
+	if ht != nil {
+		return ht.finish(c.send(out))
 	}
 	return c.send(out)
 }
@@ -361,6 +373,9 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 	}
 	v := resilience.Verdict{Retryable: d == Retry}
 	if resp == nil {
+		// A header timeout is congestion to the concurrency limit, as the
+		// engine's own per-attempt timeout is.
+		v.Overload = err != nil && c.headerTimeout > 0 && isHeaderTimeout(err)
 		return v
 	}
 	v.Code = resp.StatusCode
