@@ -117,7 +117,7 @@ func TestHeaderTimeoutCutsOffASilentServer(t *testing.T) {
 			ctx := transport.WithPolicy(testCtx(t), tc.policy)
 			ch := goRoundTrip(tr, newRequest(t, ctx, http.MethodPut, s.URL, strings.NewReader("payload")))
 			recv(t, s.arrived, "the first attempt") // the server has read the body
-			waitArmed(t, fc, 1)                      // the write is done: the timer runs
+			waitArmed(t, fc, 1)                     // the write is done: the timer runs
 			fc.Advance(999 * time.Millisecond)
 			select {
 			case r := <-ch:

@@ -101,9 +101,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)
 	}
-	if rc.Policy.MaxHedges > 0 && hasHeader(req.Header, "Upgrade") {
+	if rc.Policy.MaxHedges > 0 && (hasHeader(req.Header, "Upgrade") || !c.mayRepeat()) {
 		// A hedged Upgrade could leave a live 101 connection behind as a
-		// loser. (A direct map lookup: the key is canonical.)
+		// loser. (A direct map lookup: the key is canonical.) A request
+		// that may not be repeated is never hedged; it may be retried only
+		// after a refused stream (see Prepare).
 		rc.Policy.MaxHedges = 0
 	}
 	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
@@ -131,7 +133,10 @@ type call struct {
 	nonIdempotentOK bool                          // the request's Policy allows repeating it
 	policyErr       error                         // the request's Policy is invalid; Prepare reports it
 	headerTimeout   time.Duration                 // each attempt's header timeout; 0 for none
-	firstIsOriginal bool                          // first is req.Body itself (not a buffer or prefix)
+	// refusedOnly says the request may not be repeated but its body can be
+	// replayed: it is retried only after a refused stream (see Prepare).
+	refusedOnly     bool
+	firstIsOriginal bool // first is req.Body itself (not a buffer or prefix)
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
@@ -201,6 +206,12 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 	return nil
 }
 
+// mayRepeat reports whether the request may be sent more than once: it is
+// idempotent, or the transport or its Policy allows repeating any request.
+func (c *call) mayRepeat() bool {
+	return c.t.cfg.nonIdempotent || c.nonIdempotentOK || c.idempotent()
+}
+
 // idempotent reports whether req may be sent more than once.
 func (c *call) idempotent() bool {
 	switch c.req.Method {
@@ -248,8 +259,17 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	if n <= 1 {
 		return 1, resilience.ReasonAttemptsExhausted, nil
 	}
-	if !c.idempotent() && !c.t.cfg.nonIdempotent && !c.nonIdempotentOK {
-		return 1, resilience.ReasonNotIdempotent, nil
+	if !c.mayRepeat() {
+		if !replayable(c.req) {
+			return 1, resilience.ReasonNotIdempotent, nil
+		}
+		// A stream the server refused unprocessed may be sent again
+		// whatever the method, and this body can be: further attempts
+		// are allowed for that failure only (see Classify). The body is
+		// not buffered for it: only one that already replays is replayed.
+		c.refusedOnly = true
+		c.getBody = c.req.GetBody
+		return n, 0, nil
 	}
 	if replayable(c.req) {
 		c.getBody = c.req.GetBody
@@ -372,6 +392,9 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 		d = decide(at, &c.t.cfg.statuses)
 	}
 	v := resilience.Verdict{Retryable: d == Retry}
+	if v.Retryable && c.refusedOnly && ClassifyError(err) != ClassStreamRefused {
+		v.NotIdempotent = true // retryable, but this request is not repeated for it
+	}
 	if resp == nil {
 		// A header timeout is congestion to the concurrency limit, as the
 		// engine's own per-attempt timeout is.
