@@ -257,8 +257,10 @@ func WithHooksFor(f func(t *Transport) Hooks) Option {
 }
 
 // WithPerAttemptTimeout bounds each attempt until its response headers
-// arrive (default none). An attempt that times out is retried; the response
-// body of a successful attempt is never cut off by it. It panics if d < 0.
+// arrive (default none), from the attempt's start: the upload of the
+// request body counts (WithPerAttemptHeaderTimeout does not count it). An
+// attempt that times out is retried; the response body of a successful
+// attempt is never cut off by it. It panics if d < 0.
 //
 // Over HTTP/2 a retry may go back onto the connection that the timed-out
 // attempt was on: http.Transport keeps a connection that stopped answering
@@ -364,7 +366,9 @@ func WithMaxRetainedBody(n int64) Option {
 }
 
 // WithNonIdempotentRetries lets POST, PATCH and other non-idempotent requests
-// be retried and hedged (default false). Enable it only when the server
+// be retried and hedged (default false). Without it such a request is
+// still retried after an HTTP/2 stream the server refused unprocessed
+// (ClassStreamRefused), when its body replays without buffering. Enable it only when the server
 // deduplicates, or when sending a request twice does no harm (an OTLP
 // export, on a transport of the exporter's own); an Idempotency-Key or
 // X-Idempotency-Key header already makes one request eligible, and so does
