@@ -17,7 +17,7 @@ type notIdempotentOp struct {
 var errRefused = errors.New("refused, unprocessed")
 
 func (o *notIdempotentOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
-	o.scripted.Do(ctx, a)
+	_, _ = o.scripted.Do(ctx, a) // counts the attempt; the codes decide the result
 	if c := o.codes[min(a.Number, len(o.codes))-1]; c != 0 {
 		return c, nil
 	}

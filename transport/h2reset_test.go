@@ -240,7 +240,7 @@ func (s *rawH2) serve(c net.Conn) {
 			case h2GoAway:
 				err = writeFrame(c, frameGoAway, 0, 0, append(code(0), code(0)...))
 			case h2GoAwayEnd:
-				writeFrame(c, frameGoAway, 0, 0, append(code(stream), code(0)...))
+				_ = writeFrame(c, frameGoAway, 0, 0, append(code(stream), code(0)...)) // the connection closes either way
 				return
 			case h2Malformed:
 				err = writeFrame(c, frameHeaders, flagEndHdrs|flagEndStream, stream, nil)
