@@ -257,3 +257,30 @@ func TestHeaderTimeoutValidation(t *testing.T) {
 		t.Errorf("error %v, want one naming Policy.PerAttemptHeaderTimeout", err)
 	}
 }
+
+// TestHeaderTimeoutOverHTTP2: net/http's HTTP/2 client reports the end of
+// the write too, so the header timeout works there as over HTTP/1.1.
+func TestHeaderTimeoutOverHTTP2(t *testing.T) {
+	fc := newClock()
+	var gone atomic.Int32
+	s := newFaultServer(t, true, hangUntilGone(&gone), answerOK)
+	var log callLog
+	tr := transport.New(s.base(t), noDelay, transport.WithClock(fc), log.hooks(),
+		transport.WithPerAttemptHeaderTimeout(time.Second))
+	ch := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodPut, s.URL, strings.NewReader("payload")))
+	waitArmed(t, fc, 1)
+	fc.Advance(time.Second)
+	r := recv(t, ch, "the retry's answer")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := readBody(t, r.resp); r.resp.ProtoMajor != 2 || body != okBody || s.count() != 2 {
+		t.Errorf("got HTTP/%d %q after %d requests, want HTTP/2 %q after 2", r.resp.ProtoMajor, body, s.count(), okBody)
+	}
+	if c := log.firstClass(t); c != transport.ClassAttemptTimeout {
+		t.Errorf("first attempt's error class %v, want attempt_timeout", c)
+	}
+	if !waitCount(&gone, 1) {
+		t.Error("the cut-off stream was never cancelled on the server")
+	}
+}
