@@ -448,3 +448,17 @@ func recvHit(t *testing.T, s *faultServer) {
 		t.Fatal("the server never saw the request")
 	}
 }
+
+// TestStreamClassesNamesAndRules: the names error.type carries, and both
+// classes are retryable by class (the eligibility of the request decides
+// the rest).
+func TestStreamClassesNamesAndRules(t *testing.T) {
+	for c, name := range map[transport.ErrorClass]string{
+		transport.ClassStreamReset:   "stream_reset",
+		transport.ClassStreamRefused: "stream_refused",
+	} {
+		if c.String() != name || !c.Retryable() {
+			t.Errorf("%d: %q, retryable %v; want %q, retryable", int(c), c.String(), c.Retryable(), name)
+		}
+	}
+}
