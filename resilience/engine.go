@@ -191,6 +191,14 @@ func (p Policy) adaptive(e *Engine) bool {
 type Verdict struct {
 	// Retryable reports that another attempt may succeed.
 	Retryable bool
+	// NotIdempotent reports that the result is retryable in kind, but the
+	// call may not be repeated for it: the call ends as if Prepare had
+	// allowed one attempt, with ReasonNotIdempotent (the breaker and the
+	// budget count it as the retryable failure it is). It is for an
+	// operation that allows further attempts only for the failures that
+	// are safe to repeat whatever the call, such as an HTTP/2 stream the
+	// server refused unprocessed; such an operation's call must not hedge.
+	NotIdempotent bool
 	// Overload reports that the downstream answered that it is overloaded
 	// (for HTTP: 503, 429): the concurrency limit counts it as congestion,
 	// not as a good result.

@@ -55,14 +55,14 @@ func (f optionFunc) apply(c *retrierConfig) { f(c) }
 type retrierConfig struct {
 	policy   Policy
 	adaptive *AdaptiveHedging
-	ratio   float64
-	minPS   int
-	breaker *BreakerConfig
-	limit   *ConcurrencyLimit
-	maxKeys int
-	hooks   []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
-	retryIf func(error) bool
-	clock   clock.Clock // nil: the wall clock
+	ratio    float64
+	minPS    int
+	breaker  *BreakerConfig
+	limit    *ConcurrencyLimit
+	maxKeys  int
+	hooks    []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
+	retryIf  func(error) bool
+	clock    clock.Clock // nil: the wall clock
 }
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together

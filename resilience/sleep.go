@@ -26,10 +26,13 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	if r.parent.Err() != nil {
 		return r.endAfter(a, ReasonCanceled), true // endWithout releases a
 	}
-	if r.launched >= r.maxAttempts {
+	if r.launched >= r.maxAttempts || a.verd.NotIdempotent {
 		if r.inflight > 0 {
 			keep()
 			return Result[T]{}, false
+		}
+		if a.verd.NotIdempotent {
+			return r.endAfter(a, ReasonNotIdempotent), true
 		}
 		return r.endAfter(a, r.limitReason), true
 	}

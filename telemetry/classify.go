@@ -18,6 +18,8 @@ const (
 	ErrorTypeConnectionRefused = "connection_refused" // nothing listened at the address
 	ErrorTypeConnectionReset   = "connection_reset"   // the peer reset or aborted the connection, or a write hit a broken pipe
 	ErrorTypeConnectionClosed  = "connection_closed"  // the connection closed before a full response (EOF)
+	ErrorTypeStreamReset       = "stream_reset"       // the HTTP/2 server reset the request's stream
+	ErrorTypeStreamRefused     = "stream_refused"     // the HTTP/2 server refused the stream unprocessed (REFUSED_STREAM, GOAWAY)
 	ErrorTypeDNSNotFound       = "dns_not_found"      // the host does not exist
 	ErrorTypeDNS               = "dns"                // another DNS failure
 	ErrorTypeTLS               = "tls"                // a certificate or TLS protocol failure
@@ -86,6 +88,8 @@ var errorTypes = [...]string{
 	transport.ClassConnectionRefused: ErrorTypeConnectionRefused,
 	transport.ClassConnectionReset:   ErrorTypeConnectionReset,
 	transport.ClassConnectionClosed:  ErrorTypeConnectionClosed,
+	transport.ClassStreamReset:       ErrorTypeStreamReset,
+	transport.ClassStreamRefused:     ErrorTypeStreamRefused,
 	transport.ClassTimeout:           ErrorTypeTimeout,
 	transport.ClassDial:              ErrorTypeOther,
 	transport.ClassOther:             ErrorTypeOther,

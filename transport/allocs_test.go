@@ -34,6 +34,15 @@ const (
 	armedExtraAllocsTarget = 4
 	armedExtraAllocs       = 4
 
+	// WithPerAttemptHeaderTimeout (issue #30): no target; "zero when
+	// unset" is defaultsExtraAllocs. The base here reports no write, so the
+	// timer is not armed (over a real base the timer and its callback add
+	// two): the headerTimer, the cancelable context and its cancel func,
+	// the ClientTrace, its WroteRequest method value, httptrace's context,
+	// the request clone and the body wrapper that cancels the context on
+	// Close.
+	headerTimeoutExtraAllocs = 8
+
 	// The concurrency limit alone (issue 23: "zero allocations on the
 	// success path").
 	limitExtraAllocs = 0
@@ -82,6 +91,7 @@ func TestAllocationsPerRequest(t *testing.T) {
 			transport.WithBreaker(resilience.BreakerConfig{}),
 			transport.WithPerAttemptTimeout(5*time.Second)), breakerTimeoutExtraAllocs, breakerTimeoutExtraAllocs},
 		{"armed: breaker+hedging(1s)+timeout", armed(memBase{}), armedExtraAllocs, armedExtraAllocsTarget},
+		{"header timeout", transport.New(memBase{}, transport.WithPerAttemptHeaderTimeout(5*time.Second)), headerTimeoutExtraAllocs, headerTimeoutExtraAllocs},
 		{"concurrency limit", transport.New(memBase{}, transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{})), limitExtraAllocs, limitExtraAllocs},
 	}
 	for _, p := range paths {

@@ -108,7 +108,20 @@ func decide(a Attempt, statuses *statusSet) Decision {
 // and package telemetry names error.type by it, so the two cannot disagree.
 // Classes are told apart by type, never by message, with one exception:
 // the few errors by which net/http's own HTTP/2 client reports a lost
-// connection have no type to tell them by (see ClassConnectionClosed).
+// connection, a stream the server did not process, or that a reset came
+// from the server have no type to tell them by (see ClassConnectionClosed,
+// ClassStreamReset and ClassStreamRefused).
+//
+// Over HTTP/2, a server that fails one request resets its stream where an
+// HTTP/1.1 server closes the connection: ClassStreamReset is retried as
+// ClassConnectionClosed is, when the request may be repeated (see
+// WithNonIdempotentRetries). ClassStreamRefused is the one class retried
+// for any request, POST included, when its body can be replayed (it has
+// none, or a GetBody): RFC 9113 §8.7 guarantees the server did not process
+// it. net/http's Transport retries such a request itself first (at once,
+// then after 1s, 2s, 4s ... up to 7 tries, when it can replay the body):
+// gotry sees the refusal when that ran out, or when its base does not
+// retry (an http.ClientConn, another HTTP/2 client).
 type ErrorClass int
 
 // Error classes, in the order ClassifyError tests for them.
@@ -124,6 +137,8 @@ const (
 	ClassConnectionRefused                   // nothing listened at the address: retried
 	ClassConnectionReset                     // reset, aborted, or a write hit a broken pipe: retried
 	ClassConnectionClosed                    // closed before a full response (EOF, or net/http's HTTP/2 client lost the connection): retried
+	ClassStreamReset                         // the HTTP/2 server reset the request's stream (RST_STREAM): retried when idempotent
+	ClassStreamRefused                       // the HTTP/2 server refused the stream unprocessed (REFUSED_STREAM, or above a GOAWAY's last stream id): retried whatever the method
 	ClassTimeout                             // a network timeout (dial, TLS handshake, headers, DNS): retried
 	ClassDial                                // any other failure to dial, so never reached the server: retried
 	ClassOther                               // anything else: not retried
@@ -155,6 +170,10 @@ func (c ErrorClass) String() string {
 		return "connection_reset"
 	case ClassConnectionClosed:
 		return "connection_closed"
+	case ClassStreamReset:
+		return "stream_reset"
+	case ClassStreamRefused:
+		return "stream_refused"
 	case ClassTimeout:
 		return "timeout"
 	case ClassDial:
@@ -171,7 +190,7 @@ func (c ErrorClass) String() string {
 func (c ErrorClass) Retryable() bool {
 	switch c {
 	case ClassAttemptTimeout, ClassDNS, ClassConnectionRefused, ClassConnectionReset,
-		ClassConnectionClosed, ClassTimeout, ClassDial:
+		ClassConnectionClosed, ClassStreamReset, ClassStreamRefused, ClassTimeout, ClassDial:
 		return true
 	}
 	return false
@@ -237,6 +256,11 @@ func ClassifyError(err error) ErrorClass {
 		return ClassConnectionClosed
 	case isStdlibConnLoss(err):
 		return ClassConnectionClosed
+	}
+	// HTTP/2 failures of one stream, and a connection closed after a
+	// GOAWAY (see h2reset.go).
+	if c := classifyH2(err); c != ClassNone {
+		return c
 	}
 	// Network timeouts (dial, TLS handshake, response headers).
 	var netErr net.Error

@@ -231,7 +231,7 @@ func TestHTTP2ConnectionLossIsRetryable(t *testing.T) {
 		{"ping timeout joined", errors.Join(errors.New("y"), lost), transport.ClassConnectionClosed},
 		{"closed conn", errorsNew("http2: client conn is closed"), transport.ClassConnectionClosed},
 		{"unusable conn", errorsNew("http2: client conn not usable"), transport.ClassConnectionClosed},
-		{"GOAWAY", errorsNew("http2: Transport received Server's graceful shutdown GOAWAY"), transport.ClassConnectionClosed},
+		{"GOAWAY", errorsNew("http2: Transport received Server's graceful shutdown GOAWAY"), transport.ClassStreamRefused},
 		{"ClientConn.Close", errorsNew("http2: client connection force closed via ClientConn.Close"), transport.ClassOther},
 		{"longer message", errorsNew("http2: client connection lost: and more"), transport.ClassOther},
 		{"message of a wrapper", fmt.Errorf("http2: client connection lost%w", errors.New("")), transport.ClassOther},

@@ -43,7 +43,13 @@
 //   - a connection that was refused, reset, aborted, hit a broken pipe or
 //     closed before a full response (EOF, unexpected EOF); a network
 //     timeout; any other failure to dial; a DNS failure other than "not
-//     found"; and a per-attempt timeout ([ErrAttemptTimeout]).
+//     found"; and a per-attempt timeout ([ErrAttemptTimeout]);
+//   - over HTTP/2, a stream the server reset (RST_STREAM, as Go's server
+//     does when a handler panics: [ClassStreamReset]), HTTP/2's way of
+//     failing one request where HTTP/1.1 closes the connection; and a
+//     stream the server refused unprocessed (REFUSED_STREAM, or above the
+//     last stream id of its GOAWAY: [ClassStreamRefused]), which is retried
+//     even when the request may not be repeated (see below).
 //
 // Everything else is final: other statuses, TLS and certificate failures,
 // DNS "not found", and the caller's own context errors (context.Canceled
@@ -67,7 +73,20 @@
 //     which is then read into memory. A larger body is sent once, exactly as
 //     given.
 //
-// An ineligible request gets one attempt. Eligibility is decided before the
+// An ineligible request gets one attempt, with one exception: when the
+// request may not be repeated but its body can be replayed without
+// buffering (no body, or a GetBody), it is retried after, and only after,
+// an HTTP/2 stream the server refused unprocessed ([ClassStreamRefused]):
+// RFC 9113 §8.7 guarantees such a stream was not processed, so the
+// request still reaches the server's logic at most once. Such a request is
+// never hedged; any other retryable failure ends it, with the give-up
+// reason not_idempotent, as before. (net/http's Transport resends a
+// refused stream itself first, when it can replay the body: at once, then
+// after 1s, 2s, 4s and so on, 7 tries in all; gotry sees the refusal when
+// those ran out or were cut off, or under a base that does not resend,
+// such as an http.ClientConn.)
+//
+// Eligibility is decided before the
 // body is touched: a request that will get exactly one attempt (ineligible,
 // MaxAttempts 1 as with [NoRetry], or a breaker probe) passes its body to the
 // base unread, so streaming uploads work, and a body whose ContentLength is
@@ -262,6 +281,42 @@
 // hedging off. The budget, breakers and hooks are transport-wide and cannot
 // be overridden per request.
 //
+// Under an SDK the Policy goes on the context the SDK operation is called
+// with: SDKs build their requests with the caller's context, so the
+// operation's attempts get it (an S3 upload a longer timeout than the
+// transport's, say: see below).
+//
+// # Timeouts
+//
+// Three limits bound a request, each from another start:
+//
+//   - the caller's deadline (the request's context) bounds the whole
+//     request, retries and backoff included; when it passes, the request
+//     ends and is not retried;
+//   - [WithPerAttemptTimeout] (Policy.PerAttemptTimeout) bounds each
+//     attempt from its start to its response headers: the upload of the
+//     request body counts;
+//   - [WithPerAttemptHeaderTimeout] (Policy.PerAttemptHeaderTimeout)
+//     bounds each attempt from the end of its request's write (body
+//     included) to its response headers, as net/http's
+//     Transport.ResponseHeaderTimeout does, but per attempt, per request
+//     through a Policy, and as a per-attempt timeout to the retry rules.
+//
+// Use the per-attempt timeout when requests are small and the time to the
+// answer is what matters (reads, RPC-like calls): it also bounds a stalled
+// connection or a slow upload. Use the header timeout when requests carry
+// large bodies over links of unknown speed (uploads, object stores): a 2
+// MiB PUT over a 1,000 KB/s link takes two seconds to send, and a
+// per-attempt timeout below that cuts off every attempt although the
+// server answers at once; the header timeout lets the upload take what it
+// takes and still cuts off a server that has the request and does not
+// answer. Both may be set: the first to expire ends the attempt; set the
+// per-attempt timeout well above the longest upload then, or per request.
+// Neither cuts off a response body being read: bound that with the
+// caller's deadline. An attempt cut off by either matches
+// [ErrAttemptTimeout], is retried (when the request is eligible) and
+// counts as a timeout for the budget and the concurrency limit.
+//
 // # Hooks
 //
 // [WithHooks] installs a [Hooks] value, which is [resilience.Hooks]: the
@@ -325,9 +380,11 @@
 //     connection when a reused one breaks before the response, so a
 //     server may see up to twice MaxAttempts arrivals.
 //   - HTTP/2: the errors net/http's HTTP/2 client returns for a lost
-//     connection ("http2: client connection lost" and three others, an
-//     exact list) are retried; they are the one exception to classifying
-//     errors by type. Without a health check a stalled connection stays
+//     connection ("http2: client connection lost" and two others, an
+//     exact list) are retried, and so are stream resets and refusals (see
+//     What is retried); these untyped errors, and the unexported types of
+//     the stream errors, are the one exception to classifying errors by
+//     exported type. Without a health check a stalled connection stays
 //     pooled, and retries after per-attempt timeouts go back onto it: set
 //     http.Transport.HTTP2 = &http.HTTP2Config{SendPingTimeout: ...,
 //     PingTimeout: ...} and allow enough attempts to outlast it.
@@ -337,8 +394,10 @@
 //
 // # Promises
 //
-//   - A non-idempotent request is sent at most once unless you allow more
-//     (Idempotency-Key, WithNonIdempotentRetries, Policy.RetryNonIdempotent).
+//   - A non-idempotent request is processed at most once unless you allow
+//     more (Idempotency-Key, WithNonIdempotentRetries,
+//     Policy.RetryNonIdempotent): it is sent once, and sent again only when
+//     an HTTP/2 server refused it unprocessed (REFUSED_STREAM, GOAWAY).
 //   - At most WithMaxBufferedBody's bytes (DefaultMaxBufferedBody unless
 //     set) of a body are buffered (plus one byte that shows it is larger),
 //     every attempt sends exactly the caller's bytes, and the caller's body

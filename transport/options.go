@@ -43,6 +43,7 @@ type config struct {
 	maxHosts          int
 	hooks             []func(*Transport) Hooks // WithHooks and WithHooksFor, in order; New combines them
 	perAttemptTimeout time.Duration
+	headerTimeout     time.Duration // WithPerAttemptHeaderTimeout; 0 for none
 	classifier        Classifier
 	statuses          statusSet
 	maxRetryAfter     time.Duration
@@ -257,8 +258,10 @@ func WithHooksFor(f func(t *Transport) Hooks) Option {
 }
 
 // WithPerAttemptTimeout bounds each attempt until its response headers
-// arrive (default none). An attempt that times out is retried; the response
-// body of a successful attempt is never cut off by it. It panics if d < 0.
+// arrive (default none), from the attempt's start: the upload of the
+// request body counts (WithPerAttemptHeaderTimeout does not count it). An
+// attempt that times out is retried; the response body of a successful
+// attempt is never cut off by it. It panics if d < 0.
 //
 // Over HTTP/2 a retry may go back onto the connection that the timed-out
 // attempt was on: http.Transport keeps a connection that stopped answering
@@ -276,6 +279,33 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 		invalid("WithPerAttemptTimeout", "timeout must not be negative, got %v", d)
 	}
 	return optionFunc(func(c *config) { c.perAttemptTimeout = d })
+}
+
+// WithPerAttemptHeaderTimeout bounds each attempt's wait for its response
+// headers, measured from the moment its request, body included, has been
+// written (default none): it is net/http's Transport.ResponseHeaderTimeout,
+// per attempt, settable per request (Policy.PerAttemptHeaderTimeout), and
+// on the transport's clock. Unlike WithPerAttemptTimeout, which runs from
+// the start of the attempt, it does not count the time an upload takes: a
+// 2 MiB body over a slow link is not cut off while it is still being sent,
+// and a server that has the whole request and does not answer still is.
+// An attempt it cuts off is a per-attempt timeout in every other respect:
+// its error matches ErrAttemptTimeout (ClassAttemptTimeout), it is retried,
+// and the budget and the concurrency limit count it as a timeout. The
+// response body is never cut off by it. The two timeouts may be set
+// together; the first to expire ends the attempt. It panics if d < 0.
+//
+// The moment of the write is what the base reports through
+// httptrace.ClientTrace's WroteRequest, on the attempt's context (a
+// ClientTrace the caller's context carries still gets its own hooks): a
+// base that does not report it (not an http.Transport, nor a wrapper of
+// one) never starts the timer. When it is set, an attempt costs about ten
+// allocations more; unset, nothing.
+func WithPerAttemptHeaderTimeout(d time.Duration) Option {
+	if d < 0 {
+		invalid("WithPerAttemptHeaderTimeout", "timeout must not be negative, got %v", d)
+	}
+	return optionFunc(func(c *config) { c.headerTimeout = d })
 }
 
 // WithClassifier installs a classifier consulted before the built-in rules;
@@ -337,7 +367,9 @@ func WithMaxRetainedBody(n int64) Option {
 }
 
 // WithNonIdempotentRetries lets POST, PATCH and other non-idempotent requests
-// be retried and hedged (default false). Enable it only when the server
+// be retried and hedged (default false). Without it such a request is
+// still retried after an HTTP/2 stream the server refused unprocessed
+// (ClassStreamRefused), when its body replays without buffering. Enable it only when the server
 // deduplicates, or when sending a request twice does no harm (an OTLP
 // export, on a transport of the exporter's own); an Idempotency-Key or
 // X-Idempotency-Key header already makes one request eligible, and so does

@@ -23,6 +23,10 @@ type Policy struct {
 	Backoff resilience.Backoff
 	// PerAttemptTimeout, if positive, replaces the transport's.
 	PerAttemptTimeout time.Duration
+	// PerAttemptHeaderTimeout, if positive, replaces the transport's (see
+	// WithPerAttemptHeaderTimeout): the time an attempt may wait for its
+	// response headers once its request has been written.
+	PerAttemptHeaderTimeout time.Duration
 	// Classifier, if set, replaces the transport's classifier.
 	Classifier Classifier
 	// RetryNonIdempotent lets this request be retried and hedged whatever
@@ -64,6 +68,8 @@ func (p Policy) validate() error {
 		return fmt.Errorf("transport: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
 	case p.PerAttemptTimeout < 0:
 		return fmt.Errorf("transport: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
+	case p.PerAttemptHeaderTimeout < 0:
+		return fmt.Errorf("transport: invalid Policy.PerAttemptHeaderTimeout %v: must not be negative", p.PerAttemptHeaderTimeout)
 	case p.Backoff != nil && nilBackoff(p.Backoff):
 		return fmt.Errorf("transport: invalid Policy.Backoff: a nil BackoffFunc")
 	case p.Criticality < resilience.CriticalitySheddable || p.Criticality > resilience.CriticalityCritical:

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -96,13 +97,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// An invalid Policy is reported by Prepare, before any attempt, so the
 	// request hooks still see the request start and end.
 	rc := resilience.Call[*http.Response]{Subject: req, Policy: t.policy, Op: c}
-	c.cl = t.cfg.classifier
+	c.cl, c.headerTimeout = t.cfg.classifier, t.cfg.headerTimeout
 	if rp, ok := PolicyFrom(req.Context()); ok {
 		c.policyErr = c.override(&rc.Policy, rp)
 	}
-	if rc.Policy.MaxHedges > 0 && hasHeader(req.Header, "Upgrade") {
+	if rc.Policy.MaxHedges > 0 && (hasHeader(req.Header, "Upgrade") || !c.mayRepeat()) {
 		// A hedged Upgrade could leave a live 101 connection behind as a
-		// loser. (A direct map lookup: the key is canonical.)
+		// loser. (A direct map lookup: the key is canonical.) A request
+		// that may not be repeated is never hedged; it may be retried only
+		// after a refused stream (see Prepare).
 		rc.Policy.MaxHedges = 0
 	}
 	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
@@ -129,7 +132,11 @@ type call struct {
 	first           io.ReadCloser                 // the body the first attempt sends
 	nonIdempotentOK bool                          // the request's Policy allows repeating it
 	policyErr       error                         // the request's Policy is invalid; Prepare reports it
-	firstIsOriginal bool                          // first is req.Body itself (not a buffer or prefix)
+	headerTimeout   time.Duration                 // each attempt's header timeout; 0 for none
+	// refusedOnly says the request may not be repeated but its body can be
+	// replayed: it is retried only after a refused stream (see Prepare).
+	refusedOnly     bool
+	firstIsOriginal bool // first is req.Body itself (not a buffer or prefix)
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
@@ -181,6 +188,9 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 	if rp.PerAttemptTimeout > 0 {
 		p.PerAttemptTimeout = rp.PerAttemptTimeout
 	}
+	if rp.PerAttemptHeaderTimeout > 0 {
+		c.headerTimeout = rp.PerAttemptHeaderTimeout
+	}
 	if rp.Classifier != nil {
 		c.cl = rp.Classifier
 	}
@@ -194,6 +204,12 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 		p.NoLimit = true
 	}
 	return nil
+}
+
+// mayRepeat reports whether the request may be sent more than once: it is
+// idempotent, or the transport or its Policy allows repeating any request.
+func (c *call) mayRepeat() bool {
+	return c.t.cfg.nonIdempotent || c.nonIdempotentOK || c.idempotent()
 }
 
 // idempotent reports whether req may be sent more than once.
@@ -243,8 +259,17 @@ func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
 	if n <= 1 {
 		return 1, resilience.ReasonAttemptsExhausted, nil
 	}
-	if !c.idempotent() && !c.t.cfg.nonIdempotent && !c.nonIdempotentOK {
-		return 1, resilience.ReasonNotIdempotent, nil
+	if !c.mayRepeat() {
+		if !replayable(c.req) {
+			return 1, resilience.ReasonNotIdempotent, nil
+		}
+		// A stream the server refused unprocessed may be sent again
+		// whatever the method, and this body can be: further attempts
+		// are allowed for that failure only (see Classify). The body is
+		// not buffered for it: only one that already replays is replayed.
+		c.refusedOnly = true
+		c.getBody = c.req.GetBody
+		return n, 0, nil
 	}
 	if replayable(c.req) {
 		c.getBody = c.req.GetBody
@@ -284,13 +309,17 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	cfg := &c.t.cfg
 	hooks := &c.t.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" {
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
 		return c.send(req)
 	}
 	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
+	var ht *headerTimer
+	if c.headerTimeout > 0 {
+		ctx, ht = withHeaderTimeout(ctx, c.headerTimeout, cfg.clock)
+	}
 	out := req.WithContext(ctx)
 	out.Body = body
 	if c.getBody != nil {
@@ -304,6 +333,9 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	if header != nil {
 		out.Header = header
+	}
+	if ht != nil {
+		return ht.finish(c.send(out))
 	}
 	return c.send(out)
 }
@@ -360,7 +392,13 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 		d = decide(at, &c.t.cfg.statuses)
 	}
 	v := resilience.Verdict{Retryable: d == Retry}
+	if v.Retryable && c.refusedOnly && ClassifyError(err) != ClassStreamRefused {
+		v.NotIdempotent = true // retryable, but this request is not repeated for it
+	}
 	if resp == nil {
+		// A header timeout is congestion to the concurrency limit, as the
+		// engine's own per-attempt timeout is.
+		v.Overload = err != nil && c.headerTimeout > 0 && isHeaderTimeout(err)
 		return v
 	}
 	v.Code = resp.StatusCode

@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/MrVSiK/gotry/clock"
+)
+
+// The per-attempt header timeout (WithPerAttemptHeaderTimeout): a limit on
+// the wait for an attempt's response headers, measured from the moment the
+// base reports (httptrace's WroteRequest) that the request, body included,
+// has been written. The engine's per-attempt timeout runs from the start of
+// the attempt, so it cannot tell a slow upload from a server that does not
+// answer; this one can, because only the transport sees the write end.
+//
+// It is armed per attempt and costs nothing when unset. When set, each
+// attempt gets a cancelable child of its context carrying a ClientTrace
+// (httptrace.WithClientTrace composes it with a trace the caller's context
+// already holds, whose hooks still fire), and a timer of the transport's
+// clock, armed by WroteRequest. The child is cancelled when the attempt
+// fails, or, when it succeeds, when its response body is closed or read to
+// its end: the body is read under that context.
+
+// headerTimer watches one attempt's wait for its response headers.
+type headerTimer struct {
+	d      time.Duration
+	clock  clock.Clock
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	timer clock.Timer // armed by the first WroteRequest, reset by a later one
+	ended bool        // the base has returned: a late WroteRequest arms nothing
+	fired bool        // the timer cut the attempt off
+}
+
+// withHeaderTimeout returns the context an attempt sends with when its
+// header timeout is d, and the timer that watches it.
+func withHeaderTimeout(ctx context.Context, d time.Duration, cl clock.Clock) (context.Context, *headerTimer) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	h := &headerTimer{d: d, clock: cl, cancel: cancel}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: h.wrote})
+	return ctx, h
+}
+
+// wrote is the trace's WroteRequest: the request has been written, and the
+// wait for the headers starts. http.Transport writes a request again when it
+// retries it on a new connection by itself (an idempotent request whose
+// reused connection broke before any response): the wait then starts over,
+// from the last write. A write that failed arms the timer too: the base may
+// still wait for an answer.
+func (h *headerTimer) wrote(httptrace.WroteRequestInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.ended:
+		// The headers came before the body was written (an HTTP/2 server
+		// may answer early): nothing to time.
+	case h.timer == nil:
+		h.timer = h.clock.AfterFunc(h.d, h.fire)
+	default:
+		h.timer.Reset(h.d)
+	}
+}
+
+// fire cuts the attempt off, unless the base has returned already.
+func (h *headerTimer) fire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ended {
+		h.fired = true
+		h.cancel(ErrAttemptTimeout)
+	}
+}
+
+// finish settles the attempt once the base has returned resp and err (one of
+// them nil): a timer that fired first makes it a header timeout, whatever
+// the base returned; otherwise the timer is stopped and the context is
+// cancelled with the attempt's end, or with its response body's.
+func (h *headerTimer) finish(resp *http.Response, err error) (*http.Response, error) {
+	h.mu.Lock()
+	h.ended = true
+	fired := h.fired
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	switch {
+	case fired:
+		if resp != nil {
+			closeResponse(resp) // its context is cancelled: its body is cut off
+		}
+		if err == nil {
+			err = context.DeadlineExceeded
+		}
+		return nil, &headerTimeoutError{timeout: h.d, err: err}
+	case err != nil:
+		h.cancel(nil)
+		return nil, err
+	case resp.Body == nil || resp.Body == http.NoBody:
+		h.cancel(nil)
+		return resp, nil
+	}
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &cancelRWBody{cancelBody: cancelBody{rc: rw, cancel: h.cancel}, w: rw}
+		return resp, nil
+	}
+	resp.Body = &cancelBody{rc: resp.Body, cancel: h.cancel}
+	return resp, nil
+}
+
+// cancelBody cancels an attempt's header-timeout context when its response
+// body is closed or read to its end (or to an error).
+type cancelBody struct {
+	rc     io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		b.cancel(nil)
+	}
+	return n, err
+}
+
+func (b *cancelBody) Close() error {
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}
+
+// cancelRWBody is a cancelBody that keeps the Write of a 101 Switching
+// Protocols body, which is the connection itself.
+type cancelRWBody struct {
+	cancelBody
+	w io.Writer
+}
+
+func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// headerTimeoutError is the error of an attempt cut off by its header
+// timeout. It is a per-attempt timeout in every respect but its clock's
+// start: it matches ErrAttemptTimeout and context.DeadlineExceeded, and its
+// Timeout method reports true, as the engine's per-attempt timeout error
+// does, so ClassifyError (ClassAttemptTimeout), the retry rules, the budget
+// (which charges a timeout a whole token), hooks and telemetry treat the two
+// alike; Classify also reports it to the concurrency limit as congestion.
+type headerTimeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *headerTimeoutError) Error() string {
+	return fmt.Sprintf("transport: attempt timed out: no response headers %v after the request was written: %v", e.timeout, e.err)
+}
+
+func (e *headerTimeoutError) Unwrap() []error {
+	return []error{ErrAttemptTimeout, context.DeadlineExceeded, e.err}
+}
+
+// Timeout reports true, like other network timeouts.
+func (e *headerTimeoutError) Timeout() bool { return true }
+
+// isHeaderTimeout reports whether err is an attempt's header timeout, as Do
+// returns it (unwrapped).
+func isHeaderTimeout(err error) bool {
+	var h *headerTimeoutError
+	return errors.As(err, &h)
+}

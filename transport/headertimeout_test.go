@@ -1,0 +1,286 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// throttled is a request body that sends its bytes in chunks with a pause
+// before each: an upload over a slow link.
+type throttled struct {
+	data  []byte
+	chunk int
+	pause time.Duration
+}
+
+func (b *throttled) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.pause)
+	n := copy(p[:min(len(p), b.chunk)], b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+// slowUpload returns a PUT of size bytes that takes about chunks × pause to
+// send, with a GetBody, as an SDK's seekable body has, so that gotry sends
+// it as it is read rather than buffering it first.
+func slowUpload(t *testing.T, ctx context.Context, url string, size, chunks int, pause time.Duration) *http.Request {
+	data := bytes.Repeat([]byte("u"), size)
+	body := func() io.ReadCloser {
+		return io.NopCloser(&throttled{data: data, chunk: size / chunks, pause: pause})
+	}
+	req := newRequest(t, ctx, http.MethodPut, url, nil)
+	req.Body, req.ContentLength = body(), int64(size)
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
+	return req
+}
+
+// TestHeaderTimeoutDoesNotCountTheUpload is issue #30's case: an upload
+// that takes longer than the timeout, to a server that answers as soon as
+// it has the body. The per-attempt timeout, which runs from the start of
+// the attempt, cuts every such attempt off (the first subtest shows the
+// setup does); the header timeout lets it finish.
+func TestHeaderTimeoutDoesNotCountTheUpload(t *testing.T) {
+	const (
+		timeout = 400 * time.Millisecond
+		size    = 64 << 10
+		chunks  = 8
+		pause   = 150 * time.Millisecond // 8 × 150ms = 1.2s of upload, three timeouts
+	)
+	s := newScript(t, reply(http.StatusOK)) // reads the whole body, then answers at once
+	t.Run("per-attempt timeout cuts it off", func(t *testing.T) {
+		tr := transport.New(newBase(t), transport.WithMaxAttempts(1), transport.WithPerAttemptTimeout(timeout))
+		resp, err := tr.RoundTrip(slowUpload(t, testCtx(t), s.URL, size, chunks, pause))
+		if err == nil {
+			resp.Body.Close()
+			t.Fatal("a 1.2s upload finished under a 400ms per-attempt timeout: the test proves nothing")
+		}
+		if !errors.Is(err, transport.ErrAttemptTimeout) {
+			t.Fatalf("error %v, want a per-attempt timeout", err)
+		}
+	})
+	t.Run("header timeout lets it finish", func(t *testing.T) {
+		before := s.count()
+		tr := transport.New(newBase(t), transport.WithPerAttemptHeaderTimeout(timeout))
+		resp, err := tr.RoundTrip(slowUpload(t, testCtx(t), s.URL, size, chunks, pause))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readBody(t, resp); resp.StatusCode != http.StatusOK || body != "reply 200" {
+			t.Errorf("got %d %q, want 200 \"reply 200\"", resp.StatusCode, body)
+		}
+		if got := s.count() - before; got != 1 {
+			t.Errorf("server saw %d attempts, want 1", got)
+		}
+		if got := s.received(); len(got[len(got)-1]) != size {
+			t.Errorf("server received %d bytes, want %d", len(got[len(got)-1]), size)
+		}
+	})
+}
+
+// TestHeaderTimeoutCutsOffASilentServer: a server that reads the whole
+// body and then does not answer is cut off once the timeout has passed
+// after the write, and the attempt is retried, with the body replayed, as
+// a per-attempt timeout is; the error hooks see is classified as one. Set
+// on the transport or by a request's Policy.
+func TestHeaderTimeoutCutsOffASilentServer(t *testing.T) {
+	tests := []struct {
+		name   string
+		opt    transport.Option
+		policy transport.Policy
+	}{
+		{"option", transport.WithPerAttemptHeaderTimeout(time.Second), transport.Policy{}},
+		{"policy", nil, transport.Policy{PerAttemptHeaderTimeout: time.Second}},
+		{"policy over option", transport.WithPerAttemptHeaderTimeout(time.Hour), transport.Policy{PerAttemptHeaderTimeout: time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newClock()
+			gone := make(chan int, 1)
+			s := newScript(t, hang(gone), reply(http.StatusOK))
+			var ends events[resilience.AttemptEndEvent]
+			tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), tc.opt,
+				transport.WithHooks(transport.Hooks{OnAttemptEnd: ends.add}))
+			ctx := transport.WithPolicy(testCtx(t), tc.policy)
+			ch := goRoundTrip(tr, newRequest(t, ctx, http.MethodPut, s.URL, strings.NewReader("payload")))
+			recv(t, s.arrived, "the first attempt") // the server has read the body
+			waitArmed(t, fc, 1)                     // the write is done: the timer runs
+			fc.Advance(999 * time.Millisecond)
+			select {
+			case r := <-ch:
+				closeResp(r)
+				t.Fatalf("the request ended before its header timeout: %v", r.err)
+			case <-gone:
+				t.Fatal("the attempt was cut off before its header timeout")
+			case <-time.After(50 * time.Millisecond):
+			}
+			fc.Advance(time.Millisecond)
+			recv(t, gone, "the first attempt's cancellation")
+			r := recv(t, ch, "the retry's answer")
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if body := readBody(t, r.resp); body != "reply 200" {
+				t.Errorf("body %q", body)
+			}
+			if got := s.received(); len(got) != 2 || got[0] != "payload" || got[1] != "payload" {
+				t.Errorf("server received %q, want the body twice", got)
+			}
+			es := ends.get()
+			if len(es) != 2 {
+				t.Fatalf("%d attempt ends, want 2", len(es))
+			}
+			err := es[0].Err
+			if !errors.Is(err, transport.ErrAttemptTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("first attempt's error %v does not match ErrAttemptTimeout and DeadlineExceeded", err)
+			}
+			if c := transport.ClassifyError(err); c != transport.ClassAttemptTimeout {
+				t.Errorf("first attempt's error class %v, want attempt_timeout", c)
+			}
+			if es[0].Outcome != resilience.AttemptRetryable {
+				t.Errorf("first attempt's outcome %v, want retryable", es[0].Outcome)
+			}
+		})
+	}
+}
+
+// TestHeaderTimeoutGivesUpAsAPerAttemptTimeout: with no attempt left, the
+// caller gets the timeout, matching ErrAttemptTimeout and, as a timeout of
+// the attempt's own, context.DeadlineExceeded, while its own context lives.
+func TestHeaderTimeoutGivesUpAsAPerAttemptTimeout(t *testing.T) {
+	fc := newClock()
+	gone := make(chan int, 1)
+	s := newScript(t, hang(gone))
+	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithMaxAttempts(1),
+		transport.WithPerAttemptHeaderTimeout(time.Second))
+	ctx := testCtx(t)
+	ch := goRoundTrip(tr, newRequest(t, ctx, http.MethodGet, s.URL, nil))
+	recv(t, s.arrived, "the attempt")
+	waitArmed(t, fc, 1)
+	fc.Advance(time.Second)
+	r := recv(t, ch, "the give-up")
+	closeResp(r)
+	if !errors.Is(r.err, transport.ErrAttemptTimeout) || !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want a per-attempt timeout", r.err)
+	}
+	var te interface{ Timeout() bool }
+	if !errors.As(r.err, &te) || !te.Timeout() {
+		t.Errorf("error %v is not a timeout", r.err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the caller's context ended: %v", ctx.Err())
+	}
+	recv(t, gone, "the attempt's cancellation")
+}
+
+// TestHeaderTimeoutKeepsTheCallersTrace: the header timeout's ClientTrace
+// is composed with one the caller's context carries; the caller's hooks
+// still fire.
+func TestHeaderTimeoutKeepsTheCallersTrace(t *testing.T) {
+	s := newScript(t, reply(http.StatusOK))
+	var wrote, gotConn, firstByte atomic.Int32
+	trace := &httptrace.ClientTrace{
+		GotConn:              func(httptrace.GotConnInfo) { gotConn.Add(1) },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+		GotFirstResponseByte: func() { firstByte.Add(1) },
+	}
+	ctx := httptrace.WithClientTrace(testCtx(t), trace)
+	tr := transport.New(newBase(t), transport.WithPerAttemptHeaderTimeout(time.Minute))
+	resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodPost, s.URL, strings.NewReader("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if wrote.Load() != 1 || gotConn.Load() != 1 || firstByte.Load() != 1 {
+		t.Errorf("caller's hooks fired WroteRequest %d, GotConn %d, GotFirstResponseByte %d times; want 1 each",
+			wrote.Load(), gotConn.Load(), firstByte.Load())
+	}
+}
+
+// TestHeaderTimeoutLeavesTheBodyAlone: once the headers are in, the
+// timeout no longer applies: a body still arriving long after it is read
+// whole, and the attempt's context ends when the body is closed.
+func TestHeaderTimeoutLeavesTheBodyAlone(t *testing.T) {
+	fc := newClock()
+	next := make(chan struct{})
+	s := slowServer(t, "head;", "tail", next)
+	log := &attemptLog{base: newBase(t)}
+	tr := transport.New(log, transport.WithClock(fc), transport.WithPerAttemptHeaderTimeout(time.Second))
+	resp, err := tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ctx := log.requests()[0].Context()
+	fc.Advance(time.Hour)
+	if ctx.Err() != nil {
+		t.Fatalf("the attempt's context ended while its body was being read: %v", context.Cause(ctx))
+	}
+	close(next)
+	if body := readBody(t, resp); body != "head;tail" {
+		t.Errorf("body %q, want it whole", body)
+	}
+	if ctx.Err() == nil {
+		t.Error("the attempt's context still live after Close")
+	}
+}
+
+func TestHeaderTimeoutValidation(t *testing.T) {
+	func() {
+		defer func() {
+			if p := recover(); p == nil || !strings.Contains(p.(string), "WithPerAttemptHeaderTimeout") {
+				t.Errorf("WithPerAttemptHeaderTimeout(-1): panic %v, want one naming the option", p)
+			}
+		}()
+		transport.WithPerAttemptHeaderTimeout(-1)
+	}()
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		t.Error("an invalid Policy reached the base")
+		return fakeResponse(r, 200, ""), nil
+	})
+	ctx := transport.WithPolicy(context.Background(), transport.Policy{PerAttemptHeaderTimeout: -time.Second})
+	_, err := transport.New(base).RoundTrip(newRequest(t, ctx, http.MethodGet, "http://svc.test/", nil))
+	if err == nil || !strings.Contains(err.Error(), "Policy.PerAttemptHeaderTimeout") {
+		t.Errorf("error %v, want one naming Policy.PerAttemptHeaderTimeout", err)
+	}
+}
+
+// TestHeaderTimeoutOverHTTP2: net/http's HTTP/2 client reports the end of
+// the write too, so the header timeout works there as over HTTP/1.1.
+func TestHeaderTimeoutOverHTTP2(t *testing.T) {
+	fc := newClock()
+	var gone atomic.Int32
+	s := newFaultServer(t, true, hangUntilGone(&gone), answerOK)
+	var log callLog
+	tr := transport.New(s.base(t), noDelay, transport.WithClock(fc), log.hooks(),
+		transport.WithPerAttemptHeaderTimeout(time.Second))
+	ch := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodPut, s.URL, strings.NewReader("payload")))
+	waitArmed(t, fc, 1)
+	fc.Advance(time.Second)
+	r := recv(t, ch, "the retry's answer")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := readBody(t, r.resp); r.resp.ProtoMajor != 2 || body != okBody || s.count() != 2 {
+		t.Errorf("got HTTP/%d %q after %d requests, want HTTP/2 %q after 2", r.resp.ProtoMajor, body, s.count(), okBody)
+	}
+	if c := log.firstClass(t); c != transport.ClassAttemptTimeout {
+		t.Errorf("first attempt's error class %v, want attempt_timeout", c)
+	}
+	if !waitCount(&gone, 1) {
+		t.Error("the cut-off stream was never cancelled on the server")
+	}
+}
