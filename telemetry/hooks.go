@@ -2,7 +2,9 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -26,7 +28,9 @@ import (
 // injects its headers, so gotry makes no attempt span and records no
 // http.client.request.duration; the same holds over another transport this
 // Telemetry instruments, whose own attempts are the physical ones. A
-// transport given this option twice is wired once, by the first. (Two
+// transport given this option twice is wired once, by the first; given it
+// twice with different names (Name), transport.New panics naming the
+// option and both names, since the metrics can carry only one. (Two
 // different Telemetry values on one transport each make their own spans,
 // as they would for two tracer providers: give a transport one Telemetry
 // per provider.) gotry gives otelhttp's span the attempt's attributes and
@@ -43,8 +47,9 @@ import (
 func (t *Telemetry) Transport(opts ...HooksOption) transport.Option {
 	hc := newHooksConfig(opts)
 	return transport.WithHooksFor(func(tr *transport.Transport) transport.Hooks {
-		if t.instruments(tr) {
-			return transport.Hooks{} // given twice: the first one wires it
+		if name, ok := t.wiredAs(tr); ok {
+			sameName("Transport", name, hc.name)
+			return transport.Hooks{} // given twice, alike: the first one wires it
 		}
 		below := t.spansBelow(tr.Unwrap())
 		t.observe(gaugeSource{name: hc.name, get: weakly(tr)})
@@ -63,8 +68,9 @@ func (t *Telemetry) Transport(opts ...HooksOption) transport.Option {
 func (t *Telemetry) Retrier(opts ...HooksOption) resilience.Option {
 	hc := newHooksConfig(opts)
 	return resilience.WithHooksFor(func(r *resilience.Retrier) resilience.Hooks {
-		if t.instruments(r) {
-			return resilience.Hooks{} // given twice: the first one wires it
+		if name, ok := t.wiredAs(r); ok {
+			sameName("Retrier", name, hc.name)
+			return resilience.Hooks{} // given twice, alike: the first one wires it
 		}
 		t.observe(gaugeSource{name: hc.name, op: true, get: weakly(r)})
 		return t.hooks(hc.name, false)
@@ -97,15 +103,28 @@ func newHooksConfig(opts []HooksOption) hooksConfig {
 // Name puts gotry.transport=name on every metric of the transport or
 // retrier, its gauges included, so that several of them (one per
 // downstream) in one process can be told apart (default none; "" is
-// none).
+// none). One transport or retrier has one name: wiring it twice with two
+// different names panics at construction (see Telemetry.Transport).
 func Name(name string) HooksOption {
 	return hooksOptionFunc(func(c *hooksConfig) { c.name = name })
+}
+
+// sameName panics when a transport or retrier (what: the method that wires
+// it) already wired as first is given the option again with another name:
+// its metrics would carry the first name without a word, and the second
+// wiring's dashboards would show nothing. The same name twice is harmless.
+func sameName(what, first, second string) {
+	if first != second {
+		panic(fmt.Sprintf("telemetry: Name: Telemetry.%s given twice to one %s with different names, %q and then %q; its metrics can carry only one: give the option once, or the same Name",
+			what, strings.ToLower(what), first, second))
+	}
 }
 
 // hooks returns the hooks; name goes on every metric, below says something
 // under the transport makes the attempt spans (see spansBelow).
 func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
-	hs := &hookSet{t: t, name: name, below: below}
+	hs := &hookSet{t: t, name: name}
+	hs.below.Store(below)
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
@@ -165,7 +184,7 @@ func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := hs.callFor(e.Event).newAttempt(e.Attempt, e.Kind, e.Probe)
 	a.inFlight.Store(a.c.attemptStarted())
-	if !a.c.http() || !hs.below {
+	if !a.c.http() || !hs.below.Load() {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
 	return a.ctx.carry(ctx, attemptKey{hs.t}, a)
@@ -176,6 +195,9 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
 	if cell := a.inFlight.Swap(nil); cell != nil {
 		a.c.attemptEnded(cell)
+	}
+	if resp != nil && a.tracedBelow(resp.Request) {
+		a.c.hs.foundBelow(ctx, a.c)
 	}
 	a.record(ctx, code, err, dur, o)
 	a.spanResult(code, err, dur, o, resp)

@@ -290,7 +290,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 	})
 	in.attempts.Add(noExemplar, 1, m[0].add...)
 	in.attemptDuration.Record(ctx, dur.Seconds(), m[1].rec...)
-	if c.http() && !c.hs.below {
+	if c.http() && a.span != nil {
 		in.httpDuration.Record(ctx, dur.Seconds(), m[2].rec...)
 	}
 }
