@@ -28,6 +28,18 @@ import (
 // injects its headers, so gotry makes no attempt span and records no
 // http.client.request.duration; the same holds over another transport this
 // Telemetry instruments, whose own attempts are the physical ones. A
+// RoundTripper without an Unwrap method (most logging and auth
+// middlewares) hides what is below it when the transport is built; gotry
+// then finds otelhttp (or an instrumented transport) at run time, from the
+// first attempt that gets a response: the request that reached the network
+// comes back as resp.Request (http.Transport sets it), and when its
+// context holds a CLIENT span of the attempt's trace other than gotry's
+// (unsampled: when its traceparent is not the one gotry injected), the
+// attempt was traced below. From then on the transport makes no attempt
+// spans and records no http.client.request.duration, and MsgSpansBelow is
+// logged once (to otel.Handle without a logger). The attempts sent before
+// (the first, and those in flight with it) keep two CLIENT spans each: give
+// the middleware an Unwrap method so gotry sees otelhttp at once. A
 // transport given this option twice is wired once, by the first; given it
 // twice with different names (Name), transport.New panics naming the
 // option and both names, since the metrics can carry only one. (Two
