@@ -221,7 +221,7 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 	trigger := retryTrigger(code, err)
 	source := delaySource(delay.Seconds(), retryAfter)
 	c.recordRetry(ctx, trigger, source, delay)
-	c.event(eventRetry, keyAttempt.Int(n), KeyRetryTrigger.String(trigger),
+	c.event(EventRetry, keyAttempt.Int(n), KeyRetryTrigger.String(trigger),
 		KeyDelaySource.String(source), keyBackoffDelay.Float64(delay.Seconds()))
 	c.logRetry(ctx, n, delay, trigger, source, code, err)
 }
@@ -229,7 +229,7 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 func (c *call) hedge(ctx context.Context, n, inFlight int, delay time.Duration, adaptive bool) {
 	trigger := hedgeTrigger(adaptive)
 	c.recordHedge(ctx, trigger)
-	c.event(eventHedge, keyAttempt.Int(n), keyHedgeInFlight.Int(inFlight),
+	c.event(EventHedge, keyAttempt.Int(n), keyHedgeInFlight.Int(inFlight),
 		keyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
 	c.logHedge(ctx, n, inFlight)
 }
@@ -244,7 +244,7 @@ func hedgeTrigger(adaptive bool) string {
 
 func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptKind) {
 	c.recordBudgetRefusal(ctx, k)
-	c.event(eventBudget, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
+	c.event(EventBudgetExhausted, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
 	c.logBudget(ctx, n, k)
 }
 
@@ -254,9 +254,9 @@ func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptK
 // OnCallEnd records as every give-up.
 func (c *call) shed(ctx context.Context, e resilience.ShedEvent) {
 	c.recordShed(ctx, e.Kind, e.Criticality)
-	c.event(eventShed, keyAttempt.Int(e.Attempt), KeyAttemptKind.String(e.Kind.String()),
-		KeyCriticality.String(e.Criticality.String()), keyLimitCurrent.Int(e.Limit),
-		keyLimitInFlight.Int(e.InFlight), keyLimitWaited.Float64(e.Waited.Seconds()))
+	c.event(EventLimitShed, keyAttempt.Int(e.Attempt), KeyAttemptKind.String(e.Kind.String()),
+		KeyCriticality.String(e.Criticality.String()), KeyLimitCurrent.Int(e.Limit),
+		KeyLimitInFlight.Int(e.InFlight), KeyLimitWaited.Float64(e.Waited.Seconds()))
 	c.logShed(ctx, e)
 }
 
@@ -265,8 +265,8 @@ func (c *call) shed(ctx context.Context, e resilience.ShedEvent) {
 // wait shows in the request's duration and in the gap before its first
 // attempt span).
 func (c *call) limitWait(e resilience.LimitWaitEvent) {
-	c.event(eventLimitWait, KeyCriticality.String(e.Criticality.String()), keyLimitCurrent.Int(e.Limit),
-		keyLimitInFlight.Int(e.InFlight), keyLimitWaited.Float64(e.Waited.Seconds()))
+	c.event(EventLimitWait, KeyCriticality.String(e.Criticality.String()), KeyLimitCurrent.Int(e.Limit),
+		KeyLimitInFlight.Int(e.InFlight), KeyLimitWaited.Float64(e.Waited.Seconds()))
 }
 
 func (c *call) breakerReject(ctx context.Context, n int, s resilience.BreakerState) {

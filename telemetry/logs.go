@@ -165,7 +165,7 @@ func logResult(fs []field, code int, err error) []field {
 		fs = append(fs, fint(keyStatusCode, code))
 	}
 	if et := resultErrorType(code, err); et != "" {
-		fs = append(fs, fstr(keyErrorType, et))
+		fs = append(fs, fstr(KeyErrorType, et))
 	}
 	if err != nil {
 		fs = append(fs, field{key: logKeyError, s: errorMessage(err)})
@@ -183,7 +183,7 @@ func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duratio
 	fs = append(fs, fint(keyAttempt, a.num), fstr(KeyAttemptKind, a.kind.String()),
 		fstr(KeyAttemptOutcome, o.String()), fsec(keyAttemptDuration, dur))
 	if a.probe {
-		fs = append(fs, fbool(keyAttemptProbe, true))
+		fs = append(fs, fbool(KeyAttemptProbe, true))
 	}
 	if o == resilience.AttemptCancelled {
 		fs = logResult(fs, code, nil) // not an error
@@ -285,8 +285,8 @@ func (c *call) logShed(ctx context.Context, e resilience.ShedEvent) {
 		fs = append(fs, fint(keySuppressed, dropped))
 	}
 	fs = append(fs, fint(keyAttempt, e.Attempt), fstr(KeyAttemptKind, e.Kind.String()),
-		fstr(KeyCriticality, e.Criticality.String()), fint(keyLimitCurrent, e.Limit),
-		fint(keyLimitInFlight, e.InFlight), fsec(keyLimitWaited, e.Waited))
+		fstr(KeyCriticality, e.Criticality.String()), fint(KeyLimitCurrent, e.Limit),
+		fint(KeyLimitInFlight, e.InFlight), fsec(KeyLimitWaited, e.Waited))
 	t.emit(ctx, levelWarn, MsgShed, fs)
 }
 

@@ -273,7 +273,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 				kv = append(kv, keyStatusCode.Int(code))
 			}
 			if k.het != "" {
-				kv = append(kv, keyErrorType.String(k.het))
+				kv = append(kv, KeyErrorType.String(k.het))
 			}
 			ms[2] = newMeasureOpts(kv)
 		}
@@ -283,7 +283,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 			kv = append(kv, keyStatusCode.Int(code))
 		}
 		if k.et != "" {
-			kv = append(kv, keyErrorType.String(k.et))
+			kv = append(kv, KeyErrorType.String(k.et))
 		}
 		ms[1] = newMeasureOpts(kv)
 		return ms
@@ -437,7 +437,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 			kv = append(kv, keyStatusCode.Int(e.code))
 		}
 		if k.et != "" {
-			kv = append(kv, keyErrorType.String(k.et))
+			kv = append(kv, KeyErrorType.String(k.et))
 		}
 		ms[0] = newMeasureOpts(kv)
 		return ms

@@ -189,7 +189,7 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 	}
 	atts := ordered(spans, "HTTP GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", keyErrorType: ErrorTypeAttemptLost,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: ErrorTypeAttemptLost,
 	})
 	if c := atts[0].Status().Code; c == codes.Error {
 		t.Errorf("loser status %v, want no error: a hedge loser is not a failure", atts[0].Status())
