@@ -128,7 +128,9 @@ func (t *Telemetry) spansBelow(rt http.RoundTripper) bool {
 // tracedBelow reports whether req, attempt a's request as it reached the
 // base below gotry (resp.Request) or the annotator, was traced again below
 // gotry's attempt span: its context holds another span of the same trace
-// (a child of gotry's, or deeper), and that span is a CLIENT span. The
+// (below gotry, in every layout that gets here: a middleware passes on the
+// context it was given or one derived from it), and that span is a CLIENT
+// span. The
 // kind is read through the SDK's SpanKind method, which recording spans
 // have; a span without it (unsampled, or another SDK's) counts when it is
 // what the request propagates: a field gotry's propagator wrote into the

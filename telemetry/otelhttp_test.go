@@ -238,54 +238,55 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 		wire  wiring
 		extra int  // CLIENT spans besides the attempts' own
 		warm  bool // send one request first: gotry learns the layout from it
+		warns int  // MsgSpansBelow lines: 1 when gotry found otelhttp at run time
 	}{
 		{"plain base", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(base, append(opts, r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"annotator without otelhttp", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(r.tel.AttemptAnnotator(base), append(opts, r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"otelhttp below", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(otel(r, base), append(opts, r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"otelhttp below with the annotator", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(otel(r, r.tel.AttemptAnnotator(base)), append(opts, r.tel.Transport(Name("x")))...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"annotator above otelhttp (misplaced)", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(r.tel.AttemptAnnotator(otel(r, base)), append(opts, r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"otelhttp below a wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(unwrapper{otel(r, base)}, append(opts, r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"otelhttp below an opaque wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(opaque{otel(r, base)}, append(opts, r.tel.Transport())...)
-		}, 0, true},
+		}, 0, true, 1},
 		{"otelhttp with the annotator below an opaque wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(opaque{otel(r, r.tel.AttemptAnnotator(base))}, append(opts, r.tel.Transport())...)
-		}, 0, true},
+		}, 0, true, 1},
 		{"gotry over an opaque wrapper over gotry", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			inner := gotry(base, r.tel.Transport(), transport.WithMaxAttempts(1))
 			return gotry(opaque{inner}, append(opts, r.tel.Transport())...)
-		}, 0, true},
+		}, 0, true, 1},
 		{"opaque wrapper, no otelhttp", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(opaque{base}, append(opts, r.tel.Transport())...)
-		}, 0, true},
+		}, 0, true, 0},
 		{"otelhttp above", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return otel(r, gotry(base, append(opts, r.tel.Transport())...))
-		}, 1, false},
+		}, 1, false, 0},
 		{"otelhttp above and below", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return otel(r, gotry(otel(r, r.tel.AttemptAnnotator(base)), append(opts, r.tel.Transport())...))
-		}, 1, false},
+		}, 1, false, 0},
 		{"option given twice", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(base, append(opts, r.tel.Transport(Name("again")), r.tel.Transport(Name("again")))...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"beside other hooks", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(base, append(opts, transport.WithHooks(transport.Hooks{OnRetry: func(resilience.RetryEvent) {}}), r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 		{"gotry over gotry", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			inner := gotry(base, r.tel.Transport(), transport.WithMaxAttempts(1))
 			return gotry(inner, append(opts, r.tel.Transport())...)
-		}, 0, false},
+		}, 0, false, 0},
 	}
 	for _, tc := range tests {
 		for _, hedged := range []bool{false, true} {
@@ -347,6 +348,9 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 				}
 				if n := clientSpans(spans); n != 2+tc.extra {
 					t.Errorf("%d CLIENT spans, want %d:\n%s", n, 2+tc.extra, tree(spans))
+				}
+				if n := len(r.logs.FilterMessage(MsgSpansBelow).All()); n != tc.warns {
+					t.Errorf("%d %q lines, want %d", n, MsgSpansBelow, tc.warns)
 				}
 			})
 		}
