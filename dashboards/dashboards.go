@@ -97,6 +97,23 @@ func selector(series string, extra ...string) string {
 	return series + "{" + strings.Join(ms, ", ") + "}"
 }
 
+// selectorLike is selector(series, extra...) filtered only by the template
+// variables whose label like carries too. The two sides of a ratio of
+// series with different labels take it, each with the other as like, so
+// that both are filtered alike: filtering one side on a label the other
+// lacks would divide all of one by a selected part of the other (sheds of
+// every method per request of one method).
+func selectorLike(series, like string, extra ...string) string {
+	var ms []string
+	for _, f := range filters() {
+		if seriesHasLabel(series, f.label) && seriesHasLabel(like, f.label) {
+			ms = append(ms, fmt.Sprintf(`%s=~"$%s"`, f.label, f.variable))
+		}
+	}
+	ms = append(ms, extra...)
+	return series + "{" + strings.Join(ms, ", ") + "}"
+}
+
 // eq returns the matcher label="value".
 func eq(label, value string) string { return fmt.Sprintf("%s=%q", label, value) }
 

@@ -143,9 +143,46 @@ func lintGrouping(a *parser.AggregateExpr) []string {
 // expression (gotry's expressions have no other square brackets).
 var rangeSelector = regexp.MustCompile(`\[([^\]]*)\]`)
 
+// ratioPeer is a vector selector and the series it must be filtered alike
+// with: every series under the outermost division that holds it, itself
+// included (itself alone outside any division).
+type ratioPeer struct {
+	vs    *parser.VectorSelector
+	peers []string
+}
+
+// ratioPeers returns the vector selectors of e, in order, each with its
+// peers.
+func ratioPeers(e parser.Expr) []ratioPeer {
+	var out []ratioPeer
+	parser.Inspect(e, func(n parser.Node, path []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		var outer parser.Node = vs
+		for _, p := range path { // root first
+			if b, ok := p.(*parser.BinaryExpr); ok && b.Op == parser.DIV {
+				outer = b
+				break
+			}
+		}
+		rp := ratioPeer{vs: vs}
+		for _, s := range selectors(outer) {
+			rp.peers = append(rp.peers, s.Name)
+		}
+		out = append(out, rp)
+		return nil
+	})
+	return out
+}
+
 // lintFilters returns the ways a dashboard expression fails the dashboard
 // conventions: every selector filters on each template variable whose label
-// its metric carries, as label=~"$variable", and every range is
+// its metric carries, as label=~"$variable", except in a ratio, whose
+// series are all filtered alike, on the variables whose labels every one of
+// them carries (a side filtered on a label the other lacks divides all of
+// one by the selected part of the other); and every range is
 // $__rate_interval.
 func lintFilters(expr string) []string {
 	var problems []string
@@ -158,7 +195,8 @@ func lintFilters(expr string) []string {
 	if err != nil {
 		return append(problems, fmt.Sprintf("does not parse: %v", err))
 	}
-	for _, vs := range selectors(e) {
+	for _, rp := range ratioPeers(e) {
+		vs := rp.vs
 		for _, f := range filters() {
 			if !seriesHasLabel(vs.Name, f.label) {
 				continue
@@ -167,8 +205,13 @@ func lintFilters(expr string) []string {
 			found := slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
 				return m.Type == want.Type && m.Name == want.Name && m.Value == want.Value
 			})
-			if !found {
+			lacking := slices.IndexFunc(rp.peers, func(p string) bool { return !seriesHasLabel(p, f.label) })
+			switch {
+			case lacking < 0 && !found:
 				problems = append(problems, fmt.Sprintf("%s is not filtered by %s", vs.Name, want))
+			case lacking >= 0 && found:
+				problems = append(problems, fmt.Sprintf("%s is filtered by %s in a ratio with %s, which has no %s: filter both sides alike",
+					vs.Name, want, rp.peers[lacking], f.label))
 			}
 		}
 	}
@@ -196,6 +239,8 @@ func TestLintCatchesMistakes(t *testing.T) {
 		{"syntax error", lintContract, `sum(rate(gotry_attempts_total[1m])`, `does not parse`},
 		{"missing filter", lintFilters, `rate(gotry_hedges_total{job=~"$job", server_address=~"$host"}[$__rate_interval])`, `gotry_hedges_total is not filtered by http_request_method=~"$method"`},
 		{"equality instead of regexp filter", lintFilters, `rate(gotry_breaker_rejections_total{job="$job", server_address=~"$host"}[$__rate_interval])`, `not filtered by job=~"$job"`},
+		{"ratio filtered on a label one side lacks", lintFilters, `sum(rate(gotry_limit_shed_total{job=~"$job", server_address=~"$host"}[$__rate_interval])) / sum(rate(gotry_request_duration_seconds_count{job=~"$job", server_address=~"$host", http_request_method=~"$method"}[$__rate_interval]))`, `gotry_request_duration_seconds_count is filtered by http_request_method=~"$method" in a ratio with gotry_limit_shed_total, which has no http_request_method`},
+		{"ratio missing a filter both sides carry", lintFilters, `sum(rate(gotry_limit_shed_total{job=~"$job"}[$__rate_interval])) / sum(rate(gotry_request_duration_seconds_count{job=~"$job", server_address=~"$host"}[$__rate_interval]))`, `gotry_limit_shed_total is not filtered by server_address=~"$host"`},
 		{"fixed range", lintFilters, `rate(gotry_breaker_rejections_total{job=~"$job", server_address=~"$host"}[5m])`, `range [5m] should be [$__rate_interval]`},
 	}
 	for _, tt := range tests {

@@ -389,7 +389,10 @@ func breakersRow() row {
 // flight under it, what the limit sheds, and the goodput it keeps.
 func overloadRow() row {
 	shed := selector(MetricLimitShed)
-	failing := selector(MetricLimitShed, notIn(LabelAttemptKind, KindHedge))
+	// Sheds carry no method: per request, both sides are filtered on the
+	// labels both carry, so the method filter does not apply.
+	failing := selectorLike(MetricLimitShed, requestCount, notIn(LabelAttemptKind, KindHedge))
+	requests := selectorLike(requestCount, MetricLimitShed)
 	return row{title: "Overload", panels: []cog.Builder[dashboard.Panel]{
 		graph("Concurrency limit vs in flight by host",
 			"Each host's adaptive concurrency limit (gotry_limit_current, transport.WithConcurrencyLimit) against the attempts in flight under it (gotry_limit_in_flight), summed over the instances selected. In flight at the limit means attempts wait briefly or are shed; a limit that falls says the host got slower or answers 503/429.",
@@ -401,9 +404,9 @@ func overloadRow() row {
 			unitPerSec, 12,
 			t(sumBy(rate(shed), LabelAttemptKind, LabelCriticality), "{{"+LabelAttemptKind+"}} {{"+LabelCriticality+"}}")),
 		graph("Shed per request by host",
-			"Initial and retry attempts shed per request, by host (GotryLoadShedding fires above 0.01 for 2 minutes). In steady state, below the host's capacity, the limit sheds nothing.",
+			"Initial and retry attempts shed per request, by host (GotryLoadShedding fires above 0.01 for 3 minutes). In steady state, below the host's capacity, the limit sheds nothing. The method filter does not apply: sheds carry no method, so both are counted over every method.",
 			unitRatio, 12,
-			t(div(sumBy(rate(failing), LabelServer), sumBy(rate(selector(requestCount)), LabelServer)), "{{"+LabelServer+"}}")),
+			t(div(sumBy(rate(failing), LabelServer), sumBy(rate(requests), LabelServer)), "{{"+LabelServer+"}}")),
 		graph("Goodput vs overloaded by host",
 			"Requests answered successfully per second (goodput) against requests failed fast as overloaded, by host: while the limit sheds, goodput should hold at what the host can serve.",
 			unitReqPerSec, 12,

@@ -14,8 +14,9 @@ import (
 	"github.com/MrVSiK/gotry/resilience"
 )
 
-// The attribute keys to filter on: the labels of gotry's metrics and the
-// request span's counts. OpenTelemetry has no convention for retries,
+// The attribute keys to filter on: the labels of gotry's metrics, the
+// request span's counts, error.type, the attributes of the overload events
+// and the boolean markers of attempt and backoff spans. OpenTelemetry has no convention for retries,
 // hedges, budgets or breakers, so these are invented here and start with
 // "gotry."; the HTTP, server, url and error attributes are the
 // OpenTelemetry semantic conventions' (semconv v1.43.0: use its keys, e.g.
@@ -75,6 +76,37 @@ const (
 	// "default" or "critical". On gotry.limit.shed, and on the shed and
 	// wait span events and log lines.
 	KeyCriticality = attribute.Key("gotry.criticality")
+	// KeyLimitCurrent (invented; EventLimitShed, EventLimitWait and their
+	// log lines) is the host's concurrency limit when an attempt was shed
+	// or got its permit after waiting. The gauge MetricLimitCurrent, of the
+	// same name, reports it over time: the two are distinct constants, one
+	// an attribute key and one a metric name.
+	KeyLimitCurrent = attribute.Key("gotry.limit.current")
+	// KeyLimitInFlight (invented; the same events and lines) is the
+	// attempts in flight to the host under its limit then.
+	KeyLimitInFlight = attribute.Key("gotry.limit.in_flight")
+	// KeyLimitWaited (invented; the same events and lines) is how long, in
+	// seconds (float), the attempt waited for a permit (0 when it did not
+	// wait).
+	KeyLimitWaited = attribute.Key("gotry.limit.waited")
+
+	// KeyAttemptProbe (invented, attempt spans and logs) is true on a
+	// half-open breaker's probe; absent otherwise.
+	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// KeyBackoffRetryAfter (invented, backoff span) is true when the
+	// sleep's delay came from the server's Retry-After header.
+	KeyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")
+	// KeyBackoffInterrupted (invented, backoff span) is true when the
+	// caller's context ended during the sleep.
+	KeyBackoffInterrupted = attribute.Key("gotry.backoff.interrupted")
+
+	// KeyErrorType is the conventions' error.type (semconv.ErrorTypeKey,
+	// the same key, not an invented one), exported here because its
+	// values are gotry's: the status code for a response >= 400 (as the
+	// HTTP conventions say), else the error's class (ErrorType, the
+	// ErrorType* constants). On request and attempt spans, metrics and
+	// log lines.
+	KeyErrorType = semconv.ErrorTypeKey
 )
 
 // The other attribute keys, which only describe: the conventions' (under
@@ -98,9 +130,6 @@ const (
 	keyURLFull = semconv.URLFullKey
 	// keyStatusCode is http.response.status_code.
 	keyStatusCode = semconv.HTTPResponseStatusCodeKey
-	// keyErrorType is error.type: the status code for a response >= 400, or
-	// ErrorType's class of an error.
-	keyErrorType = semconv.ErrorTypeKey
 	// keyProtocolVersion is network.protocol.version, on attempt spans: the
 	// response's HTTP version ("1.1", "2", "3").
 	keyProtocolVersion = semconv.NetworkProtocolVersionKey
@@ -116,8 +145,6 @@ const (
 	// keyAttempt (invented, span events and logs; never a metric label) is
 	// an attempt's 1-based number.
 	keyAttempt = attribute.Key("gotry.attempt")
-	// keyAttemptProbe (invented) is true on a half-open breaker's probe.
-	keyAttemptProbe = attribute.Key("gotry.attempt.probe")
 	// keyAttemptTimeToHeaders (invented, attempt spans) is the seconds from
 	// the attempt's start to its response headers, as a float; absent when
 	// the attempt ended without a response.
@@ -127,12 +154,6 @@ const (
 	keyAttemptDuration = attribute.Key("gotry.attempt.duration")
 	// keyBackoffDelay (invented) is a planned backoff in seconds (float).
 	keyBackoffDelay = attribute.Key("gotry.backoff.delay")
-	// keyBackoffRetryAfter (invented, backoff span) is true when the delay
-	// came from a Retry-After header.
-	keyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")
-	// keyBackoffInterrupted (invented, backoff span) is true when the
-	// caller's context ended during the sleep.
-	keyBackoffInterrupted = attribute.Key("gotry.backoff.interrupted")
 	// keyHedgeInFlight (invented, span event and logs) is how many attempts
 	// were in flight when a hedge launched, the hedge included.
 	keyHedgeInFlight = attribute.Key("gotry.hedge.in_flight")
@@ -140,17 +161,6 @@ const (
 	// (float) after which the hedge launched: the fixed delay, or the one
 	// adaptive hedging had learned for the host.
 	keyHedgeDelay = attribute.Key("gotry.hedge.delay")
-	// keyLimitCurrent (invented, span events and logs) is the host's
-	// concurrency limit when an attempt was shed or got its permit after
-	// waiting; the gauge gotry.limit.current reports it over time.
-	keyLimitCurrent = attribute.Key("gotry.limit.current")
-	// keyLimitInFlight (invented, span events and logs) is the attempts in
-	// flight to the host under its limit then.
-	keyLimitInFlight = attribute.Key("gotry.limit.in_flight")
-	// keyLimitWaited (invented, span events and logs) is how long, in
-	// seconds (float), the attempt waited for a permit (0 when it did not
-	// wait).
-	keyLimitWaited = attribute.Key("gotry.limit.waited")
 	// keySuppressed (invented, logs only) is how many like lines the rate
 	// limiter dropped since the previous one.
 	keySuppressed = attribute.Key("gotry.suppressed")

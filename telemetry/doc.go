@@ -13,8 +13,10 @@
 // metrics, logs and gauges at once, and compose with the package's other options. With
 // otelhttp in the transport's base, otelhttp makes the attempts' CLIENT
 // spans and gotry none, adding its attempt attributes to them (see
-// Telemetry.Transport); AttemptAnnotator inside otelhttp does so from each
-// attempt's start:
+// Telemetry.Transport; behind a RoundTripper without an Unwrap method gotry
+// finds otelhttp from the first response, logs MsgSpansBelow once and
+// stops making attempt spans then); AttemptAnnotator inside otelhttp does
+// so from each attempt's start:
 //
 //	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //

@@ -82,15 +82,22 @@ func (t *Telemetry) observe(s gaugeSource) {
 
 // instruments reports whether src is among t's sources.
 func (t *Telemetry) instruments(src statsSource) bool {
+	_, ok := t.wiredAs(src)
+	return ok
+}
+
+// wiredAs returns the name src was wired with (Name; "" for none) and
+// whether it is among t's sources at all.
+func (t *Telemetry) wiredAs(src statsSource) (string, bool) {
 	g := &t.gauges
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, s := range g.sources {
 		if s.get() == src {
-			return true
+			return s.name, true
 		}
 	}
-	return false
+	return "", false
 }
 
 var (

@@ -41,7 +41,7 @@ func TestHedgeTelemetry(t *testing.T) {
 	}
 	for i, tc := range tests {
 		ev := roots[i].Events()
-		if len(ev) != 1 || ev[0].Name != eventHedge {
+		if len(ev) != 1 || ev[0].Name != EventHedge {
 			t.Fatalf("%s: events %v, want one gotry.hedge", tc.name, ev)
 		}
 		want(t, tc.name+" hedge event", ev[0].Attributes, map[attribute.Key]any{

@@ -2,7 +2,9 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
@@ -26,7 +28,21 @@ import (
 // injects its headers, so gotry makes no attempt span and records no
 // http.client.request.duration; the same holds over another transport this
 // Telemetry instruments, whose own attempts are the physical ones. A
-// transport given this option twice is wired once, by the first. (Two
+// RoundTripper without an Unwrap method (most logging and auth
+// middlewares) hides what is below it when the transport is built; gotry
+// then finds otelhttp (or an instrumented transport) at run time, from the
+// first attempt that gets a response: the request that reached the network
+// comes back as resp.Request (http.Transport sets it), and when its
+// context holds a CLIENT span of the attempt's trace other than gotry's
+// (unsampled: when its traceparent is not the one gotry injected), the
+// attempt was traced below. From then on the transport makes no attempt
+// spans and records no http.client.request.duration, and MsgSpansBelow is
+// logged once (to otel.Handle without a logger). The attempts sent before
+// (the first, and those in flight with it) keep two CLIENT spans each: give
+// the middleware an Unwrap method so gotry sees otelhttp at once. A
+// transport given this option twice is wired once, by the first; given it
+// twice with different names (Name), transport.New panics naming the
+// option and both names, since the metrics can carry only one. (Two
 // different Telemetry values on one transport each make their own spans,
 // as they would for two tracer providers: give a transport one Telemetry
 // per provider.) gotry gives otelhttp's span the attempt's attributes and
@@ -43,8 +59,9 @@ import (
 func (t *Telemetry) Transport(opts ...HooksOption) transport.Option {
 	hc := newHooksConfig(opts)
 	return transport.WithHooksFor(func(tr *transport.Transport) transport.Hooks {
-		if t.instruments(tr) {
-			return transport.Hooks{} // given twice: the first one wires it
+		if name, ok := t.wiredAs(tr); ok {
+			sameName("Transport", name, hc.name)
+			return transport.Hooks{} // given twice, alike: the first one wires it
 		}
 		below := t.spansBelow(tr.Unwrap())
 		t.observe(gaugeSource{name: hc.name, get: weakly(tr)})
@@ -63,8 +80,9 @@ func (t *Telemetry) Transport(opts ...HooksOption) transport.Option {
 func (t *Telemetry) Retrier(opts ...HooksOption) resilience.Option {
 	hc := newHooksConfig(opts)
 	return resilience.WithHooksFor(func(r *resilience.Retrier) resilience.Hooks {
-		if t.instruments(r) {
-			return resilience.Hooks{} // given twice: the first one wires it
+		if name, ok := t.wiredAs(r); ok {
+			sameName("Retrier", name, hc.name)
+			return resilience.Hooks{} // given twice, alike: the first one wires it
 		}
 		t.observe(gaugeSource{name: hc.name, op: true, get: weakly(r)})
 		return t.hooks(hc.name, false)
@@ -113,15 +131,28 @@ func newHooksConfig(opts []HooksOption) hooksConfig {
 // Name puts gotry.transport=name on every metric of the transport or
 // retrier, its gauges included, so that several of them (one per
 // downstream) in one process can be told apart (default none; "" is
-// none).
+// none). One transport or retrier has one name: wiring it twice with two
+// different names panics at construction (see Telemetry.Transport).
 func Name(name string) HooksOption {
 	return hooksOptionFunc(func(c *hooksConfig) { c.name = name })
+}
+
+// sameName panics when a transport or retrier (what: the method that wires
+// it) already wired as first is given the option again with another name:
+// its metrics would carry the first name without a word, and the second
+// wiring's dashboards would show nothing. The same name twice is harmless.
+func sameName(what, first, second string) {
+	if first != second {
+		panic(fmt.Sprintf("telemetry: Name: Telemetry.%s given twice to one %s with different names, %q and then %q; its metrics can carry only one: give the option once, or the same Name",
+			what, strings.ToLower(what), first, second))
+	}
 }
 
 // hooks returns the hooks; name goes on every metric, below says something
 // under the transport makes the attempt spans (see spansBelow).
 func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
-	hs := &hookSet{t: t, name: name, below: below}
+	hs := &hookSet{t: t, name: name}
+	hs.below.Store(below)
 	return resilience.Hooks{
 		OnCallStart: func(ctx context.Context, e resilience.CallStartEvent) context.Context {
 			c := hs.newCall(e.Event)
@@ -181,7 +212,7 @@ func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
 func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 	a := hs.callFor(e.Event).newAttempt(e.Attempt, e.Kind, e.Probe)
 	a.inFlight.Store(a.c.attemptStarted())
-	if !a.c.http() || !hs.below {
+	if !a.c.http() || !hs.below.Load() {
 		ctx = a.startSpan(ctx, transport.HeaderOf(e))
 	}
 	return a.ctx.carry(ctx, attemptKey{hs.t}, a)
@@ -193,6 +224,9 @@ func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duratio
 	if cell := a.inFlight.Swap(nil); cell != nil {
 		a.c.attemptEnded(cell)
 	}
+	if resp != nil && a.tracedBelow(resp.Request) {
+		a.c.hs.foundBelow(ctx, a.c)
+	}
 	a.record(ctx, code, err, dur, o)
 	a.spanResult(code, err, dur, o, resp)
 	a.log(ctx, code, err, dur, o)
@@ -203,7 +237,7 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 	trigger := retryTrigger(code, err)
 	source := delaySource(delay.Seconds(), retryAfter)
 	c.recordRetry(ctx, trigger, source, delay)
-	c.event(eventRetry, keyAttempt.Int(n), KeyRetryTrigger.String(trigger),
+	c.event(EventRetry, keyAttempt.Int(n), KeyRetryTrigger.String(trigger),
 		KeyDelaySource.String(source), keyBackoffDelay.Float64(delay.Seconds()))
 	c.logRetry(ctx, n, delay, trigger, source, code, err)
 }
@@ -211,7 +245,7 @@ func (c *call) retry(ctx context.Context, n int, delay time.Duration, retryAfter
 func (c *call) hedge(ctx context.Context, n, inFlight int, delay time.Duration, adaptive bool) {
 	trigger := hedgeTrigger(adaptive)
 	c.recordHedge(ctx, trigger)
-	c.event(eventHedge, keyAttempt.Int(n), keyHedgeInFlight.Int(inFlight),
+	c.event(EventHedge, keyAttempt.Int(n), keyHedgeInFlight.Int(inFlight),
 		keyHedgeDelay.Float64(delay.Seconds()), KeyHedgeTrigger.String(trigger))
 	c.logHedge(ctx, n, inFlight)
 }
@@ -226,7 +260,7 @@ func hedgeTrigger(adaptive bool) string {
 
 func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptKind) {
 	c.recordBudgetRefusal(ctx, k)
-	c.event(eventBudget, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
+	c.event(EventBudgetExhausted, keyAttempt.Int(n), KeyAttemptKind.String(k.String()))
 	c.logBudget(ctx, n, k)
 }
 
@@ -236,9 +270,9 @@ func (c *call) budgetExhausted(ctx context.Context, n int, k resilience.AttemptK
 // OnCallEnd records as every give-up.
 func (c *call) shed(ctx context.Context, e resilience.ShedEvent) {
 	c.recordShed(ctx, e.Kind, e.Criticality)
-	c.event(eventShed, keyAttempt.Int(e.Attempt), KeyAttemptKind.String(e.Kind.String()),
-		KeyCriticality.String(e.Criticality.String()), keyLimitCurrent.Int(e.Limit),
-		keyLimitInFlight.Int(e.InFlight), keyLimitWaited.Float64(e.Waited.Seconds()))
+	c.event(EventLimitShed, keyAttempt.Int(e.Attempt), KeyAttemptKind.String(e.Kind.String()),
+		KeyCriticality.String(e.Criticality.String()), KeyLimitCurrent.Int(e.Limit),
+		KeyLimitInFlight.Int(e.InFlight), KeyLimitWaited.Float64(e.Waited.Seconds()))
 	c.logShed(ctx, e)
 }
 
@@ -247,8 +281,8 @@ func (c *call) shed(ctx context.Context, e resilience.ShedEvent) {
 // wait shows in the request's duration and in the gap before its first
 // attempt span).
 func (c *call) limitWait(e resilience.LimitWaitEvent) {
-	c.event(eventLimitWait, KeyCriticality.String(e.Criticality.String()), keyLimitCurrent.Int(e.Limit),
-		keyLimitInFlight.Int(e.InFlight), keyLimitWaited.Float64(e.Waited.Seconds()))
+	c.event(EventLimitWait, KeyCriticality.String(e.Criticality.String()), KeyLimitCurrent.Int(e.Limit),
+		KeyLimitInFlight.Int(e.InFlight), KeyLimitWaited.Float64(e.Waited.Seconds()))
 }
 
 func (c *call) breakerReject(ctx context.Context, n int, s resilience.BreakerState) {

@@ -140,16 +140,16 @@ func TestOverloadShedIsObservable(t *testing.T) {
 	if shed == nil {
 		t.Fatalf("no request span ended overloaded:\n%s", tree(r.rec.Ended()))
 	}
-	if got := attrs(shed.Attributes())[keyErrorType].AsString(); got != ErrorTypeOverloaded {
+	if got := attrs(shed.Attributes())[KeyErrorType].AsString(); got != ErrorTypeOverloaded {
 		t.Errorf("shed request span error.type = %q, want %q", got, ErrorTypeOverloaded)
 	}
-	ev, ok := eventNamed(shed, eventShed)
+	ev, ok := eventNamed(shed, EventLimitShed)
 	if !ok {
-		t.Fatalf("shed request span has no %s event: %v", eventShed, shed.Events())
+		t.Fatalf("shed request span has no %s event: %v", EventLimitShed, shed.Events())
 	}
 	want(t, "shed event", ev, map[attribute.Key]any{
 		keyAttempt: int64(1), KeyAttemptKind: "initial", KeyCriticality: "default",
-		keyLimitCurrent: int64(1), keyLimitInFlight: int64(1), keyLimitWaited: 0.0,
+		KeyLimitCurrent: int64(1), KeyLimitInFlight: int64(1), KeyLimitWaited: 0.0,
 	})
 	for _, s := range r.rec.Ended() {
 		if s.Parent().SpanID() == shed.SpanContext().SpanID() {
@@ -197,6 +197,28 @@ func TestOverloadShedIsObservable(t *testing.T) {
 // one has a gotry.limit.wait event on its request span, with how long it
 // waited by the transport's clock.
 func TestOverloadWaitIsASpanEvent(t *testing.T) {
+	r := waitForPermit(t)
+	var found bool
+	for _, s := range r.waitEnded(t, 4) {
+		if ev, ok := eventNamed(s, EventLimitWait); ok {
+			found = true
+			want(t, "wait event", ev, map[attribute.Key]any{
+				KeyCriticality: "default", KeyLimitCurrent: int64(1), KeyLimitInFlight: int64(1), KeyLimitWaited: 0.03,
+			})
+		}
+	}
+	if !found {
+		t.Errorf("no span has a %s event:\n%s", EventLimitWait, tree(r.rec.Ended()))
+	}
+	if n := len(lines(r.logs, MsgShed)); n != 0 {
+		t.Errorf("%d shed lines for a request that got its permit", n)
+	}
+}
+
+// waitForPermit sends two requests through a limit of one, on a fake
+// clock: the second waits 30ms for the first's permit, then is sent.
+func waitForPermit(t *testing.T) *rig {
+	t.Helper()
 	fc := fakeclock.New(time.Unix(1000, 0))
 	r := newRig(t, WithClock(fc))
 	b := newHoldBase()
@@ -218,21 +240,7 @@ func TestOverloadWaitIsASpanEvent(t *testing.T) {
 	if err := await(t, waiter, "the waiting request"); err != nil {
 		t.Fatalf("waiting request: %v, want it sent once the permit was free", err)
 	}
-	var found bool
-	for _, s := range r.waitEnded(t, 4) {
-		if ev, ok := eventNamed(s, eventLimitWait); ok {
-			found = true
-			want(t, "wait event", ev, map[attribute.Key]any{
-				KeyCriticality: "default", keyLimitCurrent: int64(1), keyLimitInFlight: int64(1), keyLimitWaited: 0.03,
-			})
-		}
-	}
-	if !found {
-		t.Errorf("no span has a %s event:\n%s", eventLimitWait, tree(r.rec.Ended()))
-	}
-	if n := len(lines(r.logs, MsgShed)); n != 0 {
-		t.Errorf("%d shed lines for a request that got its permit", n)
-	}
+	return r
 }
 
 // TestLogsShedAggregated: shed lines are aggregated per host and attempt

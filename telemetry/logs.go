@@ -2,9 +2,11 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -53,6 +55,15 @@ const (
 	MsgBreakerState = "gotry: circuit breaker state changed"
 	// MsgBreakerReject (Debug) is a request or attempt a breaker refused.
 	MsgBreakerReject = "gotry: circuit breaker rejected"
+	// MsgSpansBelow (Warn, once per transport) says that a transport's
+	// attempts turned out to be traced below it, by otelhttp behind a
+	// RoundTripper that has no Unwrap method (see Telemetry.Transport):
+	// the attempts so far had two CLIENT spans each, gotry's and the one
+	// below, and from this line on gotry makes none. It carries
+	// gotry.transport (when named) and the host of the attempt that showed
+	// it. With no logger configured (or none enabled at Warn) the same
+	// words go to otel.Handle, so the line is never lost.
+	MsgSpansBelow = "gotry: attempts are traced below this transport (otelhttp behind a RoundTripper without an Unwrap method?): gotry stops making its own attempt spans; give that RoundTripper an Unwrap() http.RoundTripper method so gotry sees otelhttp when the transport is built"
 
 	// Log keys with no span attribute of their own.
 	logKeyError   = "error"
@@ -154,7 +165,7 @@ func logResult(fs []field, code int, err error) []field {
 		fs = append(fs, fint(keyStatusCode, code))
 	}
 	if et := resultErrorType(code, err); et != "" {
-		fs = append(fs, fstr(keyErrorType, et))
+		fs = append(fs, fstr(KeyErrorType, et))
 	}
 	if err != nil {
 		fs = append(fs, field{key: logKeyError, s: errorMessage(err)})
@@ -172,7 +183,7 @@ func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duratio
 	fs = append(fs, fint(keyAttempt, a.num), fstr(KeyAttemptKind, a.kind.String()),
 		fstr(KeyAttemptOutcome, o.String()), fsec(keyAttemptDuration, dur))
 	if a.probe {
-		fs = append(fs, fbool(keyAttemptProbe, true))
+		fs = append(fs, fbool(KeyAttemptProbe, true))
 	}
 	if o == resilience.AttemptCancelled {
 		fs = logResult(fs, code, nil) // not an error
@@ -274,8 +285,8 @@ func (c *call) logShed(ctx context.Context, e resilience.ShedEvent) {
 		fs = append(fs, fint(keySuppressed, dropped))
 	}
 	fs = append(fs, fint(keyAttempt, e.Attempt), fstr(KeyAttemptKind, e.Kind.String()),
-		fstr(KeyCriticality, e.Criticality.String()), fint(keyLimitCurrent, e.Limit),
-		fint(keyLimitInFlight, e.InFlight), fsec(keyLimitWaited, e.Waited))
+		fstr(KeyCriticality, e.Criticality.String()), fint(KeyLimitCurrent, e.Limit),
+		fint(KeyLimitInFlight, e.InFlight), fsec(KeyLimitWaited, e.Waited))
 	t.emit(ctx, levelWarn, MsgShed, fs)
 }
 
@@ -382,4 +393,20 @@ func (g *giveUpLimiter) allow(k giveUpKey, now time.Time, every time.Duration) (
 	}
 	g.mu.Unlock()
 	return r.allow(now, every)
+}
+
+// warnSpansBelow writes MsgSpansBelow for the transport of hs, about call
+// c's attempt: to the loggers enabled at Warn, else to otel.Handle.
+func (hs *hookSet) warnSpansBelow(ctx context.Context, c *call) {
+	t := hs.t
+	if !t.logEnabled(ctx, levelWarn) {
+		otel.Handle(fmt.Errorf("%s (%s=%q, %s=%q)", MsgSpansBelow, KeyTransport, hs.name, keyServerAddress, c.host))
+		return
+	}
+	fs := make([]field, 0, 6)
+	if hs.name != "" {
+		fs = append(fs, fstr(KeyTransport, hs.name))
+	}
+	fs = c.logIdentity(fs)
+	t.emit(ctx, levelWarn, MsgSpansBelow, fs)
 }

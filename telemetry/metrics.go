@@ -273,7 +273,7 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 				kv = append(kv, keyStatusCode.Int(code))
 			}
 			if k.het != "" {
-				kv = append(kv, keyErrorType.String(k.het))
+				kv = append(kv, KeyErrorType.String(k.het))
 			}
 			ms[2] = newMeasureOpts(kv)
 		}
@@ -283,14 +283,14 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 			kv = append(kv, keyStatusCode.Int(code))
 		}
 		if k.et != "" {
-			kv = append(kv, keyErrorType.String(k.et))
+			kv = append(kv, KeyErrorType.String(k.et))
 		}
 		ms[1] = newMeasureOpts(kv)
 		return ms
 	})
 	in.attempts.Add(noExemplar, 1, m[0].add...)
 	in.attemptDuration.Record(ctx, dur.Seconds(), m[1].rec...)
-	if c.http() && !c.hs.below {
+	if c.http() && a.span != nil {
 		in.httpDuration.Record(ctx, dur.Seconds(), m[2].rec...)
 	}
 }
@@ -437,7 +437,7 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 			kv = append(kv, keyStatusCode.Int(e.code))
 		}
 		if k.et != "" {
-			kv = append(kv, keyErrorType.String(k.et))
+			kv = append(kv, KeyErrorType.String(k.et))
 		}
 		ms[0] = newMeasureOpts(kv)
 		return ms

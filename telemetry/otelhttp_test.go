@@ -189,7 +189,7 @@ func TestOtelhttpInsideHedge(t *testing.T) {
 	}
 	atts := ordered(spans, "HTTP GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", keyErrorType: ErrorTypeAttemptLost,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: ErrorTypeAttemptLost,
 	})
 	if c := atts[0].Status().Code; c == codes.Error {
 		t.Errorf("loser status %v, want no error: a hedge loser is not a failure", atts[0].Status())
@@ -205,12 +205,26 @@ type unwrapper struct{ rt http.RoundTripper }
 func (u unwrapper) RoundTrip(r *http.Request) (*http.Response, error) { return u.rt.RoundTrip(r) }
 func (u unwrapper) Unwrap() http.RoundTripper                         { return u.rt }
 
+// opaque is a user's middleware that wraps another RoundTripper and does
+// not say so (no Unwrap), as most logging and auth RoundTrippers: it
+// sends a copy of the request with a header of its own.
+type opaque struct{ rt http.RoundTripper }
+
+func (o opaque) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer test")
+	return o.rt.RoundTrip(r)
+}
+
 // TestOneClientSpanPerAttempt: every wiring a user can write with
 // Telemetry.Transport, with otelhttp below gotry, above it or absent, gives
 // each physical attempt exactly one CLIENT span: the span whose context the
 // server receives is CLIENT and has no CLIENT parent, and the CLIENT spans
 // are one per attempt (plus otelhttp's for the logical request when it is
-// above gotry).
+// above gotry). Behind an opaque middleware gotry learns of otelhttp from
+// the first response (the warm-up request, whose attempt has two CLIENT
+// spans; TestSpansBelowFoundAtRunTime pins that); every request after it
+// has one.
 func TestOneClientSpanPerAttempt(t *testing.T) {
 	type wiring func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper
 	otel := func(r *rig, rt http.RoundTripper) http.RoundTripper {
@@ -222,42 +236,57 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 	tests := []struct {
 		name  string
 		wire  wiring
-		extra int // CLIENT spans besides the attempts' own
+		extra int  // CLIENT spans besides the attempts' own
+		warm  bool // send one request first: gotry learns the layout from it
+		warns int  // MsgSpansBelow lines: 1 when gotry found otelhttp at run time
 	}{
 		{"plain base", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(base, append(opts, r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
 		{"annotator without otelhttp", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(r.tel.AttemptAnnotator(base), append(opts, r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
 		{"otelhttp below", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(otel(r, base), append(opts, r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
 		{"otelhttp below with the annotator", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(otel(r, r.tel.AttemptAnnotator(base)), append(opts, r.tel.Transport(Name("x")))...)
-		}, 0},
+		}, 0, false, 0},
 		{"annotator above otelhttp (misplaced)", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(r.tel.AttemptAnnotator(otel(r, base)), append(opts, r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
 		{"otelhttp below a wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(unwrapper{otel(r, base)}, append(opts, r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
+		{"otelhttp below an opaque wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
+			return gotry(opaque{otel(r, base)}, append(opts, r.tel.Transport())...)
+		}, 0, true, 1},
+		{"otelhttp with the annotator below an opaque wrapper", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
+			return gotry(opaque{otel(r, r.tel.AttemptAnnotator(base))}, append(opts, r.tel.Transport())...)
+		}, 0, true, 1},
+		{"gotry over an opaque wrapper over gotry", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
+			inner := gotry(base, r.tel.Transport(), transport.WithMaxAttempts(1))
+			return gotry(opaque{inner}, append(opts, r.tel.Transport())...)
+		}, 0, true, 1},
+		{"opaque wrapper, no otelhttp", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
+			return gotry(opaque{base}, append(opts, r.tel.Transport())...)
+		}, 0, true, 0},
 		{"otelhttp above", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return otel(r, gotry(base, append(opts, r.tel.Transport())...))
-		}, 1},
+		}, 1, false, 0},
 		{"otelhttp above and below", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return otel(r, gotry(otel(r, r.tel.AttemptAnnotator(base)), append(opts, r.tel.Transport())...))
-		}, 1},
+		}, 1, false, 0},
 		{"option given twice", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
-			return gotry(base, append(opts, r.tel.Transport(), r.tel.Transport(Name("again")))...)
-		}, 0},
+			return gotry(base, append(opts, r.tel.Transport(Name("again")), r.tel.Transport(Name("again")))...)
+		}, 0, false, 0},
 		{"beside other hooks", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			return gotry(base, append(opts, transport.WithHooks(transport.Hooks{OnRetry: func(resilience.RetryEvent) {}}), r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
 		{"gotry over gotry", func(r *rig, base http.RoundTripper, opts ...transport.Option) http.RoundTripper {
 			inner := gotry(base, r.tel.Transport(), transport.WithMaxAttempts(1))
 			return gotry(inner, append(opts, r.tel.Transport())...)
-		}, 0},
+		}, 0, false, 0},
 	}
 	for _, tc := range tests {
 		for _, hedged := range []bool{false, true} {
@@ -275,6 +304,17 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 				r := newRig(t)
 				srv := newServer(t, script...)
 				rt := tc.wire(r, base(t), opts...)
+				skip := 0 // the warm-up's spans
+				if tc.warm {
+					warm := newServer(t, status(200))
+					resp, err := get(t, rt, warm.URL)
+					if err != nil {
+						t.Fatal(err)
+					}
+					drain(t, resp)
+					waitFor(t, r.settled)
+					skip = len(r.rec.Ended())
+				}
 				resp, err := get(t, rt, srv.URL)
 				if err != nil {
 					t.Fatal(err)
@@ -283,7 +323,7 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 				// Each of the 2 attempts ends; so does the request span
 				// (and the backoff's for the retry), and otelhttp's above.
 				waitFor(t, func() bool { return len(srv.traceparents()) == 2 && r.settled() })
-				spans := r.rec.Ended()
+				spans := r.rec.Ended()[skip:]
 				byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 				for _, s := range spans {
 					byID[s.SpanContext().SpanID()] = s
@@ -308,6 +348,9 @@ func TestOneClientSpanPerAttempt(t *testing.T) {
 				}
 				if n := clientSpans(spans); n != 2+tc.extra {
 					t.Errorf("%d CLIENT spans, want %d:\n%s", n, 2+tc.extra, tree(spans))
+				}
+				if n := len(r.logs.FilterMessage(MsgSpansBelow).All()); n != tc.warns {
+					t.Errorf("%d %q lines, want %d", n, MsgSpansBelow, tc.warns)
 				}
 			})
 		}

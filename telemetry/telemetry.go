@@ -93,9 +93,11 @@ type hookSet struct {
 	gaveUp giveUpLimiter // "gave up" lines, per host and reason
 	shed   giveUpLimiter // "attempt shed" lines, per host and attempt kind
 	// below: something under the transport makes the attempt spans
-	// (otelhttp, or another transport this Telemetry instruments; see
-	// spansBelow), so these hooks make none.
-	below bool
+	// (otelhttp, or another transport this Telemetry instruments), so
+	// these hooks make none. Set at construction when the base shows it
+	// (spansBelow), or at run time, once, when an attempt's request turns
+	// out to have been traced again below gotry (tracedBelow).
+	below atomic.Bool
 }
 
 // call is the telemetry of one request (or one generic call), made at

@@ -21,14 +21,40 @@ import (
 const (
 	// BackoffSpanName names the INTERNAL span of one backoff sleep.
 	BackoffSpanName = "gotry backoff"
+)
 
-	eventRetry         = "gotry.retry"
-	eventHedge         = "gotry.hedge"
-	eventBudget        = "gotry.budget.exhausted"
-	eventBreakerReject = "gotry.breaker.reject"
-	eventBreakerState  = "gotry.breaker.state_change"
-	eventShed          = "gotry.limit.shed"
-	eventLimitWait     = "gotry.limit.wait"
+// Span event names, on the request span. OpenTelemetry has no convention
+// for them, so they are invented and start with "gotry.". Two share their
+// string with a metric's name (gotry.limit.shed with MetricLimitShed): an
+// event name and a metric name are distinct constants, to be used each
+// where it belongs.
+const (
+	// EventRetry is a scheduled retry: gotry.attempt (the attempt that
+	// failed), gotry.retry.trigger, gotry.retry.delay_source and
+	// gotry.backoff.delay.
+	EventRetry = "gotry.retry"
+	// EventHedge is a hedge launch: gotry.attempt (the hedge's number),
+	// gotry.hedge.in_flight, gotry.hedge.delay and gotry.hedge.trigger.
+	EventHedge = "gotry.hedge"
+	// EventBudgetExhausted is a retry or hedge the retry budget refused:
+	// gotry.attempt and gotry.attempt.kind.
+	EventBudgetExhausted = "gotry.budget.exhausted"
+	// EventBreakerReject is an attempt after the first that a breaker
+	// refused: gotry.attempt and gotry.breaker.state. (A rejection at
+	// admission is error.type circuit_open on the request span instead.)
+	EventBreakerReject = "gotry.breaker.reject"
+	// EventBreakerStateChange is a transition of a breaker the request
+	// moved: gotry.breaker.from, gotry.breaker.to and the host
+	// (server.address, server.port) or gotry.operation.
+	EventBreakerStateChange = "gotry.breaker.state_change"
+	// EventLimitShed is an attempt the concurrency limit refused:
+	// gotry.attempt, gotry.attempt.kind, gotry.criticality,
+	// gotry.limit.current, gotry.limit.in_flight and gotry.limit.waited.
+	EventLimitShed = "gotry.limit.shed"
+	// EventLimitWait is a first attempt that waited for its permit and got
+	// one: gotry.criticality, gotry.limit.current, gotry.limit.in_flight
+	// and gotry.limit.waited.
+	EventLimitWait = "gotry.limit.wait"
 )
 
 // spanIdentity appends the call's identity to kv: method, server and port
@@ -142,7 +168,7 @@ func (a *attempt) attrs(kv []attribute.KeyValue) []attribute.KeyValue {
 		kv = append(kv, keyResendCount.Int(a.num-1), KeyAttemptKind.String(a.kind.String()))
 	}
 	if a.probe {
-		kv = append(kv, keyAttemptProbe.Bool(true))
+		kv = append(kv, KeyAttemptProbe.Bool(true))
 	}
 	return kv
 }
@@ -208,7 +234,7 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 	}
 	if o != resilience.AttemptCancelled {
 		if et := resultErrorType(code, err); et != "" {
-			kv = append(kv, keyErrorType.String(et))
+			kv = append(kv, KeyErrorType.String(et))
 			if err != nil {
 				s.SetStatus(codes.Error, errorMessage(err))
 			} else {
@@ -312,7 +338,7 @@ func (c *call) endCall(e callEnd) {
 		kv = append(kv, keyStatusCode.Int(e.code))
 	}
 	if et := resultErrorType(e.code, e.err); et != "" {
-		kv = append(kv, keyErrorType.String(et))
+		kv = append(kv, KeyErrorType.String(et))
 		if e.err != nil {
 			s.SetStatus(codes.Error, errorMessage(e.err))
 		} else {
@@ -336,7 +362,7 @@ func (a *attempt) bodyDone(err error) {
 	}
 	if err != nil && a.span.IsRecording() {
 		a.span.RecordError(err)
-		a.span.SetAttributes(keyErrorType.String(ErrorType(err)))
+		a.span.SetAttributes(KeyErrorType.String(ErrorType(err)))
 		a.span.SetStatus(codes.Error, errorMessage(err))
 	}
 	a.endSpan()
@@ -361,8 +387,8 @@ func (c *call) backoffSpan(ctx context.Context, start time.Time, delay, slept ti
 	_, s := c.hs.t.tracer.Start(ctx, BackoffSpanName, c.hs.t.internalOpts[0],
 		trace.WithTimestamp(start), trace.WithAttributes(
 			keyBackoffDelay.Float64(delay.Seconds()),
-			keyBackoffRetryAfter.Bool(retryAfter),
-			keyBackoffInterrupted.Bool(interrupted),
+			KeyBackoffRetryAfter.Bool(retryAfter),
+			KeyBackoffInterrupted.Bool(interrupted),
 		))
 	s.End(trace.WithTimestamp(start.Add(slept)))
 }
@@ -392,7 +418,7 @@ func (c *call) breakerMoved(key string, from, to resilience.BreakerState) {
 	} else {
 		kv = append(kv, KeyOperation.String(key))
 	}
-	c.span.AddEvent(eventBreakerState, trace.WithAttributes(kv...))
+	c.span.AddEvent(EventBreakerStateChange, trace.WithAttributes(kv...))
 }
 
 // breakerRejected marks a rejection: at admission (attempt 0) the request
@@ -403,10 +429,10 @@ func (c *call) breakerRejected(n int, s resilience.BreakerState) {
 		return
 	}
 	if n == 0 {
-		c.span.SetAttributes(keyErrorType.String(ErrorTypeCircuitOpen), KeyBreakerState.String(breakerState(s)))
+		c.span.SetAttributes(KeyErrorType.String(ErrorTypeCircuitOpen), KeyBreakerState.String(breakerState(s)))
 		return
 	}
-	c.span.AddEvent(eventBreakerReject, trace.WithAttributes(keyAttempt.Int(n), KeyBreakerState.String(breakerState(s))))
+	c.span.AddEvent(EventBreakerReject, trace.WithAttributes(keyAttempt.Int(n), KeyBreakerState.String(breakerState(s))))
 }
 
 // callEnd is the end of a request or generic call, whichever hook saw it.

@@ -50,7 +50,7 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
 		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port),
 		KeyAttempts: int64(3), KeyRetries: int64(2), KeyHedges: nil, KeyReason: "success",
-		keyStatusCode: int64(200), keyErrorType: nil, keyURLFull: nil,
+		keyStatusCode: int64(200), KeyErrorType: nil, keyURLFull: nil,
 	})
 	// The planned delays add up to 1.005 s; the time spent retaining each
 	// superseded response counts against its delay (so the sleeps may be a
@@ -74,14 +74,14 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
 		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port), keyURLFull: url,
 		keyResendCount: nil, KeyAttemptKind: nil, KeyAttemptOutcome: "retryable",
-		keyStatusCode: int64(503), keyErrorType: "503", keyAttemptProbe: nil,
+		keyStatusCode: int64(503), KeyErrorType: "503", KeyAttemptProbe: nil,
 	})
 	want(t, "attempt 2", atts[1].Attributes(), map[attribute.Key]any{
 		keyResendCount: int64(1), KeyAttemptKind: "retry", KeyAttemptOutcome: "retryable", keyStatusCode: int64(503),
 	})
 	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{
 		keyResendCount: int64(2), KeyAttemptKind: "retry", KeyAttemptOutcome: "success",
-		keyStatusCode: int64(200), keyErrorType: nil, keyURLFull: url,
+		keyStatusCode: int64(200), KeyErrorType: nil, keyURLFull: url,
 	})
 	for i, s := range atts {
 		wantCode := codes.Error
@@ -98,10 +98,10 @@ func TestTraceRetriesWithRetryAfterAndBackoff(t *testing.T) {
 
 	backoffs := ordered(spans, BackoffSpanName)
 	want(t, "backoff 1", backoffs[0].Attributes(), map[attribute.Key]any{
-		keyBackoffDelay: 1.0, keyBackoffRetryAfter: true, keyBackoffInterrupted: false,
+		keyBackoffDelay: 1.0, KeyBackoffRetryAfter: true, KeyBackoffInterrupted: false,
 	})
 	want(t, "backoff 2", backoffs[1].Attributes(), map[attribute.Key]any{
-		keyBackoffDelay: 0.005, keyBackoffRetryAfter: false, keyBackoffInterrupted: false,
+		keyBackoffDelay: 0.005, KeyBackoffRetryAfter: false, KeyBackoffInterrupted: false,
 	})
 	for i, b := range backoffs {
 		if !b.StartTime().After(atts[i].StartTime()) || !b.EndTime().Before(atts[i+1].StartTime().Add(time.Millisecond)) {
@@ -145,7 +145,7 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 	}
 	atts := ordered(spans, "GET")
 	want(t, "loser", atts[0].Attributes(), map[attribute.Key]any{
-		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", keyErrorType: nil, keyStatusCode: nil, keyResendCount: nil,
+		KeyAttemptKind: nil, KeyAttemptOutcome: "cancelled", KeyErrorType: nil, keyStatusCode: nil, keyResendCount: nil,
 	})
 	if atts[0].Status().Code != codes.Unset {
 		t.Errorf("loser status %v, want unset: a cancelled hedge loser is not an error", atts[0].Status())
@@ -199,10 +199,10 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	}
 	roots := ordered(spans, "gotry GET")
 	want(t, "first", roots[0].Attributes(), map[attribute.Key]any{
-		KeyReason: "attempts_exhausted", keyStatusCode: int64(503), keyErrorType: "503", KeyAttempts: int64(1),
+		KeyReason: "attempts_exhausted", keyStatusCode: int64(503), KeyErrorType: "503", KeyAttempts: int64(1),
 	})
 	want(t, "rejected", roots[1].Attributes(), map[attribute.Key]any{
-		KeyReason: "circuit_open", keyErrorType: "circuit_open", KeyBreakerState: "open",
+		KeyReason: "circuit_open", KeyErrorType: "circuit_open", KeyBreakerState: "open",
 		KeyAttempts: int64(0), keyStatusCode: nil,
 	})
 	if roots[1].Status().Code != codes.Error {
@@ -210,8 +210,8 @@ func TestTraceBreakerRejectionAndProbe(t *testing.T) {
 	}
 	want(t, "probe request", roots[2].Attributes(), map[attribute.Key]any{KeyReason: "success", keyStatusCode: int64(200)})
 	atts := ordered(spans, "GET")
-	want(t, "probe", atts[1].Attributes(), map[attribute.Key]any{keyAttemptProbe: true, KeyAttemptOutcome: "success"})
-	want(t, "first attempt", atts[0].Attributes(), map[attribute.Key]any{keyAttemptProbe: nil})
+	want(t, "probe", atts[1].Attributes(), map[attribute.Key]any{KeyAttemptProbe: true, KeyAttemptOutcome: "success"})
+	want(t, "first attempt", atts[0].Attributes(), map[attribute.Key]any{KeyAttemptProbe: nil})
 }
 
 // The generic Retrier's calls get the same tree with gotry.operation.
@@ -245,9 +245,9 @@ func TestTraceRetrierCall(t *testing.T) {
 	})
 	atts := ordered(spans, "gotry load-config attempt")
 	want(t, "attempt 1", atts[0].Attributes(), map[attribute.Key]any{
-		KeyOperation: "load-config", KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", keyErrorType: ErrorTypeOther, keyResendCount: nil,
+		KeyOperation: "load-config", KeyAttemptKind: "initial", KeyAttemptOutcome: "retryable", KeyErrorType: ErrorTypeOther, keyResendCount: nil,
 	})
-	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{KeyAttemptKind: "retry", KeyAttemptOutcome: "success", keyErrorType: nil})
+	want(t, "attempt 3", atts[2].Attributes(), map[attribute.Key]any{KeyAttemptKind: "retry", KeyAttemptOutcome: "success", KeyErrorType: nil})
 }
 
 // When tracing is off (no provider), nothing breaks and metrics still flow.
@@ -389,7 +389,7 @@ func TestTraceBreakerTransitionsOnTheMovingRequest(t *testing.T) {
 	var got []move
 	for i, root := range roots {
 		for _, e := range root.Events() {
-			if e.Name != eventBreakerState {
+			if e.Name != EventBreakerStateChange {
 				continue
 			}
 			m := attrs(e.Attributes)
@@ -430,7 +430,7 @@ func TestTraceFirstAttemptSuccessFitsEightAttributes(t *testing.T) {
 	want(t, "request span", root.Attributes(), map[attribute.Key]any{
 		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port),
 		KeyAttempts: int64(1), KeyReason: "success", keyStatusCode: int64(200),
-		KeyRetries: nil, KeyHedges: nil, keyBackoffTotal: nil, keyErrorType: nil,
+		KeyRetries: nil, KeyHedges: nil, keyBackoffTotal: nil, KeyErrorType: nil,
 	})
 	want(t, "attempt span", att.Attributes(), map[attribute.Key]any{
 		keyMethod: "GET", keyServerAddress: "127.0.0.1", keyServerPort: int64(port),
