@@ -44,7 +44,9 @@ func DefaultBackoff() Backoff { return ExponentialJitter(100*time.Millisecond, 5
 // a later option overrides an earlier one, except WithHooks, which adds. The
 // option constructors check their arguments when they are called and panic,
 // with a message naming the option and the value, on one that makes no
-// sense; NewRetrier itself never panics, and ignores nil options. The
+// sense; NewRetrier itself panics only where a WithHooksFor func does
+// (telemetry's, when one Retrier is given two different names), and
+// ignores nil options. The
 // options share their names and meanings with package transport's.
 type Option interface{ apply(*retrierConfig) }
 

@@ -97,8 +97,9 @@ func (t *Telemetry) Retrier(opts ...HooksOption) resilience.Option {
 func (t *Telemetry) Engine(opts ...HooksOption) func(*resilience.Engine) resilience.Hooks {
 	hc := newHooksConfig(opts)
 	return func(e *resilience.Engine) resilience.Hooks {
-		if t.instruments(e) {
-			return resilience.Hooks{} // given twice: the first one wires it
+		if name, ok := t.wiredAs(e); ok {
+			sameName("Engine", name, hc.name)
+			return resilience.Hooks{} // given twice, alike: the first one wires it
 		}
 		t.observe(gaugeSource{name: hc.name, op: true, get: weakly(e)})
 		return t.hooks(hc.name, false)

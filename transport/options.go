@@ -72,7 +72,9 @@ func defaultConfig() config {
 // later option overrides an earlier one, except WithHooks and WithHooksFor,
 // which add. The option constructors check their arguments when they are
 // called and panic, with a message naming the option and the value, on one
-// that makes no sense; New itself never panics, and ignores nil options.
+// that makes no sense; New itself panics only where a WithHooksFor func
+// does (telemetry's, when one transport is given two different names), and
+// ignores nil options.
 // The options common to resilience's Retrier (WithMaxAttempts, WithBackoff,
 // WithBudget, WithHedging, WithAdaptiveHedging, WithBreaker,
 // WithConcurrencyLimit, WithPerAttemptTimeout, WithMaxRetryAfter,
