@@ -1,0 +1,2 @@
+// Package sdk holds gotry under third-party SDKs.
+package sdk

@@ -1,0 +1,219 @@
+package sdk_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+const bucket = "gotry-test"
+
+// partSize is S3's minimum part size (every part but the last must be at
+// least 5 MiB), five times gotry's default MaxBufferedBody: no part body is
+// one gotry could replay.
+const partSize = 5 << 20
+
+// shortBackoff keeps the SDK's retry backoff (up to 20s by default) short
+// so the tests take seconds; the retry logic is the SDK's default.
+func shortBackoff(o *retry.StandardOptions) { o.MaxBackoff = 20 * time.Millisecond }
+
+// newS3 is an S3 client for srv over tr, with retryer as the SDK's retryer.
+func newS3(srv *faultyS3, tr http.RoundTripper, retryer aws.Retryer) *s3.Client {
+	return s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		HTTPClient:   &http.Client{Transport: tr},
+		Retryer:      retryer,
+	})
+}
+
+// randomBytes returns n random bytes, so a mixed-up part shows.
+func randomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// attemptCounter counts gotry's physical attempts per S3 operation, as a
+// telemetry hook would see them.
+type attemptCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *attemptCounter) hooks() transport.Option {
+	return transport.WithHooks(transport.Hooks{OnAttemptEnd: func(e resilience.AttemptEndEvent) {
+		op := s3Op(transport.RequestOf(e.Event))
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		c.n[op]++
+	}})
+}
+
+func (c *attemptCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = nil
+	return n
+}
+
+func TestS3RecommendedSetUpKeepsEveryWriteUnderFaults(t *testing.T) {
+	srv := newFaultyS3(t, false)
+	var seen attemptCounter
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	client := newS3(srv, sdk.S3Transport(base, seen.hooks()), sdk.S3Retryer(shortBackoff))
+
+	// Every operation meets one fault on its first arrival, and the
+	// multipart upload one on each POST and on its second part.
+	srv.setPlan(func(op string, n int) fault {
+		switch {
+		case op == "PutObject" && n == 1:
+			return internalError
+		case op == "PutObject" && n == 2:
+			return reset
+		case op == "CreateMultipartUpload" && n == 1:
+			return slowDown
+		case op == "UploadPart" && n == 2:
+			return reset
+		case op == "UploadPart" && n == 3:
+			return slowDown
+		case op == "CompleteMultipartUpload" && n == 1:
+			return slowDown
+		case op == "GetObject" && n == 1:
+			return stall
+		}
+		return pass
+	})
+
+	// A per-operation deadline the test holds every operation to; each
+	// meets at most the SDK's three attempts with 20ms backoffs, and the
+	// stalled one a 1s per-attempt timeout.
+	const opDeadline = 30 * time.Second
+	do := func(name string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), opDeadline)
+		defer cancel()
+		start := time.Now()
+		if err := f(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d := time.Since(start); d > opDeadline {
+			t.Errorf("%s took %v, past its %v deadline", name, d, opDeadline)
+		}
+	}
+
+	small := randomBytes(t, 2<<20) // over gotry's 1 MiB MaxBufferedBody
+	do("PutObject", func(ctx context.Context) error {
+		_, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("small"), Body: bytes.NewReader(small)})
+		return err
+	})
+
+	parts := [][]byte{randomBytes(t, partSize), randomBytes(t, partSize), randomBytes(t, 1<<20)}
+	var uploadID string
+	do("CreateMultipartUpload", func(ctx context.Context) error {
+		out, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("big")})
+		if err == nil {
+			uploadID = aws.ToString(out.UploadId)
+		}
+		return err
+	})
+	var done []types.CompletedPart
+	for i, p := range parts {
+		do("UploadPart", func(ctx context.Context) error {
+			out, err := client.UploadPart(ctx, &s3.UploadPartInput{
+				Bucket: aws.String(bucket), Key: aws.String("big"), UploadId: aws.String(uploadID),
+				PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(p),
+			})
+			if err == nil {
+				done = append(done, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))})
+			}
+			return err
+		})
+	}
+	do("CompleteMultipartUpload", func(ctx context.Context) error {
+		_, err := client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: aws.String(bucket), Key: aws.String("big"), UploadId: aws.String(uploadID),
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: done},
+		})
+		return err
+	})
+
+	// Reads: a per-attempt timeout set for these operations only, through
+	// the operation's context (the writes above must not have one: it
+	// would count their upload time).
+	read := func(key string) []byte {
+		var got []byte
+		do("GetObject", func(ctx context.Context) error {
+			ctx = transport.WithPolicy(ctx, transport.Policy{PerAttemptTimeout: time.Second})
+			out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+			if err != nil {
+				return err
+			}
+			defer out.Body.Close()
+			got, err = io.ReadAll(out.Body)
+			return err
+		})
+		return got
+	}
+	if got := read("small"); !bytes.Equal(got, small) {
+		t.Errorf("PutObject: read back %d bytes, not the %d written", len(got), len(small))
+	}
+	if got, want := read("big"), bytes.Join(parts, nil); !bytes.Equal(got, want) {
+		t.Errorf("multipart upload: read back %d bytes, not the %d written", len(got), len(want))
+	}
+
+	arrivals, effects := srv.counts()
+	attempts := seen.take()
+	t.Logf("arrivals per operation: %s", sortedOps(arrivals))
+	t.Logf("gotry's attempts per operation: %s", sortedOps(attempts))
+	t.Logf("effects (arrivals S3 served): %s", sortedOps(effects))
+
+	// Each POST took effect once; the SDK resent it after a SlowDown that
+	// S3 answers before acting.
+	for _, op := range []string{"CreateMultipartUpload", "CompleteMultipartUpload"} {
+		if effects[op] != 1 {
+			t.Errorf("%s took effect %d times, want once", op, effects[op])
+		}
+		if arrivals[op] != 2 {
+			t.Errorf("%s arrived %d times, want 2 (the SlowDown, then the SDK's retry)", op, arrivals[op])
+		}
+	}
+	// gotry sent every attempt of the SDK's once: what arrived is what
+	// gotry attempted, and at most the SDK's three per operation.
+	for op, n := range arrivals {
+		if attempts[op] != n {
+			t.Errorf("%s: %d arrivals but gotry made %d attempts", op, n, attempts[op])
+		}
+	}
+	want := map[string]int{"PutObject": 3, "UploadPart": 5, "GetObject": 3}
+	for op, n := range want {
+		if arrivals[op] != n {
+			t.Errorf("%s arrived %d times, want %d (one per SDK attempt)", op, arrivals[op], n)
+		}
+	}
+}
