@@ -1,8 +1,10 @@
 package sdk
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -54,3 +56,19 @@ var RefusedByGotry = retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
 	}
 	return aws.UnknownTernary
 })
+
+// HedgedRead returns ctx with a gotry policy for one read under the SDK's
+// retryer: if no answer has come after delay, gotry sends one hedge (a
+// second copy of the request) and uses whichever answers first. gotry
+// retries nothing (the classifier marks every result final; the SDK
+// retries failures), so an operation is at most two requests per SDK
+// attempt. Use it on the context of idempotent reads (GetObject,
+// HeadObject), with a delay near their p95 latency.
+func HedgedRead(ctx context.Context, delay time.Duration) context.Context {
+	return transport.WithPolicy(ctx, transport.Policy{
+		MaxAttempts: 2,
+		MaxHedges:   1,
+		HedgeDelay:  delay,
+		Classifier:  func(transport.Attempt) transport.Decision { return transport.DontRetry },
+	})
+}

@@ -217,3 +217,169 @@ func TestS3RecommendedSetUpKeepsEveryWriteUnderFaults(t *testing.T) {
 		}
 	}
 }
+
+// What the docs' earlier advice, "let one layer retry" with gotry as that
+// layer, loses on S3: with the SDK's retries off, each of these writes
+// fails on a single fault the SDK would have ridden out. Reads still
+// succeed, which is why the loss goes unnoticed.
+func TestS3GotryAloneLosesWritesTheSDKWouldKeep(t *testing.T) {
+	cases := []struct {
+		name    string
+		op      string
+		what    fault
+		size    int
+		wantErr bool
+	}{
+		// 500 is not among gotry's retryable statuses; S3 asks for a retry.
+		{"PutObject after InternalError", "PutObject", internalError, 1 << 10, true},
+		// A POST without an Idempotency-Key: gotry sends it once.
+		{"CreateMultipartUpload after SlowDown", "CreateMultipartUpload", slowDown, 0, true},
+		// A body over MaxBufferedBody (1 MiB) cannot be replayed by gotry;
+		// the SDK replays it from its seekable reader.
+		{"UploadPart of 5 MiB after SlowDown", "UploadPart", slowDown, partSize, true},
+		{"PutObject of 2 MiB after SlowDown", "PutObject", slowDown, 2 << 20, true},
+		// What gotry can do alone: a small idempotent request.
+		{"PutObject of 1 KiB after SlowDown", "PutObject", slowDown, 1 << 10, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFaultyS3(t, false)
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			tr := transport.New(base, transport.WithBackoff(resilience.Constant(time.Millisecond)))
+			client := newS3(srv, tr, aws.NopRetryer{})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			srv.setPlan(firstN(tc.what, 1, tc.op))
+
+			var err error
+			body := bytes.NewReader(randomBytes(t, tc.size))
+			switch tc.op {
+			case "PutObject":
+				_, err = client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: body})
+			case "CreateMultipartUpload":
+				_, err = client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+			case "UploadPart":
+				_, err = client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String("k"),
+					UploadId: aws.String("any"), PartNumber: aws.Int32(1), Body: body})
+			}
+			arrivals, _ := srv.counts()
+			t.Logf("%s: err=%v, arrivals %s", tc.name, err, sortedOps(arrivals))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want an error: %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// A stalled GET is hedged by gotry under the SDK's retryer: the operation's
+// policy allows one hedge and no retry (the SDK still retries failures), so
+// the read ends soon after the hedge delay instead of waiting for a timeout.
+func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
+	srv := newFaultyS3(t, false)
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	client := newS3(srv, sdk.S3Transport(base), sdk.S3Retryer(shortBackoff))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := randomBytes(t, 64<<10)
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: bytes.NewReader(want)}); err != nil {
+		t.Fatal(err)
+	}
+	srv.setPlan(firstN(stall, 1, "GetObject"))
+	srv.counts()
+
+	start := time.Now()
+	out, err := client.GetObject(sdk.HedgedRead(ctx, 200*time.Millisecond), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(out.Body)
+	out.Body.Close()
+	took := time.Since(start)
+	arrivals, _ := srv.counts()
+	t.Logf("hedged GetObject: %v, arrivals %s", took, sortedOps(arrivals))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes (err %v), want the %d written", len(got), err, len(want))
+	}
+	if arrivals["GetObject"] != 2 {
+		t.Errorf("GetObject arrived %d times, want 2 (the stalled one and its hedge)", arrivals["GetObject"])
+	}
+	// The stall lasts until the client leaves (a minute at most); the
+	// hedge answers within the 200ms delay plus a loaded machine's margin.
+	if took > 20*time.Second {
+		t.Errorf("the hedged read took %v: the hedge did not win", took)
+	}
+}
+
+// During a SlowDown outage, how many requests reach S3 per operation: the
+// naive layering (the SDK's three attempts over gotry's defaults, three
+// each) against the recommended set-up (the SDK over gotry at one attempt
+// with a breaker). Four workers run ten GetObjects each into an endpoint
+// that answers every request 503 SlowDown.
+func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
+	const workers, perWorker = 4, 10
+	cases := []struct {
+		name     string
+		tr       func(base http.RoundTripper) http.RoundTripper
+		retryer  aws.Retryer
+		maxPerOp float64 // the bound the test holds
+	}{
+		{
+			name: "naive: SDK standard x gotry defaults",
+			tr:   func(base http.RoundTripper) http.RoundTripper { return transport.New(base) },
+			// The SDK's 3 attempts times gotry's 3; gotry's budget may
+			// refuse some of its retries.
+			retryer:  retry.NewStandard(shortBackoff),
+			maxPerOp: 9,
+		},
+		{
+			name:    "recommended: SDK standard over gotry at one attempt with a breaker",
+			tr:      func(base http.RoundTripper) http.RoundTripper { return sdk.S3Transport(base) },
+			retryer: sdk.S3Retryer(shortBackoff),
+			// The breaker opens after 5 failures (DefaultFailureThreshold)
+			// and stays open for 30s, longer than the test; after that
+			// nothing is sent. Up to 4 more attempts may be in flight as
+			// it opens, each worker's SDK retrying up to twice more.
+			maxPerOp: float64(resilience.DefaultFailureThreshold+workers*3) / (workers * perWorker),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFaultyS3(t, false)
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			client := newS3(srv, tc.tr(base), tc.retryer)
+			srv.setPlan(func(string, int) fault { return slowDown })
+
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			failed := 0
+			for range workers {
+				wg.Go(func() {
+					for range perWorker {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						_, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+						cancel()
+						if err != nil {
+							mu.Lock()
+							failed++
+							mu.Unlock()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			arrivals, _ := srv.counts()
+			perOp := float64(arrivals["GetObject"]) / (workers * perWorker)
+			t.Logf("%s: %d operations, %d failed, %d arrivals, %.2f per operation",
+				tc.name, workers*perWorker, failed, arrivals["GetObject"], perOp)
+			if failed != workers*perWorker {
+				t.Errorf("%d of %d operations failed in a total outage", failed, workers*perWorker)
+			}
+			if perOp > tc.maxPerOp {
+				t.Errorf("%.2f arrivals per operation, want at most %.2f", perOp, tc.maxPerOp)
+			}
+		})
+	}
+}

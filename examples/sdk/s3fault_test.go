@@ -192,4 +192,3 @@ func sortedOps(m map[string]int) string {
 	}
 	return strings.TrimSpace(b.String())
 }
-
