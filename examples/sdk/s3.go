@@ -3,6 +3,8 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"net/http"
 	"time"
 
@@ -71,4 +73,20 @@ func HedgedRead(ctx context.Context, delay time.Duration) context.Context {
 		HedgeDelay:  delay,
 		Classifier:  func(transport.Attempt) transport.Decision { return transport.DontRetry },
 	})
+}
+
+// SDKTransport returns a copy of the *http.Transport the SDK built for cfg
+// (config.LoadDefaultConfig's, with the roots of AWS_CA_BUNDLE or
+// config.WithCustomCABundle, and the SDK's dial and TLS settings), to be
+// gotry's base. Load the config without config.WithHTTPClient, then set
+// cfg.HTTPClient to a client over gotry on this base: with a CA bundle
+// configured, LoadDefaultConfig fails on any HTTP client but its own
+// ("unable to add custom RootCAs HTTPClient, has no WithTransportOptions").
+// It fails when cfg.HTTPClient is not the SDK's own client.
+func SDKTransport(cfg aws.Config) (*http.Transport, error) {
+	own, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok {
+		return nil, fmt.Errorf("sdk: cfg.HTTPClient is a %T, not the SDK's *http.BuildableClient", cfg.HTTPClient)
+	}
+	return own.GetTransport(), nil
 }

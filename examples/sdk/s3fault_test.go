@@ -3,6 +3,8 @@ package sdk_test
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -96,6 +98,8 @@ func newFaultyS3(t testing.TB, tlsOn bool) *faultyS3 {
 		f.mu.Unlock()
 		serveFault(w, r, what, real)
 	}))
+	// The handshake a test fails on purpose is not news for the log.
+	f.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if tlsOn {
 		f.StartTLS()
 	} else {
