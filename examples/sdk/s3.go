@@ -1,7 +1,6 @@
 package sdk
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -59,20 +58,22 @@ var RefusedByGotry = retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
 	return aws.UnknownTernary
 })
 
-// HedgedRead returns ctx with a gotry policy for one read under the SDK's
-// retryer: if no answer has come after delay, gotry sends one hedge (a
-// second copy of the request) and uses whichever answers first. gotry
-// retries nothing (the classifier marks every result final; the SDK
-// retries failures), so an operation is at most two requests per SDK
-// attempt. Use it on the context of idempotent reads (GetObject,
-// HeadObject), with a delay near their p95 latency.
-func HedgedRead(ctx context.Context, delay time.Duration) context.Context {
-	return transport.WithPolicy(ctx, transport.Policy{
-		MaxAttempts: 2,
-		MaxHedges:   1,
-		HedgeDelay:  delay,
-		Classifier:  func(transport.Attempt) transport.Decision { return transport.DontRetry },
-	})
+// ReadPolicy is a gotry policy for idempotent reads (GetObject,
+// HeadObject) under the SDK's retryer, set on the operation's context with
+// transport.WithPolicy: when no answer has come after hedgeDelay (near the
+// reads' p95 latency), gotry sends one hedge, a second copy of the request,
+// and uses whichever answers first; and each attempt gets
+// perAttemptTimeout, if positive. Writes should not carry a per-attempt
+// timeout: it counts their upload time. The two attempts a hedge needs also
+// let gotry retry a failed read once (within its retry budget), so one SDK
+// attempt is at most two requests; the breaker still counts every failure.
+func ReadPolicy(hedgeDelay, perAttemptTimeout time.Duration) transport.Policy {
+	return transport.Policy{
+		MaxAttempts:       2,
+		MaxHedges:         1,
+		HedgeDelay:        hedgeDelay,
+		PerAttemptTimeout: perAttemptTimeout,
+	}
 }
 
 // SDKTransport returns a copy of the *http.Transport the SDK built for cfg

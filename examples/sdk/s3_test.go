@@ -272,9 +272,9 @@ func TestS3GotryAloneLosesWritesTheSDKWouldKeep(t *testing.T) {
 	}
 }
 
-// A stalled GET is hedged by gotry under the SDK's retryer: the operation's
-// policy allows one hedge and no retry (the SDK still retries failures), so
-// the read ends soon after the hedge delay instead of waiting for a timeout.
+// A stalled GET is hedged by gotry under the SDK's retryer (ReadPolicy with
+// no per-attempt timeout), so the read ends soon after the hedge delay
+// instead of waiting for a timeout.
 func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 	srv := newFaultyS3(t, false)
 	base := &http.Transport{}
@@ -290,7 +290,7 @@ func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 	srv.counts()
 
 	start := time.Now()
-	out, err := client.GetObject(sdk.HedgedRead(ctx, 200*time.Millisecond), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+	out, err := client.GetObject(transport.WithPolicy(ctx, sdk.ReadPolicy(200*time.Millisecond, 0)), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +319,13 @@ func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 // that answers every request 503 SlowDown.
 func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
 	const workers, perWorker = 4, 10
+	readPolicy := sdk.ReadPolicy(50*time.Millisecond, 5*time.Second)
 	cases := []struct {
 		name     string
 		tr       func(base http.RoundTripper) http.RoundTripper
 		retryer  aws.Retryer
-		maxPerOp float64 // the bound the test holds
+		policy   *transport.Policy // on each GetObject's context, if set
+		maxPerOp float64           // the bound the test holds
 	}{
 		{
 			name: "naive: SDK standard x gotry defaults",
@@ -343,6 +345,15 @@ func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
 			// it opens, each worker's SDK retrying up to twice more.
 			maxPerOp: float64(resilience.DefaultFailureThreshold+workers*3) / (workers * perWorker),
 		},
+		{
+			name:    "recommended, reads with ReadPolicy (a hedge or a retry in gotry)",
+			tr:      func(base http.RoundTripper) http.RoundTripper { return sdk.S3Transport(base) },
+			retryer: sdk.S3Retryer(shortBackoff),
+			policy:  &readPolicy,
+			// As above, each SDK attempt in flight as the breaker opens
+			// now two requests.
+			maxPerOp: float64(resilience.DefaultFailureThreshold+workers*3*2) / (workers * perWorker),
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -359,6 +370,9 @@ func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
 				wg.Go(func() {
 					for range perWorker {
 						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						if tc.policy != nil {
+							ctx = transport.WithPolicy(ctx, *tc.policy)
+						}
 						_, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
 						cancel()
 						if err != nil {
