@@ -22,9 +22,9 @@ import (
 //   - telemetry of every physical attempt (pass telemetry's option in
 //     opts).
 //
-// 429 answers are left out of the breaker (KubernetesClassifier): they are
-// the API server's priority and fairness asking one client to slow down,
-// which client-go does, not a sign the server is down. opts come after
+// 429 answers do not count against the breaker (KubernetesClassifier):
+// they are the API server's priority and fairness asking one client to
+// slow down, which client-go does, not a sign the server is down. opts come after
 // these settings, so they may add telemetry or hooks. Each call of the
 // returned function (one per client built from the config) makes its own
 // transport, with its own breakers: build one clientset and share it.
@@ -39,10 +39,10 @@ func KubernetesWrap(opts ...transport.Option) func(http.RoundTripper) http.Round
 	}
 }
 
-// KubernetesClassifier marks a 429 answer final for gotry, so it neither
-// retries it nor counts it as a failure against the breaker; client-go
-// waits the Retry-After and sends again. Every other result gets gotry's
-// default rules.
+// KubernetesClassifier marks a 429 answer final for gotry, so gotry does
+// not retry it and its breaker counts it as an answer, not a failure;
+// client-go waits the Retry-After and sends again. Every other result gets
+// gotry's default rules.
 func KubernetesClassifier(a transport.Attempt) transport.Decision {
 	if a.Response != nil && a.Response.StatusCode == http.StatusTooManyRequests {
 		return transport.DontRetry

@@ -266,3 +266,42 @@ func TestKubernetesGotryRetriesBypassQPS(t *testing.T) {
 		t.Errorf("%d Gets took %v; the QPS limiter should hold them to at least %v", gets, took, min)
 	}
 }
+
+// Watches are long GETs. Under the concurrency limit an informer-heavy
+// client keeps many open; each must give its permit back once its
+// response has arrived, or they would starve every other call. Here more
+// watches than the limit's initial 20 stay open while a Get still goes
+// through.
+func TestKubernetesOpenWatchesLeaveTheLimitFree(t *testing.T) {
+	const watches = 2 * resilience.DefaultInitialLimit
+	srv := newFakeAPIServer(t)
+	var tr *transport.Transport
+	cms := newConfigMaps(t, srv, 1000, 1000, func(rt http.RoundTripper) http.RoundTripper {
+		tr = sdk.KubernetesWrap()(rt).(*transport.Transport)
+		return tr
+	})
+	if _, err := cms.Create(opCtx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range watches {
+		w, err := cms.Watch(opCtx(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		defer w.Stop()
+		select {
+		case <-w.ResultChan():
+		case <-time.After(20 * time.Second):
+			t.Fatal("no event on a watch after 20s")
+		}
+	}
+	for _, h := range tr.Stats().Hosts {
+		t.Logf("%d watches open: host %s limit %d, in flight %d, shed %d", watches, h.Key, h.Limit, h.InFlight, h.Shed)
+		if h.InFlight != 0 || h.Shed != 0 {
+			t.Errorf("with %d watches open, %d attempts count as in flight and %d were shed; want 0 and 0", watches, h.InFlight, h.Shed)
+		}
+	}
+	if _, err := cms.Get(opCtx(t), "a", metav1.GetOptions{}); err != nil {
+		t.Errorf("get with %d watches open: %v", watches, err)
+	}
+}
