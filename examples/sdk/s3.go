@@ -28,7 +28,7 @@ import (
 //
 // opts come after these, so they may add telemetry, hooks or a different
 // breaker. base is the HTTP transport the SDK would have used (see
-// S3BaseTransport for one that keeps AWS_CA_BUNDLE).
+// SDKTransport for the one that keeps AWS_CA_BUNDLE).
 func S3Transport(base http.RoundTripper, opts ...transport.Option) *transport.Transport {
 	return transport.New(base, append([]transport.Option{
 		transport.WithMaxAttempts(1), // the SDK's retryer is the one retrying layer

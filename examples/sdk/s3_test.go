@@ -112,7 +112,9 @@ func TestS3RecommendedSetUpKeepsEveryWriteUnderFaults(t *testing.T) {
 
 	// A per-operation deadline the test holds every operation to; each
 	// meets at most the SDK's three attempts with 20ms backoffs, and the
-	// stalled one a 1s per-attempt timeout.
+	// stalled read a 1s per-attempt timeout. The stall lasts a minute, so
+	// a read that succeeds within the deadline was cut by that timeout
+	// and completed by the SDK's retry.
 	const opDeadline = 30 * time.Second
 	do := func(name string, f func(ctx context.Context) error) {
 		t.Helper()
