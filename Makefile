@@ -99,10 +99,12 @@ FUZZ_TARGETS := transport:FuzzParseRetryAfter transport:FuzzRetryAfterWait trans
 	transport:FuzzBreakerNeverAdmitsMoreThanHalfOpenProbes \
 	resilience:FuzzBackoff resilience/schedule:FuzzSchedule
 
-## lint: gofmt, vet and golangci-lint (pinned in tools/lint, config .golangci.yml) on both modules
+## lint: gofmt, vet and golangci-lint (pinned in tools/lint, config .golangci.yml) on
+## the library, dashboards and examples/sdk modules
 lint: vet
 	$(TOOL) golangci-lint run ./...
 	cd dashboards && $(TOOL) golangci-lint run ./...
+	cd examples/sdk && $(TOOL) golangci-lint run ./...
 
 ## vuln: govulncheck (pinned in tools/lint) against an offline vulnerability
 ## database built from the golang.org/x/vulndb module (scripts/ensure-vulndb.sh, cached)

@@ -50,8 +50,9 @@ func ExampleS3Transport() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer out.Body.Close()
-	if _, err := io.Copy(io.Discard, out.Body); err != nil {
+	_, err = io.Copy(io.Discard, out.Body)
+	out.Body.Close()
+	if err != nil {
 		log.Fatal(err)
 	}
 }

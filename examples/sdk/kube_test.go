@@ -288,7 +288,7 @@ func TestKubernetesOpenWatchesLeaveTheLimitFree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("watch: %v", err)
 		}
-		defer w.Stop()
+		t.Cleanup(w.Stop) // all stay open until the test ends
 		select {
 		case <-w.ResultChan():
 		case <-time.After(20 * time.Second):
