@@ -86,7 +86,11 @@
 // reset or ended early. A typed client cannot turn that off
 // (rest.Request.MaxRetries is not reachable through it). The API server
 // answers 429 from priority and fairness before it acts, so those resends
-// are safe; client-go is the retrying layer.
+// are safe; client-go is the retrying layer. (A 5xx with Retry-After may
+// come after the server acted, from a request that timed out but still
+// completes; client-go's resend of a create then fails with 409
+// AlreadyExists. That is client-go's behaviour, the same with or without
+// gotry.)
 //
 // The set-up (KubernetesWrap; see ExampleKubernetesWrap):
 // cfg.Wrap(KubernetesWrap(tel.Transport())), which is gotry with
