@@ -305,3 +305,43 @@ func TestKubernetesOpenWatchesLeaveTheLimitFree(t *testing.T) {
 		t.Errorf("get with %d watches open: %v", watches, err)
 	}
 }
+
+// A create is a POST: gotry never sends it twice, even retrying with its
+// defaults under client-go. Only client-go resends it, when the server
+// asks with Retry-After.
+func TestKubernetesGotryNeverResendsACreate(t *testing.T) {
+	cases := []struct {
+		name         string
+		what         fault
+		wantArrivals int
+		wantErr      bool
+	}{
+		{"503 without Retry-After", bare503, 1, true},
+		{"connection reset", reset, 1, true},
+		{"429 with Retry-After: client-go resends", throttled, 2, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeAPIServer(t)
+			var seen kubeCounter
+			cms := newConfigMaps(t, srv, 1000, 1000, func(rt http.RoundTripper) http.RoundTripper {
+				return transport.New(rt, seen.hooks(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+			})
+			srv.setPlan(func(op string, n int, _ http.Header) fault {
+				if op == "create" && n == 1 {
+					return tc.what
+				}
+				return pass
+			})
+			_, err := cms.Create(opCtx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+			arrivals, effects, _ := srv.counts()
+			t.Logf("%s: err=%v; arrivals %s, effects %s, gotry retries %d", tc.name, err, sortedOps(arrivals), sortedOps(effects), seen.retries.Load())
+			if (err != nil) != tc.wantErr {
+				t.Errorf("err = %v, want an error: %v", err, tc.wantErr)
+			}
+			if arrivals["create"] != tc.wantArrivals || seen.retries.Load() != 0 {
+				t.Errorf("%d arrivals and %d gotry retries; want %d and none", arrivals["create"], seen.retries.Load(), tc.wantArrivals)
+			}
+		})
+	}
+}
