@@ -123,6 +123,11 @@
 //     fails with that 503: neither layer sends it again. The list's reset
 //     was resent by net/http itself on a new connection, inside gotry's one
 //     attempt (http.Transport does this for a GET on a reused connection).
+//   - Even retrying with its defaults under client-go
+//     (TestKubernetesGotryNeverResendsACreate), gotry sent no create twice:
+//     one arrival after a 503 without Retry-After and after a reset
+//     connection (both fail), two after a 429 with Retry-After (client-go's
+//     resend, which succeeds).
 //   - Requests reaching the API server per Get in an outage of 503s with
 //     Retry-After (4 workers × 5 Gets, TestKubernetesOutageArrivalsPerGet):
 //     client-go over gotry's defaults, 11.5 (230 for 20; client-go's 11
