@@ -50,7 +50,8 @@
 //     objects read back byte for byte; CreateMultipartUpload and
 //     CompleteMultipartUpload each took effect once (their SlowDowns come
 //     before S3 acts); every arrival at S3 is one gotry attempt, at most
-//     the SDK's three per operation.
+//     the SDK's three per operation, and gotry's telemetry counted each
+//     (its gotry.attempts counter equals the arrivals).
 //   - With gotry as the only retrying layer (the SDK's retries off,
 //     TestS3GotryAloneLosesWritesTheSDKWouldKeep), each of these fails on a
 //     single fault: a PutObject after a 500 InternalError,
