@@ -328,7 +328,7 @@
 //     with Retry-After (up to 10 times), and its typed clients cannot turn
 //     that off; rest.Config.Wrap puts this transport under its QPS limiter,
 //     so this transport's retries are not rate limited (measured: 40 Gets
-//     at QPS 20 reached the server as 66–68 requests). Send each of its
+//     at QPS 20 reached the server as 63–68 requests). Send each of its
 //     requests once here, with the breaker (client-go does not retry past
 //     it) and a classifier that leaves 429 to client-go; if you let this
 //     transport retry, only GETs: a repeated update fails with 409 and a

@@ -65,9 +65,9 @@
 //     retryer over gotry's defaults, 3.25–3.5 (130–140 for 40 in two runs;
 //     up to 9, as many as gotry's budget lets through: its floor of 10
 //     retries a second counts for more in a slower or longer outage); the
-//     set-up above, 0.12–0.15 (5 or 6 for 40: the breaker opens after 5
-//     failures and later operations fail at once without a request), and
-//     the same with ReadPolicy on every read.
+//     set-up above, 0.12–0.17 (5 to 7 for 40 in five runs: the breaker
+//     opens after 5 failures and later operations fail at once without a
+//     request), and the same with ReadPolicy on every read.
 //
 // AWS_CA_BUNDLE: with it set (or config.WithCustomCABundle),
 // config.LoadDefaultConfig(ctx, config.WithHTTPClient(c)) fails for any
@@ -133,13 +133,13 @@
 //     Retry-After (4 workers × 5 Gets, TestKubernetesOutageArrivalsPerGet):
 //     client-go over gotry's defaults, 11.5 (230 for 20; client-go's 11
 //     sends, gotry's retries cut by its budget; up to 33); the set-up
-//     above, 0.35–0.40 (7 or 8 for 20).
+//     above, 0.35–0.40 (7 or 8 for 20, five runs).
 //   - gotry's retries under the QPS limiter
 //     (TestKubernetesGotryRetriesBypassQPS): 40 Gets at QPS 20 (burst 1)
 //     over gotry retrying with its defaults, each Get answered first by a
 //     503 without Retry-After: the limiter held the Gets to 20 a second
-//     (2.0 s), and the server saw 66–68 requests (33–34 a second) in two
-//     runs: 26–28 gotry retries, which its budget bounded (12–14 Gets
+//     (2.0 s), and the server saw 63–68 requests (31.5–34 a second) in five
+//     runs: 23–28 gotry retries, which its budget bounded (12–17 Gets
 //     failed when it refused).
 //     If a proxy in front of the API server answers 502–504 without
 //     Retry-After and reads should ride that out, allow gotry a retry on
