@@ -62,7 +62,7 @@
 //   - Requests reaching S3 per operation in a SlowDown outage (every
 //     request answered 503 SlowDown, 4 workers × 10 GetObjects,
 //     TestS3SlowDownOutageAttemptsPerOperation): the SDK's standard
-//     retryer over gotry's defaults, 3.25–3.5 (130–140 for 40 in two runs;
+//     retryer over gotry's defaults, 3.25–3.5 (130–140 for 40 in five runs;
 //     up to 9, as many as gotry's budget lets through: its floor of 10
 //     retries a second counts for more in a slower or longer outage); the
 //     set-up above, 0.12–0.17 (5 to 7 for 40 in five runs: the breaker
