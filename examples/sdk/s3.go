@@ -3,12 +3,12 @@ package sdk
 import (
 	"errors"
 	"fmt"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
@@ -43,7 +43,8 @@ func S3Transport(base http.RoundTripper, opts ...transport.Option) *transport.Tr
 // spends its backoff and its retry quota on attempts gotry refuses again
 // without sending. opts are the retryer's options, applied first.
 func S3Retryer(opts ...func(*retry.StandardOptions)) aws.Retryer {
-	return retry.NewStandard(append(opts, func(o *retry.StandardOptions) {
+	// A full slice expression, so the append never writes into the caller's array.
+	return retry.NewStandard(append(opts[:len(opts):len(opts)], func(o *retry.StandardOptions) {
 		o.Retryables = append([]retry.IsErrorRetryable{RefusedByGotry}, o.Retryables...)
 	})...)
 }
