@@ -1,0 +1,149 @@
+// Package sdk puts gotry under two SDKs that retry by themselves, the AWS
+// SDK for Go v2 and Kubernetes client-go, in set-ups its tests hold against
+// real local servers with injected faults: S3 requests against gofakes3 (a
+// real S3 implementation) answering 500 InternalError, 503 SlowDown, reset
+// connections and stalls; client-go against an API server speaking
+// Kubernetes JSON, answering 429 and 503 with and without Retry-After.
+// It is a module of its own, so neither SDK enters gotry's go.mod; run its
+// tests with make sdk-test.
+//
+// # Which layer retries
+//
+// When both an SDK and gotry retry, every SDK attempt is a new request to
+// gotry and the attempts multiply; gotry's retry budget bounds only
+// gotry's share. For these two SDKs the SDK should keep retrying and gotry
+// should send each of its attempts once (transport.WithMaxAttempts(1)),
+// adding what the SDK does not have: a circuit breaker and a concurrency
+// limit per host, and telemetry of every physical attempt (the SDKs report
+// per operation). The SDK is the better retrying layer here because it
+// knows its service: which error codes mean "again" (S3's 500
+// InternalError, its SlowDown), which POSTs the service lets it resend, how
+// to replay bodies of any size from their readers. gotry, on its own,
+// sends a POST once, retries 502, 503, 504 and 429 only, and replays a body
+// only up to MaxBufferedBody (1 MiB by default).
+//
+// # AWS SDK for Go v2
+//
+// The set-up (S3Transport, S3Retryer, ReadPolicy; see ExampleS3Transport):
+//
+//   - The SDK's standard retryer, unchanged but for one rule: an error
+//     from gotry's breaker or concurrency limit is final (RefusedByGotry).
+//     The SDK retries every error its HTTP client returns as a connection
+//     error; retrying a refusal spends backoff and retry quota on attempts
+//     gotry refuses again without sending.
+//   - gotry with WithMaxAttempts(1), WithBreaker and WithConcurrencyLimit,
+//     plus telemetry's option, as cfg.HTTPClient.
+//   - Reads may carry a policy on the operation's context
+//     (transport.WithPolicy(ctx, ReadPolicy(hedgeDelay, perAttemptTimeout))):
+//     one hedge of a slow GetObject, and a per-attempt timeout. Writes
+//     should carry no per-attempt timeout: it counts their upload time.
+//     A transport.Policy on the context of an SDK operation reaches every
+//     one of its attempts; the tests hold this with a stalled GetObject
+//     that its per-attempt timeout ends and the SDK's retry completes.
+//
+// What the tests measured (make sdk-test; each test logs its numbers):
+//
+//   - Under faults (TestS3RecommendedSetUpKeepsEveryWriteUnderFaults): a 2
+//     MiB PutObject after an InternalError and a reset, a multipart upload
+//     of two 5 MiB parts and one of 1 MiB with SlowDown on both POSTs and
+//     a reset and a SlowDown on a part, and stalled reads all succeed; the
+//     objects read back byte for byte; CreateMultipartUpload and
+//     CompleteMultipartUpload each took effect once (their SlowDowns come
+//     before S3 acts); every arrival at S3 is one gotry attempt, at most
+//     the SDK's three per operation, and gotry's telemetry counted each
+//     (its gotry.attempts counter equals the arrivals).
+//   - With gotry as the only retrying layer (the SDK's retries off,
+//     TestS3GotryAloneLosesWritesTheSDKWouldKeep), each of these fails on a
+//     single fault: a PutObject after a 500 InternalError,
+//     CreateMultipartUpload after a SlowDown (a POST; so would
+//     CompleteMultipartUpload, failing the whole upload), a 5 MiB
+//     UploadPart and a 2 MiB PutObject after a SlowDown (bodies over
+//     MaxBufferedBody are sent once). A 1 KiB PutObject survives.
+//   - Requests reaching S3 per operation in a SlowDown outage (every
+//     request answered 503 SlowDown, 4 workers × 10 GetObjects,
+//     TestS3SlowDownOutageAttemptsPerOperation): the SDK's standard
+//     retryer over gotry's defaults, 3.25–3.5 (130–140 for 40 in five runs;
+//     up to 9, as many as gotry's budget lets through: its floor of 10
+//     retries a second counts for more in a slower or longer outage); the
+//     set-up above, 0.12–0.17 (5 to 7 for 40 in five runs: the breaker
+//     opens after 5 failures and later operations fail at once without a
+//     request), and the same with ReadPolicy on every read.
+//
+// AWS_CA_BUNDLE: with it set (or config.WithCustomCABundle),
+// config.LoadDefaultConfig(ctx, config.WithHTTPClient(c)) fails for any
+// client but the SDK's own ("unable to add custom RootCAs HTTPClient, has
+// no WithTransportOptions, *http.Client"): it adds the bundle's roots to
+// the SDK's client and cannot reach inside a wrapped one. Load the config
+// without WithHTTPClient, take the transport the SDK built, which carries
+// the roots (SDKTransport), and set cfg.HTTPClient to an *http.Client
+// over gotry over that transport. TestS3CABundleWithGotry holds both the
+// failure and the way out over real TLS.
+//
+// # Kubernetes client-go
+//
+// client-go resends a request, whatever its verb (a create's POST
+// included), when the answer is a 429 or any 5xx carrying Retry-After, up
+// to 10 times, waiting the Retry-After; and a GET whose connection was
+// reset or ended early. A typed client cannot turn that off
+// (rest.Request.MaxRetries is not reachable through it). The API server
+// answers 429 from priority and fairness before it acts, so those resends
+// are safe; client-go is the retrying layer. (A 5xx with Retry-After may
+// come after the server acted, from a request that timed out but still
+// completes; client-go's resend of a create then fails with 409
+// AlreadyExists. That is client-go's behaviour, the same with or without
+// gotry.)
+//
+// The set-up (KubernetesWrap; see ExampleKubernetesWrap):
+// cfg.Wrap(KubernetesWrap(tel.Transport())), which is gotry with
+// WithMaxAttempts(1), WithBreaker, WithConcurrencyLimit and
+// KubernetesClassifier (a 429 is final for gotry and counts as an answer,
+// not a failure, for its breaker: it asks this client to slow down, which
+// client-go does; it does not mean the server is down). client-go does not
+// retry gotry's refusals, so an open breaker fails calls at once.
+//
+// rest.Config.WrapTransport (and Wrap) put gotry directly over client-go's
+// HTTP transport, under its authentication and user-agent wrappers and
+// under its QPS limiter: client-go's own retries wait for the limiter,
+// gotry's do not. Only GETs (get, list, opening a watch) are safe for gotry
+// to retry: a create is a POST, which gotry sends once; gotry's default
+// rules treat PUT and DELETE as idempotent, but a Kubernetes update sent
+// again after it took effect fails with 409 Conflict (its resourceVersion
+// is stale) and a delete with 404, so a caller would see errors for writes
+// that succeeded. A watch is a long GET; gotry's attempt ends at its
+// response headers, so open watches hold no permit of the concurrency
+// limit (TestKubernetesOpenWatchesLeaveTheLimitFree: 40 open, twice the
+// initial limit, nothing in flight or shed).
+//
+// What the tests measured:
+//
+//   - Under faults (TestKubernetesRecommendedSetUpUnderFaults): creates
+//     throttled once (429), a get answered 503 with Retry-After, a list
+//     whose connection was reset, a watch throttled once all succeed, with
+//     the watch delivering its events; each create took effect once and
+//     gotry retried nothing. A create answered 503 without Retry-After
+//     fails with that 503: neither layer sends it again. The list's reset
+//     was resent by net/http itself on a new connection, inside gotry's one
+//     attempt (http.Transport does this for a GET on a reused connection).
+//   - Even retrying with its defaults under client-go
+//     (TestKubernetesGotryNeverResendsACreate), gotry sent no create twice:
+//     one arrival after a 503 without Retry-After and after a reset
+//     connection (both fail), two after a 429 with Retry-After (client-go's
+//     resend, which succeeds).
+//   - Requests reaching the API server per Get in an outage of 503s with
+//     Retry-After (4 workers × 5 Gets, TestKubernetesOutageArrivalsPerGet):
+//     client-go over gotry's defaults, 11.5 (230 for 20; client-go's 11
+//     sends, gotry's retries cut by its budget; up to 33); the set-up
+//     above, 0.35–0.40 (7 or 8 for 20, five runs).
+//   - gotry's retries under the QPS limiter
+//     (TestKubernetesGotryRetriesBypassQPS): 40 Gets at QPS 20 (burst 1)
+//     over gotry retrying with its defaults, each Get answered first by a
+//     503 without Retry-After: the limiter held the Gets to 20 a second
+//     (2.0 s), and the server saw 63–68 requests (31.5–34 a second) in five
+//     runs: 23–28 gotry retries, which its budget bounded (12–17 Gets
+//     failed when it refused).
+//     If a proxy in front of the API server answers 502–504 without
+//     Retry-After and reads should ride that out, allow gotry a retry on
+//     those calls (transport.WithPolicy(ctx, transport.Policy{MaxAttempts:
+//     2})) and count those retries in the load the QPS limit is meant to
+//     bound.
+package sdk
