@@ -378,15 +378,7 @@ func TestMetricsRetrier(t *testing.T) {
 			"gotry.breaker.state=half-open,gotry.operation=sync-users,gotry.transport=jobs": 0,
 		},
 	}
-	for name, series := range want {
-		_, ps := find(t, rm, name)
-		got := sums(ps)
-		for k, v := range normalize(series) {
-			if got[k] != v {
-				t.Errorf("%s{%s} = %v, want %v (have %v)", name, k, got[k], v, got)
-			}
-		}
-	}
+	wantSums(t, rm, want)
 }
 
 // Past the host limit, new hosts are "other" without a port.
@@ -694,6 +686,13 @@ func TestMetricsEngine(t *testing.T) {
 			"gotry.breaker.state=half-open,gotry.operation=append,gotry.transport=ledger": 0,
 		},
 	}
+	wantSums(t, rm, want)
+}
+
+// wantSums checks that each named metric's series sum to the values want
+// gives them (series keyed as sums keys them).
+func wantSums(t *testing.T, rm metricdata.ResourceMetrics, want map[string]map[string]float64) {
+	t.Helper()
 	for name, series := range want {
 		_, ps := find(t, rm, name)
 		got := sums(ps)
