@@ -7,13 +7,10 @@ import "go.opentelemetry.io/otel/attribute"
 // filters by them). TestDemoKeysAreTelemetrys checks each against the spans
 // and lines telemetry makes.
 const (
-	keyAttempt            = attribute.Key("gotry.attempt")
-	keyAttemptProbe       = attribute.Key("gotry.attempt.probe")
-	keyAttemptDuration    = attribute.Key("gotry.attempt.duration")
-	keyRequestDuration    = attribute.Key("gotry.request.duration")
-	keyBackoffTotal       = attribute.Key("gotry.backoff.total")
-	keyBackoffDelay       = attribute.Key("gotry.backoff.delay")
-	keyBackoffRetryAfter  = attribute.Key("gotry.backoff.retry_after")
-	keyBackoffInterrupted = attribute.Key("gotry.backoff.interrupted")
-	keyHedgeInFlight      = attribute.Key("gotry.hedge.in_flight")
+	keyAttempt         = attribute.Key("gotry.attempt")
+	keyAttemptDuration = attribute.Key("gotry.attempt.duration")
+	keyRequestDuration = attribute.Key("gotry.request.duration")
+	keyBackoffTotal    = attribute.Key("gotry.backoff.total")
+	keyBackoffDelay    = attribute.Key("gotry.backoff.delay")
+	keyHedgeInFlight   = attribute.Key("gotry.hedge.in_flight")
 )

@@ -87,8 +87,8 @@ func TestDemoKeysAreTelemetrys(t *testing.T) {
 			seen[attribute.Key(f.Key)] = true
 		}
 	}
-	for _, k := range []attribute.Key{keyAttempt, keyAttemptProbe, keyAttemptDuration, keyRequestDuration, keyBackoffTotal,
-		keyBackoffDelay, keyBackoffRetryAfter, keyBackoffInterrupted, keyHedgeInFlight} {
+	for _, k := range []attribute.Key{keyAttempt, keyAttemptDuration, keyRequestDuration, keyBackoffTotal,
+		keyBackoffDelay, keyHedgeInFlight} {
 		if !seen[k] {
 			t.Errorf("the demo reads %s, which telemetry wrote nowhere", k)
 		}

@@ -245,10 +245,10 @@ func spanLabel(s sdktrace.ReadOnlySpan) string {
 		if v, ok := attr(s, keyBackoffDelay); ok {
 			l += " " + fmtDur(secs(v.AsFloat64()))
 		}
-		if v, ok := attr(s, keyBackoffRetryAfter); ok && v.AsBool() {
+		if v, ok := attr(s, telemetry.KeyBackoffRetryAfter); ok && v.AsBool() {
 			l += " (Retry-After)"
 		}
-		if v, ok := attr(s, keyBackoffInterrupted); ok && v.AsBool() {
+		if v, ok := attr(s, telemetry.KeyBackoffInterrupted); ok && v.AsBool() {
 			l += " interrupted"
 		}
 		return l
@@ -286,7 +286,7 @@ func spanLabel(s sdktrace.ReadOnlySpan) string {
 		if n > 1 {
 			l += fmt.Sprintf(" resend=%d", n-1)
 		}
-		if p, ok := attr(s, keyAttemptProbe); ok && p.AsBool() {
+		if p, ok := attr(s, telemetry.KeyAttemptProbe); ok && p.AsBool() {
 			l += " probe"
 		}
 		if r := result(s); r != "" {
