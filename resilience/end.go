@@ -23,6 +23,7 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 		a.own.cancel(nil)
 		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
 	}
+	r.e.budget.Succeed(r.e.seconds.Time())
 	return r.end(r.resultOf(a), reason)
 }
 

@@ -37,7 +37,7 @@ func (f optionFunc) apply(c *retrierConfig) { f(c) }
 type retrierConfig struct {
 	policy  Policy
 	ratio   float64
-	minPS   int
+	reserve int
 	breaker *BreakerConfig
 	limit   *ConcurrencyLimit
 	maxKeys int
@@ -82,16 +82,35 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 	return optionFunc(func(c *retrierConfig) { c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges })
 }
 
-// WithBudget sets the retry budget as EngineConfig.BudgetRatio and
-// BudgetMinPerSec describe (default 0.1 and 10 per second): each call
+// WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
+// BudgetReserve describe (default 0.1 and DefaultBudgetReserve): each call
 // deposits ratio tokens that expire after 10s, each retry or hedge spends
-// one, and minPerSec retries per second are always allowed. WithBudget(0, 0)
-// disables it. It panics on a negative, NaN or infinite ratio or a negative
-// minPerSec.
+// one, and a reserve of reserve retries, refilled by successes (one a
+// second at most), lets a quiet client absorb an isolated failure; during
+// an outage it is spent once, not every second. WithRetryBudget(0, 0)
+// disables the budget. It panics on a negative, NaN or infinite ratio or a
+// reserve outside 0..1000.
+func WithRetryBudget(ratio float64, reserve int) Option {
+	defer renamePanic("WithRetryBudget")
+	newRetryBudget(ratio, reserve) // validates
+	return optionFunc(func(c *retrierConfig) { c.ratio, c.reserve = ratio, reserve })
+}
+
+// WithBudget sets the retry budget's ratio and, in place of the per-second
+// floor it used to set, a reserve.
+//
+// Deprecated: a floor of minPerSec retries a second was spent by every
+// replica of a fleet every second of an outage. WithBudget(ratio, m) is
+// WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
+// WithRetryBudget.
 func WithBudget(ratio float64, minPerSec int) Option {
 	defer renamePanic("WithBudget")
-	newRetryBudget(ratio, minPerSec) // validates
-	return optionFunc(func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec })
+	if minPerSec < 0 {
+		panic(fmt.Sprintf("resilience: budget minPerSec must not be negative, got %d", minPerSec))
+	}
+	reserve := min(minPerSec, DefaultBudgetReserve)
+	newRetryBudget(ratio, reserve) // validates
+	return optionFunc(func(c *retrierConfig) { c.ratio, c.reserve = ratio, reserve })
 }
 
 // WithBreaker turns on a breaker per call key (default off). Zero fields of
@@ -178,7 +197,7 @@ func WithRetryIf(f func(error) bool) Option {
 func NewRetrier(opts ...Option) *Retrier {
 	c := retrierConfig{
 		policy: Policy{MaxAttempts: 3, Backoff: ExponentialJitter(100*time.Millisecond, 5*time.Second), MaxRetryAfter: -1},
-		ratio:  0.1, minPS: 10,
+		ratio:  0.1, reserve: DefaultBudgetReserve,
 		retryIf: DefaultRetryIf,
 	}
 	for _, o := range opts {
@@ -191,7 +210,7 @@ func NewRetrier(opts ...Option) *Retrier {
 	for _, f := range c.hooks {
 		hooks = Combine(hooks, f(r))
 	}
-	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker,
+	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetReserve: c.reserve, Breaker: c.breaker,
 		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock})
 	return r
 }

@@ -185,6 +185,8 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 		{func() { WithRetryIf(nil) }, "WithRetryIf"},
 		{func() { WithBudget(-1, 0) }, "WithBudget"},
 		{func() { WithBudget(0.1, -1) }, "WithBudget"},
+		{func() { WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
+		{func() { WithRetryBudget(0.1, 1001) }, "WithRetryBudget"},
 		{func() { WithBreaker(BreakerConfig{OpenDuration: -1}) }, "WithBreaker"},
 	} {
 		if msg := panicMessage(c.fn); !strings.Contains(msg, c.want) {

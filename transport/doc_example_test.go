@@ -89,7 +89,10 @@ func Example_retryAfter() {
 func Example_perRequestPolicy() {
 	srv := flaky(4)
 	defer srv.Close()
-	client := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)))}
+	// A reserve of 4 retries: a new client, with no success yet, retries
+	// from its reserve alone (2 by default).
+	client := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)),
+		transport.WithRetryBudget(transport.DefaultBudgetRatio, 4))}
 
 	// The transport allows 3 attempts; this request may make 5.
 	ctx := transport.WithPolicy(context.Background(), transport.Policy{MaxAttempts: 5})

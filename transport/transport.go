@@ -47,14 +47,14 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t.cfg.hooks = nil // made once: New's closures need not stay
 	ec := resilience.EngineConfig{
-		BudgetRatio:     cfg.budgetRatio,
-		BudgetMinPerSec: cfg.budgetMinPerSec,
-		Breaker:         cfg.breaker,
-		Hooks:           t.hooks,
-		Clock:           cfg.clock,
-		Adaptive:        cfg.adaptive,
-		Limit:           cfg.limit,
-		MaxKeys:         cfg.maxHosts,
+		BudgetRatio:   cfg.budgetRatio,
+		BudgetReserve: cfg.budgetReserve,
+		Breaker:       cfg.breaker,
+		Hooks:         t.hooks,
+		Clock:         cfg.clock,
+		Adaptive:      cfg.adaptive,
+		Limit:         cfg.limit,
+		MaxKeys:       cfg.maxHosts,
 	}
 	t.engine = resilience.NewEngine(ec)
 	t.policy = resilience.Policy{
