@@ -348,7 +348,7 @@ func panicValue(fn func()) (p any) {
 // BenchmarkRetrySucceedsFirstTime measures the common case: one attempt that
 // succeeds, under a cancelable caller context.
 func BenchmarkRetrySucceedsFirstTime(b *testing.B) {
-	r := NewRetrier(WithBudget(0, 0))
+	r := NewRetrier(WithRetryBudget(0, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fn := func(context.Context) (int, error) { return 1, nil }

@@ -58,7 +58,7 @@ func TestBudgetReserveRefusesRetriesUntilASuccess(t *testing.T) {
 func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
 	fc := newClock()
 	s := newScript(t, reply(503))
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBudget(0, 0))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithRetryBudget(0, 0))
 	for range 20 {
 		getStatus(t, tr, s.URL)
 	}
@@ -128,7 +128,7 @@ func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
 			fc := newClock()
 			var failed atomic.Int32
 			base := failingOn("/fail", &failed)
-			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0.5, 0))
+			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
 			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/ok")
 			fc.Advance(tc.after)
@@ -180,7 +180,7 @@ func TestBudgetTokensAreSpentOnlyWhenAnAttemptLaunches(t *testing.T) {
 func TestBudgetRatioDeposits(t *testing.T) {
 	fc := newClock()
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return fakeResponse(r, 200, "ok"), nil })
-	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0.5, 0))
+	tr := transport.New(base, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
 	for range 4 {
 		getStatus(t, tr, "http://svc.test/")
 	}
@@ -201,7 +201,7 @@ func TestEmptyBudgetRefusesHedgeButLetsTheAttemptInFlightFinish(t *testing.T) {
 	})
 	refused := make(chan resilience.BudgetEvent, 4)
 	var end events[resilience.CallEndEvent]
-	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBudget(0.01, 0),
+	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithRetryBudget(0.01, 0),
 		transport.WithHedging(time.Second, 2),
 		transport.WithHooks(transport.Hooks{
 			OnBudgetExhausted: func(e resilience.BudgetEvent) { refused <- e },
@@ -257,7 +257,7 @@ func TestDeprecatedWithBudgetMapsTheFloorToAReserve(t *testing.T) {
 		{100, transport.DefaultBudgetReserve},
 	}
 	for _, tc := range tests {
-		tr := transport.New(newBase(t), transport.WithBudget(0.1, tc.minPerSec))
+		tr := transport.New(newBase(t), transport.WithBudget(0.1, tc.minPerSec)) //nolint:staticcheck // the deprecated option is what is tested
 		if got := tr.Stats().BudgetTokens; got != tc.want {
 			t.Errorf("WithBudget(0.1, %d): BudgetTokens = %v, want a reserve of %v", tc.minPerSec, got, tc.want)
 		}

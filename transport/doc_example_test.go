@@ -26,7 +26,7 @@ func ExampleNew() {
 		http.DefaultTransport,
 		transport.WithMaxAttempts(4),
 		transport.WithBackoff(resilience.ExponentialJitter(time.Millisecond, 10*time.Millisecond)),
-		transport.WithBudget(0.1, 10),
+		transport.WithRetryBudget(0.1, 10),
 		transport.WithHedging(50*time.Millisecond, 2),
 	)}
 	resp, err := client.Get(srv.URL)

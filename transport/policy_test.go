@@ -42,7 +42,7 @@ func TestPolicyMaxAttempts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(t, reply(503))
-			tr := transport.New(newBase(t), noDelay, transport.WithBudget(0, 0))
+			tr := transport.New(newBase(t), noDelay, transport.WithRetryBudget(0, 0))
 			resp, err := tr.RoundTrip(newRequest(t, transport.WithPolicy(context.Background(), tc.policy), http.MethodGet, s.URL, nil))
 			if err != nil {
 				t.Fatal(err)
@@ -310,7 +310,7 @@ func TestOptionsAcceptBoundaryValues(t *testing.T) {
 		opt  transport.Option
 	}{
 		{"one attempt", transport.WithMaxAttempts(1)},
-		{"budget off", transport.WithBudget(0, 0)},
+		{"budget off", transport.WithRetryBudget(0, 0)},
 		{"hedging off", transport.WithHedging(0, 0)},
 		{"no per-attempt timeout", transport.WithPerAttemptTimeout(0)},
 		{"statuses 100 and 599", transport.WithRetryableStatuses(100, 599)},
