@@ -84,7 +84,7 @@ func (c *Config) setDefaults() {
 	// 20s: a fleet's outage costs each client its reserve once, so the
 	// quietest fleet (1 request/s a client) needs 20 requests a client to
 	// show what a lasting outage costs, not its first second.
-	c.fleetTime, c.chainTime = 20*time.Second, 20*time.Second
+	c.fleetTime, c.chainTime = 20*time.Second, 15*time.Second
 	c.slowBefore, c.slowDrop, c.slowAfter = 3*time.Second, 4*time.Second, 10*time.Second
 }
 

@@ -55,7 +55,13 @@ const (
 // replica of a fleet spends every second (ten quiet replicas with a floor
 // of 10 a second may add 100 retries a second to a downstream that is
 // down). The one-a-second pace keeps a busy client's retries and hedges on
-// its ratio: the reserve may add one a second, not one per success.
+// its ratio: the reserve may add one a second, not one per success. An
+// attempt that times out costs the reserve one retry as well, the price of
+// the retry it asks for, as it costs the deposits a whole token (below): a
+// host too slow to answer is likely still working on it, so the reserve
+// absorbs one timed-out attempt where it absorbs two failed ones (at a slow
+// host whose service time doubles, the default reserve adds one retry, not
+// two, to the second in which its queue starts to grow).
 //
 // Failures cost deposits, so that the deposits stop paying when failures
 // dominate: an attempt that fails with a retryable error takes back one
@@ -327,6 +333,17 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	}
 }
 
+// charge takes one retry from the reserve, if it holds one, for a timed-out
+// attempt (see retryBudget).
+func (b *retryBudget) charge() {
+	for {
+		old := b.held.Load()
+		if old&countMask == 0 || b.held.CompareAndSwap(old, old-1) {
+			return
+		}
+	}
+}
+
 // Succeed records an attempt that the server answered at now without a
 // retryable failure: it puts one retry back in the reserve, unless the
 // reserve is full or was already refilled in now's second. The engine
@@ -350,11 +367,17 @@ func (b *retryBudget) Succeed(now time.Time) {
 }
 
 // Fail records an attempt that failed at now with a retryable error, or by
-// timing out (timeout set): its cost comes off the deposits (see
-// retryBudget). The engine calls it for every such attempt, the ones it
+// timing out (timeout set): its cost comes off the deposits, and a
+// timeout's off the reserve too (see retryBudget). The engine calls it for every such attempt, the ones it
 // does not retry included.
 func (b *retryBudget) Fail(now time.Time, timeout bool) {
-	if b == nil || b.ratio == 0 {
+	if b == nil {
+		return
+	}
+	if timeout && b.reserve > 0 {
+		b.charge()
+	}
+	if b.ratio == 0 {
 		return
 	}
 	e := epochOf(now)

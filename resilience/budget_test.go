@@ -685,3 +685,32 @@ func TestEngineRefillsTheReserveOnSuccess(t *testing.T) {
 		t.Fatalf("%d attempts after a success, want 2", n)
 	}
 }
+
+// TestBudgetTimeoutsCostTheReserve: a timed-out attempt takes one retry from
+// the reserve, the price of the retry it asks for, so a reserve of 2
+// absorbs one timeout's retry where it absorbs two errors'.
+func TestBudgetTimeoutsCostTheReserve(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout bool
+		want    int
+	}{
+		{"errors", false, 2},
+		{"timeouts", true, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0.1, 2)
+			retries := 0
+			for range 3 {
+				b.Fail(t0, tc.timeout)
+				if b.Withdraw(t0) {
+					retries++
+				}
+			}
+			if retries != tc.want {
+				t.Errorf("%d retries, want %d", retries, tc.want)
+			}
+		})
+	}
+}

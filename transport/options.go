@@ -135,7 +135,9 @@ func WithBackoff(b resilience.Backoff) Option {
 // When the deposits cannot pay, the reserve does: reserve retries that a
 // quiet client (whose deposits earn less than a retry) holds to absorb an
 // isolated failure. Only successes refill it, one retry a second at most,
-// so during an outage each Transport spends its reserve once, then retries
+// and an attempt that times out costs it a retry as well (the host is
+// likely still working on it), so during an outage each Transport spends
+// its reserve once, then retries
 // no more: for N replicas, retries ≤ ratio × requests + N × reserve
 // however long the outage lasts (see the resilience package for the whole
 // bound).
