@@ -172,6 +172,19 @@
 // turns the budget off. The exact bounds are stated in package
 // resilience's documentation.
 //
+// # Chains of services
+//
+// A service that calls others through a Transport wraps its handler in
+// [Middleware] and makes its calls with the incoming request's context.
+// Along a chain (client → A → B → leaf) one hop then retries a failure
+// instead of every hop, so attempts add up rather than multiply (three
+// attempts at each of three hops: 5 at the leaf, not 27). A Transport under
+// Middleware sends [RetriesLeftHeader] on every attempt; a service whose
+// caller will retry makes one attempt per call and passes the promise on;
+// and a failed answer from a service that did retry below carries
+// [PushbackHeader], which every Transport honours by not retrying it (on by
+// default; a Transport outside Middleware sends nothing new).
+//
 // # Circuit breaker
 //
 // [WithBreaker] keeps one breaker per host, configured by a
