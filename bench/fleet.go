@@ -134,7 +134,7 @@ type FleetRow struct {
 	Shape            FleetShape
 	Requests, Server int64 // sent by the fleet, received by the server
 	OK               int64 // requests that succeeded
-	Errors           int64 // requests that ended with an error, no answer (the machine's, under load)
+	Errors           int64 // requests that ended with an error instead of an answer (a peer giving up reports one)
 	PerRequest       float64
 	Success          float64
 }
@@ -197,7 +197,7 @@ type ChainRow struct {
 	Leaf       string  // "down" or "5% 503s"
 	Requests   int64
 	OK         int64
-	Errors     int64 // requests that ended with an error, no answer
+	Errors     int64 // requests that ended with an error instead of an answer (a peer giving up reports one)
 	Arrivals   int64 // at the leaf
 	PerRequest float64
 	Success    float64
