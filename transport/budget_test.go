@@ -263,3 +263,44 @@ func TestDeprecatedWithBudgetMapsTheFloorToAReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetReserveRefilledByAnswersNotByOverload: a success refills the
+// reserve, one retry a second; an answer that says the server is
+// overloaded (a 503 the caller does not retry, here for its pushback) does
+// not, though it ends the call without a retryable result.
+func TestBudgetReserveRefilledByAnswersNotByOverload(t *testing.T) {
+	fc := newClock()
+	var attempts atomic.Int32
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		attempts.Add(1)
+		switch r.URL.Path {
+		case "/ok":
+			return fakeResponse(r, 200, "ok"), nil
+		case "/pushed":
+			return fakeResponse(r, 503, "down", transport.PushbackHeader, transport.PushbackRetried), nil
+		}
+		return fakeResponse(r, 503, "down"), nil
+	})
+	tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithRetryBudget(0, 1), transport.WithMaxAttempts(2))
+	tries := func(path string) int32 {
+		attempts.Store(0)
+		getStatus(t, tr, "http://svc.test"+path)
+		return attempts.Load()
+	}
+	steps := []struct {
+		path string
+		want int32
+	}{
+		{"/fail", 2},   // the reserve pays the retry
+		{"/pushed", 1}, // not retried, and no refill
+		{"/fail", 1},   // so nothing left
+		{"/ok", 1},     // a success refills one
+		{"/fail", 2},
+	}
+	for i, s := range steps {
+		fc.Advance(time.Second)
+		if got := tries(s.path); got != s.want {
+			t.Fatalf("step %d, %s: %d attempts, want %d", i+1, s.path, got, s.want)
+		}
+	}
+}
