@@ -104,6 +104,17 @@ const (
 // paying within a second of its start, which leaves N × reserve. A request
 // never makes more attempts than its policy's MaxAttempts either.
 //
+// Beside its anchors: Finagle's RetryBudget has the floor this budget
+// dropped (a minimum of retries a second, for every replica); Envoy's retry
+// budget bounds concurrent retries with a floor of 3, so a quiet client
+// retries every failure; the AWS SDKs' retry quota (500 tokens, 5 a retry,
+// 10 a timeout, given back by successes) and gRPC's retry throttling (a
+// bucket that starts full and retries while more than half full) have no
+// floor but a per-client constant of tens to a hundred retries that a
+// success refills at once, where this reserve is 2, refilled at a pace.
+// A server's pushback, as gRPC's grpc-retry-pushback-ms, is the transport's
+// (see transport.Middleware).
+//
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters and one
 // word for the reserve, so concurrent requests never queue on a mutex. Every
