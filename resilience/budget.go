@@ -109,9 +109,10 @@ const (
 // budget bounds concurrent retries with a floor of 3, so a quiet client
 // retries every failure; the AWS SDKs' retry quota (500 tokens, 5 a retry,
 // 10 a timeout, given back by successes) and gRPC's retry throttling (a
-// bucket that starts full and retries while more than half full) have no
-// floor but a per-client constant of tens to a hundred retries that a
-// success refills at once, where this reserve is 2, refilled at a pace.
+// bucket that starts full, loses a token a failure, gains a fraction a
+// success, and retries while more than half full) have no floor, but a
+// per-client constant (100 retries for AWS, half the bucket for gRPC) that
+// successes refill at no pace, where this reserve is 2, one a second.
 // A server's pushback, as gRPC's grpc-retry-pushback-ms, is the transport's
 // (see transport.Middleware).
 //
