@@ -107,6 +107,9 @@ func (res *Results) goals() []goal {
 	if o := res.Overload; o != nil {
 		gs = append(gs, o.goals()...)
 	}
+	if f := res.Fleet; f != nil {
+		gs = append(gs, f.goals()...)
+	}
 	return gs
 }
 

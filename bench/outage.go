@@ -50,9 +50,9 @@ func runOutage(cfg *Config) (*OutageResult, error) {
 		name string
 		wrap func(http.RoundTripper) http.RoundTripper
 	}{
-		{"gotry defaults (budget 10% + 10/s)", func(b http.RoundTripper) http.RoundTripper { return gotryRetry(b, outageRetry) }},
+		{"gotry defaults (budget 10% + reserve 2)", func(b http.RoundTripper) http.RoundTripper { return gotryRetry(b, outageRetry) }},
 		{"gotry, budget off", func(b http.RoundTripper) http.RoundTripper {
-			return gotryRetry(b, outageRetry, transport.WithBudget(0, 0))
+			return gotryRetry(b, outageRetry, transport.WithRetryBudget(0, 0))
 		}},
 		{"go-retryablehttp", func(b http.RoundTripper) http.RoundTripper { return retryableHTTP(b, outageRetry) }},
 		{"failsafe-go retry", func(b http.RoundTripper) http.RoundTripper { return failsafeRetry(b, outageRetry, 0) }},

@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -130,4 +130,6 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("fleet: the budget's bound holds for every fleet and chain", func(t *testing.T) { checkFleet(t, res.Fleet) })
 }

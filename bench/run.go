@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload", "fleet"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -44,6 +44,9 @@ type Config struct {
 	shiftAt, shiftTotal          time.Duration
 	scalingLevels                []int
 	scalingTime                  time.Duration
+	fleetTime, chainTime         time.Duration
+	slowBefore, slowDrop         time.Duration
+	slowAfter                    time.Duration
 	began                        time.Time
 }
 
@@ -68,6 +71,8 @@ func (c *Config) setDefaults() {
 		c.outageTime, c.downTime, c.upTime = 150*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 		c.scalingLevels, c.scalingTime = []int{1, 16, 256}, 10*time.Millisecond
 		c.shiftAt, c.shiftTotal = 500*time.Millisecond, time.Second
+		c.fleetTime, c.chainTime = 500*time.Millisecond, 500*time.Millisecond
+		c.slowBefore, c.slowDrop, c.slowAfter = time.Second, time.Second, 2*time.Second
 		return
 	}
 	c.warmup, c.sampleTime = 100*time.Millisecond, 100*time.Millisecond
@@ -76,6 +81,11 @@ func (c *Config) setDefaults() {
 	c.outageTime, c.downTime, c.upTime = 2*time.Second, 3*time.Second, 3*time.Second
 	c.scalingLevels, c.scalingTime = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}, 150*time.Millisecond
 	c.shiftAt, c.shiftTotal = 4*time.Second, 10*time.Second
+	// 20s: a fleet's outage costs each client its reserve once, so the
+	// quietest fleet (1 request/s a client) needs 20 requests a client to
+	// show what a lasting outage costs, not its first second.
+	c.fleetTime, c.chainTime = 20*time.Second, 15*time.Second
+	c.slowBefore, c.slowDrop, c.slowAfter = 3*time.Second, 4*time.Second, 10*time.Second
 }
 
 func (c *Config) wants(s string) bool {
@@ -107,6 +117,7 @@ type Results struct {
 	Recovery *RecoveryResult
 	Scaling  *ScalingResult
 	Overload *OverloadResult
+	Fleet    *FleetResult
 }
 
 // Run runs the selected scenarios and writes Markdown to w.
@@ -175,6 +186,12 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Overload.write(w)
+	}
+	if cfg.wants("fleet") {
+		if res.Fleet, err = runFleet(&cfg); err != nil {
+			return res, err
+		}
+		res.Fleet.write(w)
 	}
 	res.writeGoals(w)
 	fmt.Fprintf(w, "\nTotal run time %s; load average at the end %s.\n", time.Since(start).Round(time.Second), loadAvg())

@@ -40,7 +40,8 @@ const (
 	// (0 for an immediate retry).
 	MetricBackoffDelay = "gotry_backoff_delay_seconds"
 	// MetricBudgetTokens is an asynchronous gauge of the retry budget's
-	// available tokens, one series per transport.
+	// available tokens, one series per transport name (the transports of one
+	// name, or the unnamed ones, summed).
 	MetricBudgetTokens = "gotry_budget_tokens"
 	// MetricBudgetRefusals counts retries and hedges the budget refused.
 	MetricBudgetRefusals = "gotry_budget_refusals_total"

@@ -178,7 +178,7 @@ var demoFlags = []string{
 	"-rate", "80", "-concurrency", "32",
 	"-outage-start", "3s", "-outage-every", "20s", "-outage-for", "6s",
 	"-breaker-failures", "3", "-breaker-open", "2s",
-	"-budget-ratio", "0.05", "-budget-min", "2",
+	"-budget-ratio", "0.05", "-budget-reserve", "2",
 	"-waterfall-every", "0",
 }
 

@@ -100,8 +100,8 @@ func TestBudgetLayoutKeepsHotWordsApart(t *testing.T) {
 	if gap := unsafe.Offsetof(b.requests) - (unsafe.Offsetof(b.timeouts) + unsafe.Sizeof(b.timeouts)); gap < line {
 		t.Errorf("the first stripe is %d bytes after timeouts, want at least %d", gap, line)
 	}
-	if gap := unsafe.Offsetof(b.spent) - (unsafe.Offsetof(b.minPerSec) + unsafe.Sizeof(b.minPerSec)); gap < line {
-		t.Errorf("spent is %d bytes after the read-only fields, want at least %d", gap, line)
+	if gap := unsafe.Offsetof(b.spent) - (unsafe.Offsetof(b.held) + unsafe.Sizeof(b.held)); gap < line {
+		t.Errorf("spent is %d bytes after the reserve, want at least %d", gap, line)
 	}
 	if n := unsafe.Sizeof(b); n > 1700 {
 		t.Errorf("a budget takes %d bytes; its doc says about 1.6 KiB", n)

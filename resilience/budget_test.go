@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,18 +18,127 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestBudgetFloorAllowsMinPerSecond(t *testing.T) {
+// TestBudgetReserveIsSpentOnceNotEverySecond: the reserve starts full and
+// pays without deposits, and, unlike the floor it replaced, time alone does
+// not refill it: a quiet client in an outage spends it once.
+func TestBudgetReserveIsSpentOnceNotEverySecond(t *testing.T) {
 	b := newRetryBudget(0, 3)
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		if !b.Withdraw(t0) {
-			t.Fatalf("withdrawal %d refused within the floor", i+1)
+			t.Fatalf("withdrawal %d refused with the reserve full", i+1)
 		}
 	}
 	if b.Withdraw(t0.Add(999 * time.Millisecond)) {
-		t.Fatal("fourth withdrawal in the same second allowed")
+		t.Fatal("fourth withdrawal allowed from a reserve of 3")
 	}
-	if !b.Withdraw(t0.Add(time.Second)) {
-		t.Fatal("floor did not refill in the next second")
+	for s := 1; s <= 60; s++ {
+		if b.Withdraw(t0.Add(time.Duration(s) * time.Second)) {
+			t.Fatalf("a retry allowed %ds later with no success in between", s)
+		}
+	}
+}
+
+// TestBudgetReserveRefilledBySuccessesOnceASecond: a success puts one retry
+// back in the reserve, at most one a second, up to its capacity.
+func TestBudgetReserveRefilledBySuccessesOnceASecond(t *testing.T) {
+	b := newRetryBudget(0, 2)
+	b.Withdraw(t0)
+	b.Withdraw(t0)
+	sec := func(s int, ms int) time.Time {
+		return t0.Add(time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond)
+	}
+	for range 5 {
+		b.Succeed(sec(1, 100))
+	}
+	if got := b.Tokens(sec(1, 200)); got != 1 {
+		t.Fatalf("Tokens = %v after five successes in one second, want 1", got)
+	}
+	b.Succeed(sec(1, 900))
+	if got := b.Tokens(sec(1, 900)); got != 1 {
+		t.Fatalf("Tokens = %v after a second success in the same second, want 1", got)
+	}
+	b.Succeed(sec(2, 0))
+	b.Succeed(sec(3, 0))
+	b.Succeed(sec(4, 0))
+	if got := b.Tokens(sec(4, 0)); got != 2 {
+		t.Fatalf("Tokens = %v after successes in three more seconds, want the capacity 2", got)
+	}
+}
+
+// TestBudgetReserveRefund: a token paid from the reserve goes back to it
+// when its retry does not launch, but never past the capacity.
+func TestBudgetReserveRefund(t *testing.T) {
+	b := newRetryBudget(0, 1)
+	tok, ok := b.take(t0)
+	if !ok || paidFromDeposits(b, tok) {
+		t.Fatal("the first retry was not paid from the reserve")
+	}
+	if b.Withdraw(t0) {
+		t.Fatal("a retry allowed from an empty reserve")
+	}
+	tok.Refund()
+	if got := b.Tokens(t0); got != 1 {
+		t.Fatalf("Tokens = %v after the refund, want 1", got)
+	}
+	tok, _ = b.take(t0)
+	b.Succeed(t0.Add(time.Second)) // refilled before the refund arrives
+	tok.Refund()
+	if got := b.Tokens(t0.Add(time.Second)); got != 1 {
+		t.Fatalf("Tokens = %v after refunding into a full reserve, want the capacity 1", got)
+	}
+}
+
+// TestBudgetDepositsPayBeforeTheReserve: a busy client's retries come out
+// of its deposits, and its reserve is left for when they run out.
+func TestBudgetDepositsPayBeforeTheReserve(t *testing.T) {
+	b := newRetryBudget(0.5, 2)
+	for range 4 {
+		b.Deposit(t0)
+	}
+	var paid []bool // from deposits, in order
+	for {
+		tok, ok := b.take(t0)
+		if !ok {
+			break
+		}
+		paid = append(paid, paidFromDeposits(b, tok))
+	}
+	if want := []bool{true, true, false, false}; !slices.Equal(paid, want) {
+		t.Fatalf("paid from deposits, in order: %v, want %v", paid, want)
+	}
+}
+
+// TestBudgetQuietFleetInAnOutage is the shape of a fleet's outage: 500
+// clients sending one request a second each to a downstream that fails
+// every attempt, with up to 4 attempts a request, for a minute. The floor
+// this budget replaced let every client retry every failure (3 attempts
+// more a request); the reserve lets each client retry reserve times in all.
+func TestBudgetQuietFleetInAnOutage(t *testing.T) {
+	const clients, seconds, attempts = 500, 60, 4
+	fleet := make([]*retryBudget, clients)
+	for i := range fleet {
+		fleet[i] = newRetryBudget(0.1, DefaultBudgetReserve)
+	}
+	requests, retries := 0, 0
+	for s := range seconds {
+		for i, b := range fleet {
+			now := t0.Add(time.Duration(s)*time.Second + time.Duration(i)*time.Millisecond)
+			b.Deposit(now)
+			requests++
+			for range attempts - 1 {
+				b.Fail(now, false)
+				if !b.Withdraw(now) {
+					break
+				}
+				retries++
+			}
+		}
+	}
+	if bound := clients * DefaultBudgetReserve; retries > bound {
+		t.Fatalf("%d retries for %d requests, want at most %d (clients x reserve)", retries, requests, bound)
+	}
+	if perRequest := 1 + float64(retries)/float64(requests); perRequest > 1.05 {
+		t.Errorf("%.3f attempts a request, want at most 1.05", perRequest)
 	}
 }
 
@@ -79,7 +190,8 @@ func TestNewBudgetRejectsNonsense(t *testing.T) {
 		{math.NaN(), 0, "ratio"},
 		{-0.1, 0, "ratio"},
 		{math.Inf(1), 0, "ratio"},
-		{0.1, -1, "minPerSec"},
+		{0.1, -1, "reserve"},
+		{0.1, 1001, "reserve"},
 	} {
 		if msg := panicMessage(func() { newRetryBudget(c.ratio, c.min) }); !strings.Contains(msg, c.want) {
 			t.Errorf("newRetryBudget(%v, %d) panic %q, want mention of %s", c.ratio, c.min, msg, c.want)
@@ -87,60 +199,58 @@ func TestNewBudgetRejectsNonsense(t *testing.T) {
 	}
 }
 
-// TestBudgetNeverExceedsRatioPlusFloor: under any sequence of requests and
-// retry attempts over time, the retries granted inside any window (the
-// budget's window: the current second and the nine before it) that ends with
-// a retry paid from deposits never exceed ratio × requests in that window
-// plus the floor for each of its seconds. Sequences start anywhere, including
-// just before an epoch wrap. (A window whose last second's retries all came
-// from the floor may see more: its earlier retries may have spent deposits
-// made before it; TestBudgetBoundOverAnyInterval checks the bound for those.
-// This test once checked every window and failed, about once in a few
-// thousand sequences, on seed 5233551859249980147.)
-func TestBudgetNeverExceedsRatioPlusFloor(t *testing.T) {
+// TestBudgetDepositsNeverExceedRatioInAWindow: under any sequence of
+// requests, retry attempts and successes over time, the retries paid from
+// deposits inside any window (the budget's window: the current second and
+// the nine before it) that ends with one never exceed ratio × requests in
+// that window. Sequences start anywhere, including just before an epoch
+// wrap. (A window that ends with a retry paid from the reserve may see more:
+// its earlier retries may have spent deposits made before it;
+// TestBudgetBoundOverAnyInterval checks the bound for those. This test once
+// checked every window and failed, about once in a few thousand sequences,
+// on seed 5233551859249980147.)
+func TestBudgetDepositsNeverExceedRatioInAWindow(t *testing.T) {
 	starts := []time.Time{t0, time.Unix(0, 0)}
 	for _, w := range budgetWraps {
 		starts = append(starts, w.at)
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.Float64Range(0, 2).Draw(t, "ratio")
-		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
-		b := newRetryBudget(ratio, minPS)
+		reserve := rapid.IntRange(0, 5).Draw(t, "reserve")
+		b := newRetryBudget(ratio, reserve)
 		if b == nil {
 			return
 		}
-		var granted, fromDeposits, requests []time.Time
+		var fromDeposits, requests []time.Time
 		now := rapid.SampledFrom(starts).Draw(t, "start").Add(-time.Duration(rapid.Int64Range(0, int64(20*time.Second)).Draw(t, "before")))
 		steps := rapid.IntRange(1, 300).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "dt")))
-			if rapid.Bool().Draw(t, "isRetry") {
-				if tok, ok := b.take(now); ok {
-					granted = append(granted, now)
-					if paidFromDeposits(b, tok) {
-						fromDeposits = append(fromDeposits, now)
-					}
+			switch rapid.IntRange(0, 2).Draw(t, "kind") {
+			case 0:
+				if tok, ok := b.take(now); ok && paidFromDeposits(b, tok) {
+					fromDeposits = append(fromDeposits, now)
 				}
-				continue
+			case 1:
+				b.Succeed(now)
+			default:
+				b.Deposit(now)
+				requests = append(requests, now)
 			}
-			b.Deposit(now)
-			requests = append(requests, now)
 		}
-		// Check the window of every grant paid from deposits.
 		for _, at := range fromDeposits {
 			end := at.Truncate(time.Second).Add(time.Second)
 			start := end.Add(-budgetWindow)
-			g, r := countIn(granted, start, end), countIn(requests, start, end)
-			limit := math.Floor(ratio*float64(r)) + float64(minPS)*budgetWindow.Seconds()
-			if float64(g) > limit {
-				t.Fatalf("window ending %v: %d retries granted, limit %v (ratio %v, %d requests, floor %d/s)", end, g, limit, ratio, r, minPS)
+			g, r := countIn(fromDeposits, start, end), countIn(requests, start, end)
+			if limit := math.Floor(ratio * float64(r)); float64(g) > limit {
+				t.Fatalf("window ending %v: %d retries paid from deposits, limit %v (ratio %v, %d requests)", end, g, limit, ratio, r)
 			}
 		}
 	})
 }
 
 // paidFromDeposits reports whether tok was paid from b's deposits (not from
-// its per-second floor).
+// its reserve).
 func paidFromDeposits(b *retryBudget, tok budgetToken) bool {
 	for i := range b.spent {
 		if tok.w == &b.spent[i] {
@@ -148,79 +258,6 @@ func paidFromDeposits(b *retryBudget, tok budgetToken) bool {
 		}
 	}
 	return false
-}
-
-// TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits pins why the window
-// bound holds only for windows that end with a retry paid from deposits: at
-// ratio 0.5 and a floor of 1/s, 14 requests in second 0 save 7 tokens, and
-// one request in each of seconds 1 to 10 lets each of seconds 1 to 9 spend
-// one of them (a second pays no more than it earned, rounded up: 0.5 → 1).
-// The window of seconds 1 to 10 holds 10 requests, ⌊0.5 × 10⌋ = 5 tokens,
-// and ends with a retry paid from the floor (the window's deposits are
-// spent): 9 of its retries were paid from deposits.
-func TestBudgetWindowEndingInFloorRetrySeesEarlierDeposits(t *testing.T) {
-	b := newRetryBudget(0.5, 1)
-	for range 14 {
-		b.Deposit(t0)
-	}
-	fromDeposits := 0
-	var last budgetToken
-	for s := 1; s <= 10; s++ {
-		now := t0.Add(time.Duration(s) * time.Second)
-		b.Deposit(now)
-		for {
-			tok, ok := b.take(now)
-			if !ok {
-				break
-			}
-			if paidFromDeposits(b, tok) {
-				fromDeposits++
-			}
-			last = tok
-		}
-	}
-	if fromDeposits != 9 {
-		t.Fatalf("%d retries in seconds 1 to 10 paid from deposits, want 9", fromDeposits)
-	}
-	if paidFromDeposits(b, last) {
-		t.Fatal("the last retry of second 10 was paid from deposits, want the floor")
-	}
-}
-
-// TestBudgetFloorTopsUpDeposits: the floor pays what the window's deposits,
-// spread over its ten seconds, fall short of minPerSec a second.
-func TestBudgetFloorTopsUpDeposits(t *testing.T) {
-	tests := []struct {
-		name     string
-		perSec   int // requests a second, for ten seconds
-		wantFrom int // retries from the floor in the last second
-	}{
-		{"no traffic: the whole floor", 0, 10},
-		{"deposits of 5 a second: half", 50, 5},
-		{"deposits of 9.5 a second: rounded up, 1", 95, 1},
-		{"deposits of 10 a second: none", 100, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newRetryBudget(0.1, 10)
-			for s := range 10 {
-				for range tc.perSec {
-					b.Deposit(t0.Add(time.Duration(s) * time.Second))
-				}
-			}
-			now := t0.Add(9 * time.Second)
-			for range 1000 { // failures enough that the deposits pay nothing
-				b.Fail(now, true)
-			}
-			got := 0
-			for b.Withdraw(now) {
-				got++
-			}
-			if got != tc.wantFrom {
-				t.Errorf("withdrew %d, want %d from the floor", got, tc.wantFrom)
-			}
-		})
-	}
 }
 
 // countIn counts the times in [start, end).
@@ -302,77 +339,106 @@ func TestBudgetExactAcrossEpochWrap(t *testing.T) {
 	}
 }
 
-// TestBudgetBoundOverAnyInterval checks the bound the Budget documents for
-// intervals of any alignment: the retries granted in an interval I no longer
-// than budgetWindow number at most minPerSec × S + ⌊ratio × R⌋, S being the
-// whole seconds I touches (at most 11) and R the requests from nine seconds
-// before I's first second through its last second.
+// budgetEvents is what driveBudget did to one client's budget, and when.
+type budgetEvents struct {
+	granted, requests, successes []time.Time
+	end                          time.Time
+}
+
+// driveBudget drives b through a random sequence of requests, retries and
+// successes from start: bursts (several events in one instant), and
+// retries as likely as the other two together, so that the deposits and
+// the reserve run out.
+func driveBudget(t *rapid.T, b *retryBudget, start time.Time, label string) budgetEvents {
+	var ev budgetEvents
+	now := start
+	dt := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, int64(1200*time.Millisecond)))
+	steps := rapid.IntRange(1, 400).Draw(t, label+"steps")
+	for i := 0; i < steps; i++ {
+		now = now.Add(time.Duration(dt.Draw(t, label+"dt")))
+		switch k := rapid.IntRange(0, 5).Draw(t, label+"kind"); {
+		case k <= 2:
+			if b.Withdraw(now) {
+				ev.granted = append(ev.granted, now)
+			}
+		case k == 3:
+			b.Succeed(now)
+			ev.successes = append(ev.successes, now)
+		default:
+			b.Deposit(now)
+			ev.requests = append(ev.requests, now)
+		}
+	}
+	ev.end = now
+	return ev
+}
+
+// intervalBound is the bound the budget documents for one client over the
+// interval [a, end]: ⌊ratio × R⌋ + reserve + P, R being the requests from
+// nine seconds before a's second through end's, and P the refills, at most
+// one a second and no more than the successes in the interval.
+func intervalBound(ev budgetEvents, ratio float64, reserve int, a, end time.Time) float64 {
+	first, last := a.Unix(), end.Unix()
+	r := countIn(ev.requests, time.Unix(first-9, 0), time.Unix(last+1, 0))
+	p := min(int64(countIn(ev.successes, a, end.Add(time.Nanosecond))), last-first+1)
+	return math.Floor(ratio*float64(r)) + float64(reserve) + float64(p)
+}
+
+// TestBudgetBoundOverAnyInterval checks the bound the budget documents, for
+// intervals of any alignment and any length: the retries granted in an
+// interval number at most ⌊ratio × R⌋ + reserve + P (see intervalBound).
 func TestBudgetBoundOverAnyInterval(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.OneOf(rapid.Just(0.0), rapid.Just(0.5), rapid.Float64Range(0, 2)).Draw(t, "ratio")
-		minPS := rapid.IntRange(0, 5).Draw(t, "minPerSec")
-		b := newRetryBudget(ratio, minPS)
+		reserve := rapid.IntRange(0, 5).Draw(t, "reserve")
+		b := newRetryBudget(ratio, reserve)
 		if b == nil {
 			return
 		}
-		var granted, requests []time.Time
-		now := t0.Add(time.Duration(rapid.Int64Range(0, int64(time.Second)).Draw(t, "offset")))
-		// Bursts (several events in one instant) and retries three times as
-		// likely as requests, so the floor and the deposits run out.
-		dt := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, int64(1200*time.Millisecond)))
-		steps := rapid.IntRange(1, 400).Draw(t, "steps")
-		for i := 0; i < steps; i++ {
-			now = now.Add(time.Duration(dt.Draw(t, "dt")))
-			if rapid.IntRange(0, 3).Draw(t, "kind") > 0 {
-				if b.Withdraw(now) {
-					granted = append(granted, now)
-				}
-				continue
-			}
-			b.Deposit(now)
-			requests = append(requests, now)
-		}
-		// Intervals starting at arbitrary points, of arbitrary lengths up to
-		// the window: from every grant, and from points drawn at random.
-		starts := append([]time.Time(nil), granted...)
+		ev := driveBudget(t, b, t0.Add(time.Duration(rapid.Int64Range(0, int64(time.Second)).Draw(t, "offset"))), "")
+		// Intervals starting at arbitrary points, of arbitrary lengths: from
+		// every grant, and from points drawn at random.
+		starts := append([]time.Time(nil), ev.granted...)
 		for i := rapid.IntRange(0, 20).Draw(t, "extra"); i > 0; i-- {
-			starts = append(starts, t0.Add(time.Duration(rapid.Int64Range(int64(-time.Second), int64(now.Sub(t0))).Draw(t, "start"))))
+			starts = append(starts, t0.Add(time.Duration(rapid.Int64Range(int64(-time.Second), int64(ev.end.Sub(t0))).Draw(t, "start"))))
 		}
 		for _, a := range starts {
-			for _, d := range []time.Duration{budgetWindow, budgetWindow - time.Nanosecond,
-				time.Duration(rapid.Int64Range(0, int64(budgetWindow)).Draw(t, "length"))} {
+			for _, d := range []time.Duration{budgetWindow, budgetWindow - time.Nanosecond, ev.end.Sub(a),
+				time.Duration(rapid.Int64Range(0, int64(5*budgetWindow)).Draw(t, "length"))} {
 				end := a.Add(d) // the interval is [a, end], both ends included
-				first, last := a.Unix(), end.Unix()
-				g := countIn(granted, a, end.Add(time.Nanosecond))
-				r := countIn(requests, time.Unix(first-9, 0), time.Unix(last+1, 0))
-				seconds := last - first + 1
-				limit := float64(int64(minPS)*seconds) + math.Floor(ratio*float64(r))
-				if float64(g) > limit {
-					t.Fatalf("[%v, %v]: %d retries granted, bound %v (ratio %v, %d requests, floor %d/s over %d seconds)",
-						a, end, g, limit, ratio, r, minPS, seconds)
+				g := countIn(ev.granted, a, end.Add(time.Nanosecond))
+				if limit := intervalBound(ev, ratio, reserve, a, end); float64(g) > limit {
+					t.Fatalf("[%v, %v]: %d retries granted, bound %v (ratio %v, reserve %d)", a, end, g, limit, ratio, reserve)
 				}
 			}
 		}
 	})
 }
 
-// TestBudgetUnalignedIntervalTouchesElevenSeconds pins the example the Budget
-// documents: an interval not aligned to whole seconds touches one second more
-// than a window, so at minPerSec 5 and no requests, 55 retries launch between
-// 0.9 s and 10.0 s (9.1 s), not 50.
-func TestBudgetUnalignedIntervalTouchesElevenSeconds(t *testing.T) {
-	b := newRetryBudget(0, 5)
-	granted := 0
-	for _, at := range []time.Duration{900 * time.Millisecond, 1500 * time.Millisecond, 2500 * time.Millisecond,
-		3500 * time.Millisecond, 4500 * time.Millisecond, 5500 * time.Millisecond, 6500 * time.Millisecond,
-		7500 * time.Millisecond, 8500 * time.Millisecond, 9500 * time.Millisecond, 10 * time.Second} {
-		for b.Withdraw(t0.Add(at)) {
-			granted++
+// TestBudgetFleetBound checks the bound for a fleet: N clients, each with its
+// own budget and its own traffic, add at most ratio × R + N × reserve + P
+// retries together over their whole run, whatever N is; with no successes
+// (an outage), at most ratio × R + N × reserve.
+func TestBudgetFleetBound(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ratio := rapid.Float64Range(0, 1).Draw(t, "ratio")
+		reserve := rapid.IntRange(0, 3).Draw(t, "reserve")
+		n := rapid.IntRange(1, 8).Draw(t, "clients")
+		if newRetryBudget(ratio, reserve) == nil {
+			return
 		}
-	}
-	if granted != 55 {
-		t.Fatalf("granted %d retries between 0.9s and 10.0s, want 55 (5 in each of 11 seconds)", granted)
-	}
+		var granted int
+		var bound float64
+		for i := range n {
+			b := newRetryBudget(ratio, reserve)
+			ev := driveBudget(t, b, t0, "client"+strconv.Itoa(i))
+			granted += len(ev.granted)
+			bound += intervalBound(ev, ratio, reserve, t0, ev.end)
+		}
+		if float64(granted) > bound {
+			t.Fatalf("%d clients granted %d retries, bound %v", n, granted, bound)
+		}
+	})
 }
 
 // TestBudgetFailuresTakeBackDeposits: a retryable error takes back one
@@ -479,9 +545,8 @@ func TestBudgetPaysNoMoreInASecondThanItEarned(t *testing.T) {
 // in the budget's terms: 100 requests a second succeed for ten seconds,
 // then every attempt times out and asks for a retry. The window has saved
 // 100 tokens, but only the outage's first second pays from them, less than
-// the 10 a second deposits; then nothing (the deposits earn more than the
-// floor of 2, so there is none), until the outage's seconds leave the
-// window after it ends.
+// the 10 a second deposits, and the reserve of 2 goes then too; then
+// nothing, until the outage's seconds leave the window after it ends.
 func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 	b := newRetryBudget(0.1, 2)
 	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -504,8 +569,8 @@ func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
 			}
 		}
 	}
-	if paid[10] >= 10 || paid[10] == 0 {
-		t.Errorf("the outage's first second paid %d retries, want some, fewer than a second's deposits (10)", paid[10])
+	if paid[10] >= 10+2 || paid[10] <= 2 {
+		t.Errorf("the outage's first second paid %d retries, want the reserve (2) and some, fewer than a second's deposits (10)", paid[10])
 	}
 	for s := 11; s < 15; s++ {
 		if paid[s] != 0 {
@@ -584,4 +649,68 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 			t.Errorf("BudgetTokens = %v, want 8.5", got)
 		}
 	})
+}
+
+// TestEngineRefillsTheReserveOnSuccess: the engine tells the budget of every
+// call that ends in a success, on the plain path (a first attempt that
+// succeeds) and on the general one (a retry that succeeds), and of no
+// other; only those refill the reserve, one a second.
+func TestEngineRefillsTheReserveOnSuccess(t *testing.T) {
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{BudgetReserve: 1})
+	fail := step{v: 503, retryable: true}
+	attempts := func(steps ...step) int {
+		op := &scripted{steps: steps}
+		Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
+		return op.Calls()
+	}
+	if n := attempts(fail, step{v: 200}); n != 2 {
+		t.Fatalf("%d attempts with a full reserve, want 2", n)
+	}
+	// The retry's success refilled the reserve in this second already.
+	if n := attempts(fail); n != 2 {
+		t.Fatalf("%d attempts after a retry succeeded, want 2", n)
+	}
+	fc.Advance(time.Second)
+	if n := attempts(fail); n != 1 {
+		t.Fatalf("%d attempts with the reserve spent and no success since, want 1", n)
+	}
+	attempts(step{err: errBoom}) // not retryable, not a success either
+	fc.Advance(time.Second)
+	if n := attempts(fail); n != 1 {
+		t.Fatalf("%d attempts after a failure that is not retryable, want 1", n)
+	}
+	attempts(step{v: 200}) // a success on the plain path
+	if n := attempts(fail); n != 2 {
+		t.Fatalf("%d attempts after a success, want 2", n)
+	}
+}
+
+// TestBudgetTimeoutsCostTheReserve: a timed-out attempt takes one retry from
+// the reserve, the price of the retry it asks for, so a reserve of 2
+// absorbs one timeout's retry where it absorbs two errors'.
+func TestBudgetTimeoutsCostTheReserve(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout bool
+		want    int
+	}{
+		{"errors", false, 2},
+		{"timeouts", true, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0.1, 2)
+			retries := 0
+			for range 3 {
+				b.Fail(t0, tc.timeout)
+				if b.Withdraw(t0) {
+					retries++
+				}
+			}
+			if retries != tc.want {
+				t.Errorf("%d retries, want %d", retries, tc.want)
+			}
+		})
+	}
 }

@@ -50,20 +50,25 @@
 //
 // # Retry budget
 //
-// The budget keeps retries from multiplying an outage. Every call deposits
-// ratio tokens; deposits expire over a 10-second window; a floor tops them
-// up to minPerSec retries a second. Failures take tokens back (a retryable
-// error one call's deposit, a timeout a whole token), so the budget stops
-// paying out when failures dominate, and no second spends more from the
-// deposits than it earned itself, so savings never burst out at the start
-// of an outage. A retry or hedge spends a token only when it launches, and
-// a retry takes its token before its backoff sleep, giving it back if the
-// retry then does not launch. With the budget empty, no new attempt
-// launches; attempts in flight continue and the last result is returned.
-// The exact bounds are property-tested and stated beside the code
-// (resilience/budget.go): in any window that ends with a launch, retries
-// never exceed ⌊ratio × calls⌋ plus the floor's top-up, and failures only
-// lower that. The bookkeeping is lock-free.
+// The budget keeps retries from multiplying an outage, for a fleet of
+// replicas as for one process. Every call deposits ratio tokens; deposits
+// expire over a 10-second window. A client whose deposits earn less than a
+// retry pays from a reserve ([DefaultBudgetReserve] retries by default)
+// that only successes refill, one a second at most, so during an outage each
+// replica spends its reserve once and then stops. Failures take tokens back
+// (a retryable error one call's deposit, a timeout a whole token), so the
+// deposits stop paying out when failures dominate, and no second spends
+// more from the deposits than it earned itself, so savings never burst out
+// at the start of an outage. A retry or hedge spends a token only when it
+// launches, and a retry takes its token before its backoff sleep, giving it
+// back if the retry then does not launch. With the budget empty, no new
+// attempt launches; attempts in flight continue and the last result is
+// returned. The exact bound is property-tested and stated beside the code
+// (resilience/budget.go): for N clients sharing a downstream, retries over
+// any interval ≤ ratio × calls (from 9 s before it) + N × reserve + the
+// reserve's refills, which are at most one per client per second and no
+// more than the successes, so none in an outage. The bookkeeping is
+// lock-free.
 //
 // # Circuit breakers
 //

@@ -23,6 +23,9 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 		a.own.cancel(nil)
 		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
 	}
+	if !a.verd.Overload { // an answer that says the server is overloaded is no success
+		r.e.budget.Succeed(r.e.seconds.Time())
+	}
 	return r.end(r.resultOf(a), reason)
 }
 

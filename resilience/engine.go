@@ -59,19 +59,27 @@ type Engine struct {
 
 // EngineConfig configures an Engine. Every field is optional.
 type EngineConfig struct {
-	// BudgetRatio and BudgetMinPerSec set the retry budget that every
-	// retry and hedge spends from: each call deposits BudgetRatio tokens,
-	// which expire after 10 s, and a floor tops the deposits up to
-	// BudgetMinPerSec retries a second, for clients with little traffic
-	// (one whose deposits earn that much has no floor). An attempt that fails with a retryable error takes
-	// back one call's deposit and one that times out a whole token, so the
-	// deposits stop paying while failures dominate; and no second pays out
-	// more than its own calls have earned, so what a calm window saved
-	// cannot burst into an outage. Both 0 (the zero value) disable it. The budget
-	// is lock-free, and a call that succeeds costs it one atomic add;
-	// NewEngine panics on a negative, NaN or infinite ratio or a negative
-	// minimum.
-	BudgetRatio     float64
+	// BudgetRatio and BudgetReserve set the retry budget that every retry
+	// and hedge spends from: each call deposits BudgetRatio tokens, which
+	// expire after 10 s; and a reserve of BudgetReserve retries, for clients
+	// whose deposits earn too little to retry, is refilled by successes (one
+	// a second at most) and so is spent once in an outage, not every second.
+	// An attempt that fails with a retryable error takes back one call's
+	// deposit and one that times out a whole token, so the deposits stop
+	// paying while failures dominate; and no second pays out more than its
+	// own calls have earned, so what a calm window saved cannot burst into
+	// an outage. For N engines sharing a downstream, retries ≤ BudgetRatio ×
+	// calls + N × BudgetReserve during an outage, however long (the bound in
+	// full is in the resilience package doc). Both 0 (the zero value)
+	// disable the budget. The budget is lock-free, and a call that succeeds
+	// costs it one atomic add and one load; NewEngine panics on a negative,
+	// NaN or infinite ratio or a reserve outside 0..1000.
+	BudgetRatio   float64
+	BudgetReserve int
+	// Deprecated: BudgetMinPerSec was a floor of retries a second that
+	// every engine of a fleet could spend every second of an outage. A
+	// positive value, when BudgetReserve is 0, now sets a reserve of
+	// min(BudgetMinPerSec, DefaultBudgetReserve).
 	BudgetMinPerSec int
 	// Breaker, when set, keeps a circuit breaker per call key with this
 	// configuration (zero fields take their defaults; NewEngine panics on
@@ -102,13 +110,32 @@ type EngineConfig struct {
 	MaxKeys int
 }
 
+// DefaultBudgetReserve is the retry budget's reserve by default: the
+// retries of one request at the default of 3 attempts, so that a quiet
+// client absorbs an isolated failure whole.
+const DefaultBudgetReserve = 2
+
+// DefaultBudgetRatio is the retry budget's share of requests by default:
+// retries add at most a tenth to the load a downstream sees while its
+// requests fail, the SRE book's per-client retry ratio.
+const DefaultBudgetRatio = 0.1
+
+// budgetReserve is the reserve cfg asks for, the deprecated
+// BudgetMinPerSec mapped onto it.
+func (cfg *EngineConfig) budgetReserve() int {
+	if cfg.BudgetReserve == 0 && cfg.BudgetMinPerSec > 0 {
+		return min(cfg.BudgetMinPerSec, DefaultBudgetReserve)
+	}
+	return cfg.BudgetReserve
+}
+
 // NewEngine returns an engine for cfg. It panics, naming the field, on a
 // configuration that makes no sense.
 func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec), hooks: cfg.Hooks,
+	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.budgetReserve()), hooks: cfg.Hooks,
 		seconds: clock.SecondsOf(cfg.Clock)}
 	if cfg.MaxKeys < 0 {
 		panic("resilience: EngineConfig.MaxKeys must not be negative, got " + strconv.Itoa(cfg.MaxKeys))

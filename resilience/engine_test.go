@@ -360,7 +360,7 @@ func TestEngineCancelledDuringBackoffReturnsContextError(t *testing.T) {
 
 func TestEngineBudgetStopsRetries(t *testing.T) {
 	rec := &recorder{}
-	e := NewEngine(EngineConfig{BudgetMinPerSec: 1, Hooks: rec.hooks()})
+	e := NewEngine(EngineConfig{BudgetReserve: 1, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	res := Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
 	// The floor allows one retry in this second; the second retry is refused.

@@ -106,7 +106,7 @@ func (o *echo) Release(string)                            {}
 // attempts, sleeps, spends the budget, asks the breaker and fires the hooks.
 func ExampleExecute() {
 	e := resilience.NewEngine(resilience.EngineConfig{
-		BudgetRatio: 0.1, BudgetMinPerSec: 10,
+		BudgetRatio: 0.1, BudgetReserve: resilience.DefaultBudgetReserve,
 		Hooks: resilience.Hooks{OnCallEnd: func(e resilience.CallEndEvent) {
 			fmt.Println("call", e.Key, "ended:", e.Reason, "after", e.Attempts, "attempts")
 		}},

@@ -44,7 +44,7 @@ func TestBreakerAndBudgetEventsCarryTheCallContext(t *testing.T) {
 	breaking := NewEngine(EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: hooks})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), breaking, Call[int]{Key: "h", Subject: "subject", Op: op, Policy: Policy{MaxAttempts: 3}})
-	budgeted := NewEngine(EngineConfig{BudgetMinPerSec: 1, Hooks: hooks})
+	budgeted := NewEngine(EngineConfig{BudgetReserve: 1, Hooks: hooks})
 	Execute(context.Background(), budgeted, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 5}})
 	if len(changes) != 1 || changes[0].Key != "h" || changes[0].To != BreakerOpen || changes[0].Subject != "subject" ||
 		changes[0].Context.Value(ctxKey{}) != "call-1" {

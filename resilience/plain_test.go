@@ -47,12 +47,12 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 			cancel: rapid.IntRange(0, 9).Draw(t, "canceledBefore") == 0,
 		}
 		ratio := rapid.SampledFrom([]float64{0, 0.1, 1}).Draw(t, "ratio")
-		minPerSec := rapid.IntRange(0, 2).Draw(t, "minPerSec")
+		reserve := rapid.IntRange(0, 2).Draw(t, "reserve")
 
 		run := func(path func(context.Context, *Engine, Call[int]) Result[int]) []string {
 			var out plainOutcome
 			clk := &instantClock{now: time.Unix(1_700_000_000, 0)}
-			e := NewEngine(EngineConfig{BudgetRatio: ratio, BudgetMinPerSec: minPerSec, Clock: clk, Hooks: out.hooks()})
+			e := NewEngine(EngineConfig{BudgetRatio: ratio, BudgetReserve: reserve, Clock: clk, Hooks: out.hooks()})
 			if !e.plain {
 				t.Fatal("test setup: the engine is not plain")
 			}

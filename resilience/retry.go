@@ -58,7 +58,7 @@ type retrierConfig struct {
 	policy   Policy
 	adaptive *AdaptiveHedging
 	ratio    float64
-	minPS    int
+	reserve  int
 	breaker  *BreakerConfig
 	limit    *ConcurrencyLimit
 	maxKeys  int
@@ -136,16 +136,35 @@ func WithMaxRetryAfter(d time.Duration) Option {
 	return optionFunc(func(c *retrierConfig) { c.policy.MaxRetryAfter = d })
 }
 
-// WithBudget sets the retry budget as EngineConfig.BudgetRatio and
-// BudgetMinPerSec describe (default 0.1 and 10 per second): each call
+// WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
+// BudgetReserve describe (default 0.1 and DefaultBudgetReserve): each call
 // deposits ratio tokens that expire after 10s, each retry or hedge spends
-// one, and minPerSec retries per second are always allowed. WithBudget(0, 0)
-// disables it. It panics on a negative, NaN or infinite ratio or a negative
-// minPerSec.
+// one, and a reserve of reserve retries, refilled by successes (one a
+// second at most), lets a quiet client absorb an isolated failure; during
+// an outage it is spent once, not every second. WithRetryBudget(0, 0)
+// disables the budget. It panics on a negative, NaN or infinite ratio or a
+// reserve outside 0..1000.
+func WithRetryBudget(ratio float64, reserve int) Option {
+	defer renamePanic("WithRetryBudget")
+	newRetryBudget(ratio, reserve) // validates
+	return optionFunc(func(c *retrierConfig) { c.ratio, c.reserve = ratio, reserve })
+}
+
+// WithBudget sets the retry budget's ratio and, in place of the per-second
+// floor it used to set, a reserve.
+//
+// Deprecated: a floor of minPerSec retries a second was spent by every
+// replica of a fleet every second of an outage. WithBudget(ratio, m) is
+// WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
+// WithRetryBudget.
 func WithBudget(ratio float64, minPerSec int) Option {
 	defer renamePanic("WithBudget")
-	newRetryBudget(ratio, minPerSec) // validates
-	return optionFunc(func(c *retrierConfig) { c.ratio, c.minPS = ratio, minPerSec })
+	if minPerSec < 0 {
+		panic(fmt.Sprintf("resilience: budget minPerSec must not be negative, got %d", minPerSec))
+	}
+	reserve := min(minPerSec, DefaultBudgetReserve)
+	newRetryBudget(ratio, reserve) // validates
+	return optionFunc(func(c *retrierConfig) { c.ratio, c.reserve = ratio, reserve })
 }
 
 // WithBreaker turns on a breaker per call key (default off). Zero fields of
@@ -232,7 +251,7 @@ func WithRetryIf(f func(error) bool) Option {
 func NewRetrier(opts ...Option) *Retrier {
 	c := retrierConfig{
 		policy: Policy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff(), MaxRetryAfter: DefaultMaxRetryAfter},
-		ratio:  0.1, minPS: 10,
+		ratio:  DefaultBudgetRatio, reserve: DefaultBudgetReserve,
 		retryIf: DefaultRetryIf,
 	}
 	for _, o := range opts {
@@ -245,7 +264,7 @@ func NewRetrier(opts ...Option) *Retrier {
 	for _, f := range c.hooks {
 		hooks = Combine(hooks, f(r))
 	}
-	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetMinPerSec: c.minPS, Breaker: c.breaker,
+	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetReserve: c.reserve, Breaker: c.breaker,
 		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock, Adaptive: c.adaptive})
 	return r
 }

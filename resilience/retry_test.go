@@ -184,8 +184,10 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 		{func() { WithPerAttemptTimeout(-1) }, "WithPerAttemptTimeout"},
 		{func() { WithHedging(-1, 1) }, "WithHedging"},
 		{func() { WithRetryIf(nil) }, "WithRetryIf"},
-		{func() { WithBudget(-1, 0) }, "WithBudget"},
-		{func() { WithBudget(0.1, -1) }, "WithBudget"},
+		{func() { WithBudget(-1, 0) }, "WithBudget"},   //nolint:staticcheck // the deprecated option still validates
+		{func() { WithBudget(0.1, -1) }, "WithBudget"}, //nolint:staticcheck // the deprecated option still validates
+		{func() { WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
+		{func() { WithRetryBudget(0.1, 1001) }, "WithRetryBudget"},
 		{func() { WithBreaker(BreakerConfig{OpenDuration: -1}) }, "WithBreaker"},
 	} {
 		if msg := panicMessage(c.fn); !strings.Contains(msg, c.want) {
@@ -347,7 +349,7 @@ func panicValue(fn func()) (p any) {
 // BenchmarkRetrySucceedsFirstTime measures the common case: one attempt that
 // succeeds, under a cancelable caller context.
 func BenchmarkRetrySucceedsFirstTime(b *testing.B) {
-	r := NewRetrier(WithBudget(0, 0))
+	r := NewRetrier(WithRetryBudget(0, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fn := func(context.Context) (int, error) { return 1, nil }

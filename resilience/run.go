@@ -202,6 +202,9 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		recycle(c.Op) // every attempt ran here: nothing else holds c.Op
 		switch {
 		case err == nil:
+			if !verd.Overload { // an answer that says the server is overloaded is no success
+				e.budget.Succeed(e.seconds.Time())
+			}
 			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
 			return Result[T]{Err: ctx.Err()}

@@ -15,7 +15,7 @@ import (
 func TestStatsOneEntryPerKey(t *testing.T) {
 	fc := fakeclock.New(t0)
 	e := newTestEngine(fc, nil, EngineConfig{
-		BudgetRatio: 0.5, BudgetMinPerSec: 0,
+		BudgetRatio: 0.5, BudgetReserve: 0,
 		Breaker:  &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute},
 		Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 200 * time.Millisecond},
 	})

@@ -70,8 +70,12 @@
 // gotry.breaker.state.duration, gotry.hedge.delay,
 // gotry.hedge.max_extra_load, gotry.limit.current, gotry.limit.in_flight)
 // are read at each collection from one Stats
-// snapshot of every transport and retrier the Telemetry was wired into. They
-// are registered with the meter once, at the first, and hold each source
+// snapshot of every transport and retrier the Telemetry was wired into,
+// added up across them before they are observed: the transports that share
+// a label set (two unnamed ones calling one host) report the tokens their
+// budgets hold together, the sum of their limits, the worst breaker state
+// and the longest hedge delay, so no transport's value is lost. They are
+// registered with the meter once, at the first, and hold each source
 // weakly: a transport or retrier the program drops leaves the gauges once it
 // is garbage collected, with nothing to unregister.
 //

@@ -106,21 +106,28 @@ var (
 	_ statsSource = (*resilience.Engine)(nil)
 )
 
-// collect reports every live source, and forgets those that are gone.
+// collect reports every live source, and forgets those that are gone. The
+// sources' snapshots are added up before anything is observed: an
+// asynchronous gauge keeps one value per attribute set and collection (the
+// last one observed), so two transports reporting the same set (two
+// unnamed transports, or two of one name, calling one host) must be
+// reported as one observation, or all but one would be lost.
 func (t *Telemetry) collect(_ context.Context, o metric.Observer) error {
 	g := &t.gauges
 	g.mu.Lock()
 	sources := append([]gaugeSource(nil), g.sources...)
 	g.mu.Unlock()
 	gone := false
+	var set gaugeSet
 	for _, s := range sources {
 		src := s.get()
 		if src == nil {
 			gone = true
 			continue
 		}
-		t.report(o, s, src.Stats())
+		t.add(&set, s, src.Stats())
 	}
+	set.observe(o, &t.inst)
 	if gone {
 		g.mu.Lock()
 		live := g.sources[:0]
@@ -136,82 +143,130 @@ func (t *Telemetry) collect(_ context.Context, o metric.Observer) error {
 	return nil
 }
 
-// report writes one source's snapshot: its budget (gotry.budget.tokens,
-// nothing for a disabled budget), its breakers (gotry.breaker.state and
-// gotry.breaker.state.duration) and, with adaptive hedging, each host's
-// hedge delay (gotry.hedge.delay) and the cap (gotry.hedge.max_extra_load),
-// labelled gotry.transport=name when it has a name. A transport's breakers
-// and delays are grouped by server.address (after the host guard): when
-// several ports of one host are tracked, the most severe breaker state
-// (open, then half-open; the longest held on a tie) and the longest delay
-// are reported. With a concurrency limit (Stats.Limited), each host's
-// limit (gotry.limit.current) and attempts in flight under it
-// (gotry.limit.in_flight), summed over the ports of one address: each port
-// has a limit of its own, and together they bound what the address gets. A
-// retrier's are labelled gotry.operation, its key.
-func (t *Telemetry) report(o metric.Observer, s gaugeSource, st resilience.Stats) {
-	in := &t.inst
+// gaugeKey is one attribute set of the per-host gauges: the transport's
+// name, and the host (server.address) or, for a retrier, the operation.
+type gaugeKey struct {
+	name, who string
+	op        bool // who is an operation (gotry.operation), not a host
+}
+
+// held is a breaker's state and how long it has held it.
+type held struct {
+	s  resilience.BreakerState
+	in time.Duration
+}
+
+// limited is a concurrency limit and the attempts in flight under it.
+type limited struct{ limit, inFlight int }
+
+// gaugeSet is one collection's gauges, every source added in: the budget
+// tokens the transports of one name hold together (each has a budget of
+// its own), the most severe breaker state of a host (open, then half-open;
+// the longest held on a tie) and its longest hedge delay, the sum of its
+// limits and of what is in flight under them, and the largest hedging cap.
+type gaugeSet struct {
+	tokens  map[string]float64 // by gotry.transport
+	maxLoad map[string]float64 // by gotry.transport
+	worst   map[gaugeKey]held
+	longest map[gaugeKey]time.Duration
+	limits  map[gaugeKey]limited
+}
+
+// add adds one source's snapshot to set: its budget (nothing for a
+// disabled budget), its breakers and, with adaptive hedging, each host's
+// hedge delay and the cap, under gotry.transport=name when it has a name.
+// A transport's breakers and delays are grouped by server.address (after
+// the host guard), as several transports' are: when several ports of one
+// host are tracked, the most severe breaker state and the longest delay
+// count. With a concurrency limit (Stats.Limited), each host's limit and
+// attempts in flight under it, summed over the ports of one address and
+// over the transports: each port of each transport has a limit of its own,
+// and together they bound what the address gets. A retrier's are keyed by
+// gotry.operation, its key.
+func (t *Telemetry) add(set *gaugeSet, s gaugeSource, st resilience.Stats) {
 	if tok := st.BudgetTokens; !math.IsInf(tok, 0) && !math.IsNaN(tok) {
-		var buf [1]attribute.KeyValue
-		o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], s.name)...))
+		if set.tokens == nil {
+			set.tokens = map[string]float64{}
+		}
+		set.tokens[s.name] += tok
 	}
-	type held struct {
-		s  resilience.BreakerState
-		in time.Duration
-	}
-	worst := map[string]held{}
-	longest := map[string]time.Duration{}
-	type limited struct{ limit, inFlight int }
-	limits := map[string]limited{}
 	for _, h := range st.Hosts {
 		who := h.Key
 		if !s.op {
 			host, _ := splitKey(h.Key)
 			who, _ = t.hosts.get(host)
 		}
+		k := gaugeKey{name: s.name, who: who, op: s.op}
 		if st.Breakers {
-			if prev, ok := worst[who]; !ok || severity(h.Breaker) > severity(prev.s) || (h.Breaker == prev.s && h.BreakerFor > prev.in) {
-				worst[who] = held{h.Breaker, h.BreakerFor}
+			if set.worst == nil {
+				set.worst = map[gaugeKey]held{}
+			}
+			if prev, ok := set.worst[k]; !ok || severity(h.Breaker) > severity(prev.s) || (h.Breaker == prev.s && h.BreakerFor > prev.in) {
+				set.worst[k] = held{h.Breaker, h.BreakerFor}
 			}
 		}
 		if st.Limited {
-			l := limits[who]
+			if set.limits == nil {
+				set.limits = map[gaugeKey]limited{}
+			}
+			l := set.limits[k]
 			l.limit += h.Limit
 			l.inFlight += h.InFlight
-			limits[who] = l
+			set.limits[k] = l
 		}
 		if st.MaxExtraLoad > 0 && h.HedgeDelay > 0 {
-			if prev, ok := longest[who]; !ok || h.HedgeDelay > prev {
-				longest[who] = h.HedgeDelay
+			if set.longest == nil {
+				set.longest = map[gaugeKey]time.Duration{}
+			}
+			if prev, ok := set.longest[k]; !ok || h.HedgeDelay > prev {
+				set.longest[k] = h.HedgeDelay
 			}
 		}
 	}
-	label := func(who string) attribute.KeyValue {
-		if s.op {
-			return KeyOperation.String(who)
+	if st.MaxExtraLoad > 0 {
+		if set.maxLoad == nil {
+			set.maxLoad = map[string]float64{}
 		}
-		return keyServerAddress.String(who)
+		set.maxLoad[s.name] = max(set.maxLoad[s.name], st.MaxExtraLoad)
 	}
-	for who, w := range worst {
-		kv := label(who)
-		observeBreaker(o, in.breakerState, kv, s.name, w.s)
+}
+
+// observe writes set's gauges, one observation per attribute set:
+// gotry.budget.tokens, gotry.breaker.state and gotry.breaker.state.duration,
+// gotry.limit.current and gotry.limit.in_flight, gotry.hedge.max_extra_load
+// and gotry.hedge.delay.
+func (set *gaugeSet) observe(o metric.Observer, in *instruments) {
+	for name, tok := range set.tokens {
+		var buf [1]attribute.KeyValue
+		o.ObserveFloat64(in.budgetTokens, tok, metric.WithAttributes(named(buf[:0], name)...))
+	}
+	label := func(k gaugeKey) attribute.KeyValue {
+		if k.op {
+			return KeyOperation.String(k.who)
+		}
+		return keyServerAddress.String(k.who)
+	}
+	for k, w := range set.worst {
+		kv := label(k)
+		observeBreaker(o, in.breakerState, kv, k.name, w.s)
 		var buf [3]attribute.KeyValue
 		attrs := append(buf[:0], kv, KeyBreakerState.String(breakerState(w.s)))
-		o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(attrs, s.name)...))
+		o.ObserveFloat64(in.breakerFor, w.in.Seconds(), metric.WithAttributes(named(attrs, k.name)...))
 	}
-	for who, l := range limits {
+	for k, l := range set.limits {
 		var buf [2]attribute.KeyValue
-		opt := metric.WithAttributes(named(append(buf[:0], label(who)), s.name)...)
+		opt := metric.WithAttributes(named(append(buf[:0], label(k)), k.name)...)
 		o.ObserveInt64(in.limitCurrent, int64(l.limit), opt)
 		o.ObserveInt64(in.limitInFlight, int64(l.inFlight), opt)
 	}
-	if st.MaxExtraLoad > 0 {
+	for name, load := range set.maxLoad {
+		var buf [1]attribute.KeyValue
+		o.ObserveFloat64(in.hedgeMaxExtraLoad, load, metric.WithAttributes(named(buf[:0], name)...))
+	}
+	for k, d := range set.longest {
 		var buf [2]attribute.KeyValue
-		o.ObserveFloat64(in.hedgeMaxExtraLoad, st.MaxExtraLoad, metric.WithAttributes(named(buf[:0], s.name)...))
-		for who, d := range longest {
-			attrs := append(buf[:0], label(who))
-			o.ObserveFloat64(in.hedgeDelay, d.Seconds(), metric.WithAttributes(named(attrs, s.name)...))
-		}
+		attrs := append(buf[:0], label(k))
+		o.ObserveFloat64(in.hedgeDelay, d.Seconds(), metric.WithAttributes(named(attrs, k.name)...))
 	}
 }
 

@@ -40,7 +40,8 @@ func exercise(t *testing.T, tel *Telemetry, named bool) {
 
 	// Retries: 503 then 429 with Retry-After: 0, then 200.
 	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	tr := transport.New(base(t), hooks("retries"), backoff)
+	// A reserve of 4: the first request spends 2, the give-up below 2 more.
+	tr := transport.New(base(t), hooks("retries"), backoff, transport.WithRetryBudget(transport.DefaultBudgetRatio, 4))
 	mustGet(t, tr, srv.URL)
 
 	// Give-up: always 503.
@@ -56,7 +57,7 @@ func exercise(t *testing.T, tel *Telemetry, named bool) {
 	mustGet(t, hedged, slow.URL)
 
 	// Budget refusal: deposits of 0.01 never pay for a retry.
-	budgeted := transport.New(base(t), hooks("budgeted"), backoff, transport.WithBudget(0.01, 0))
+	budgeted := transport.New(base(t), hooks("budgeted"), backoff, transport.WithRetryBudget(0.01, 0))
 	mustGet(t, budgeted, down.URL)
 
 	// Breaker: open on a 503, reject, then close on a probe.
@@ -75,8 +76,8 @@ func exercise(t *testing.T, tel *Telemetry, named bool) {
 	mustGet(t, breaker, flaky2.URL)
 
 	idle := []*transport.Transport{
-		transport.New(base(t), hooks("nobudget"), transport.WithBudget(0, 0)),
-		transport.New(base(t), hooks("adaptive"), transport.WithBudget(0, 0),
+		transport.New(base(t), hooks("nobudget"), transport.WithRetryBudget(0, 0)),
+		transport.New(base(t), hooks("adaptive"), transport.WithRetryBudget(0, 0),
 			transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1)),
 	}
 	t.Cleanup(func() { runtime.KeepAlive([]any{tr, hedged, budgeted, breaker, idle}) })

@@ -261,7 +261,7 @@ func BenchmarkRetriedRequestConnections(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		base := &http.Transport{}
-		client := &http.Client{Transport: transport.New(base, transport.WithBudget(0, 0),
+		client := &http.Client{Transport: transport.New(base, transport.WithRetryBudget(0, 0),
 			transport.WithBackoff(resilience.Constant(0)))}
 		resp, err := client.Get(srv.URL)
 		if err != nil {

@@ -141,7 +141,7 @@ func FuzzBodyReplay(f *testing.F) {
 			}
 			return memResponse(r, http.StatusOK, "ok"), nil
 		})
-		tr := transport.New(base, transport.WithMaxAttempts(2), transport.WithBudget(0, 0),
+		tr := transport.New(base, transport.WithMaxAttempts(2), transport.WithRetryBudget(0, 0),
 			transport.WithBackoff(resilience.Constant(0)), transport.WithMaxBufferedBody(limit))
 
 		caller = newBody()

@@ -23,19 +23,22 @@ func getStatus(t *testing.T, tr *transport.Transport, url string) int {
 	return resp.StatusCode
 }
 
-func TestBudgetRefusesSecondRetryInTheSameSecond(t *testing.T) {
+// TestBudgetReserveRefusesRetriesUntilASuccess: a reserve of one pays one
+// retry, and time alone does not refill it: a quiet client in an outage
+// spends it once, not every second.
+func TestBudgetReserveRefusesRetriesUntilASuccess(t *testing.T) {
 	fc := newClock()
 	s := newScript(t, reply(503))
 	var end events[resilience.CallEndEvent]
 	var refused events[resilience.BudgetEvent]
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBudget(0, 1),
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithRetryBudget(0, 1),
 		transport.WithHooks(transport.Hooks{OnCallEnd: end.add, OnBudgetExhausted: refused.add}))
 
 	if got := getStatus(t, tr, s.URL); got != 503 {
 		t.Errorf("status %d, want the retained 503", got)
 	}
 	if got := s.count(); got != 2 {
-		t.Errorf("server saw %d attempts, want 2 (one retry allowed per second)", got)
+		t.Errorf("server saw %d attempts, want 2 (a reserve of one retry)", got)
 	}
 	ev := end.get()
 	if len(ev) != 1 || ev[0].Reason != resilience.ReasonBudgetExhausted || ev[0].Reason.String() != "budget_exhausted" {
@@ -47,15 +50,15 @@ func TestBudgetRefusesSecondRetryInTheSameSecond(t *testing.T) {
 
 	fc.Advance(time.Second)
 	getStatus(t, tr, s.URL)
-	if got := s.count(); got != 4 {
-		t.Errorf("server saw %d attempts in total, want 4 (a new second allows a retry again)", got)
+	if got := s.count(); got != 3 {
+		t.Errorf("server saw %d attempts in total, want 3 (a new second refills nothing)", got)
 	}
 }
 
 func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
 	fc := newClock()
 	s := newScript(t, reply(503))
-	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithBudget(0, 0))
+	tr := transport.New(newBase(t), noDelay, transport.WithClock(fc), transport.WithRetryBudget(0, 0))
 	for range 20 {
 		getStatus(t, tr, s.URL)
 	}
@@ -67,11 +70,11 @@ func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
 	}
 }
 
-// TestDefaultBudget pins the default: 10% of requests plus 10 retries a
-// second, a failed attempt taking back one request's deposit. In a total
-// outage only the floor pays (this test once expected a retry paid from the
-// failing requests' own deposits: failures cost nothing then); requests that
-// succeeded earlier fund what the failures do not take back.
+// TestDefaultBudget pins the default: 10% of requests plus a reserve of 2
+// retries, a failed attempt taking back one request's deposit. In a total
+// outage only the reserve pays (this test once expected a retry paid from
+// the failing requests' own deposits: failures cost nothing then); requests
+// that succeeded earlier fund what the failures do not take back.
 func TestDefaultBudget(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -79,12 +82,14 @@ func TestDefaultBudget(t *testing.T) {
 		wantFailed int32
 		wantTokens float64
 	}{
-		// 15 failing requests, 10 retries from the floor; 25 failed
-		// attempts take back 2.5 of the 1.5 deposited.
-		{"a total outage: the floor only", 0, 15 + 10, 0},
-		// 55 deposits (5.5) less 25 failures (2.5) pay for the 11th and
-		// 12th failing requests' retries; 27 failures leave 5.5-2.7-2.
-		{"successes earlier fund retries", 40, 15 + 10 + 2, 0.8},
+		// 15 failing requests, 2 retries from the reserve; 17 failed
+		// attempts take back 1.7 of the 1.5 deposited.
+		{"a total outage: the reserve only", 0, 15 + 2, 0},
+		// The k-th failing request's retry is paid from deposits while
+		// k <= ⌊0.1 × (40 + k - (2k - 1))⌋, for k up to 3; the reserve pays
+		// the 4th and 5th. 55 deposits less 20 failures leave 3.5, less 3
+		// spent: 0.5.
+		{"successes earlier fund retries", 40, 15 + 3 + 2, 0.5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +128,7 @@ func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
 			fc := newClock()
 			var failed atomic.Int32
 			base := failingOn("/fail", &failed)
-			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0.5, 0))
+			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
 			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/ok")
 			fc.Advance(tc.after)
@@ -148,7 +153,7 @@ func TestBudgetTokensAreSpentOnlyWhenAnAttemptLaunches(t *testing.T) {
 		}
 		return fakeResponse(r, 200, "ok"), nil
 	})
-	tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithBudget(0, 3), transport.WithMaxAttempts(2))
+	tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithRetryBudget(0, 3), transport.WithMaxAttempts(2))
 	if got := tr.Stats().BudgetTokens; got != 3 {
 		t.Fatalf("Stats().BudgetTokens = %v before any request, want 3", got)
 	}
@@ -162,15 +167,20 @@ func TestBudgetTokensAreSpentOnlyWhenAnAttemptLaunches(t *testing.T) {
 		t.Errorf("Stats().BudgetTokens = %v after one retry (then attempts exhausted), want 2", got)
 	}
 	fc.Advance(time.Second)
+	if got := tr.Stats().BudgetTokens; got != 2 {
+		t.Errorf("Stats().BudgetTokens = %v in the next second, want 2 (time refills nothing)", got)
+	}
+	fail.Store(false)
+	getStatus(t, tr, "http://svc.test/")
 	if got := tr.Stats().BudgetTokens; got != 3 {
-		t.Errorf("Stats().BudgetTokens = %v in the next second, want 3", got)
+		t.Errorf("Stats().BudgetTokens = %v after a success, want 3", got)
 	}
 }
 
 func TestBudgetRatioDeposits(t *testing.T) {
 	fc := newClock()
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return fakeResponse(r, 200, "ok"), nil })
-	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0.5, 0))
+	tr := transport.New(base, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
 	for range 4 {
 		getStatus(t, tr, "http://svc.test/")
 	}
@@ -191,7 +201,7 @@ func TestEmptyBudgetRefusesHedgeButLetsTheAttemptInFlightFinish(t *testing.T) {
 	})
 	refused := make(chan resilience.BudgetEvent, 4)
 	var end events[resilience.CallEndEvent]
-	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithBudget(0.01, 0),
+	tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithRetryBudget(0.01, 0),
 		transport.WithHedging(time.Second, 2),
 		transport.WithHooks(transport.Hooks{
 			OnBudgetExhausted: func(e resilience.BudgetEvent) { refused <- e },
@@ -230,4 +240,67 @@ func failingOn(path string, failed *atomic.Int32) http.RoundTripper {
 		}
 		return fakeResponse(r, 200, "ok"), nil
 	})
+}
+
+// TestDeprecatedWithBudgetMapsTheFloorToAReserve: WithBudget's minPerSec,
+// a floor of retries a second, becomes a reserve of at most
+// DefaultBudgetReserve, spent once: old configurations keep compiling and
+// stop retrying every failure of a quiet client.
+func TestDeprecatedWithBudgetMapsTheFloorToAReserve(t *testing.T) {
+	tests := []struct {
+		minPerSec int
+		want      float64
+	}{
+		{0, 0},
+		{1, 1},
+		{10, transport.DefaultBudgetReserve},
+		{100, transport.DefaultBudgetReserve},
+	}
+	for _, tc := range tests {
+		tr := transport.New(newBase(t), transport.WithBudget(0.1, tc.minPerSec)) //nolint:staticcheck // the deprecated option is what is tested
+		if got := tr.Stats().BudgetTokens; got != tc.want {
+			t.Errorf("WithBudget(0.1, %d): BudgetTokens = %v, want a reserve of %v", tc.minPerSec, got, tc.want)
+		}
+	}
+}
+
+// TestBudgetReserveRefilledByAnswersNotByOverload: a success refills the
+// reserve, one retry a second; an answer that says the server is
+// overloaded (a 503 the caller does not retry, here for its pushback) does
+// not, though it ends the call without a retryable result.
+func TestBudgetReserveRefilledByAnswersNotByOverload(t *testing.T) {
+	fc := newClock()
+	var attempts atomic.Int32
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		attempts.Add(1)
+		switch r.URL.Path {
+		case "/ok":
+			return fakeResponse(r, 200, "ok"), nil
+		case "/pushed":
+			return fakeResponse(r, 503, "down", transport.PushbackHeader, transport.PushbackRetried), nil
+		}
+		return fakeResponse(r, 503, "down"), nil
+	})
+	tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithRetryBudget(0, 1), transport.WithMaxAttempts(2))
+	tries := func(path string) int32 {
+		attempts.Store(0)
+		getStatus(t, tr, "http://svc.test"+path)
+		return attempts.Load()
+	}
+	steps := []struct {
+		path string
+		want int32
+	}{
+		{"/fail", 2},   // the reserve pays the retry
+		{"/pushed", 1}, // not retried, and no refill
+		{"/fail", 1},   // so nothing left
+		{"/ok", 1},     // a success refills one
+		{"/fail", 2},
+	}
+	for i, s := range steps {
+		fc.Advance(time.Second)
+		if got := tries(s.path); got != s.want {
+			t.Fatalf("step %d, %s: %d attempts, want %d", i+1, s.path, got, s.want)
+		}
+	}
 }

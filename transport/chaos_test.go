@@ -302,7 +302,7 @@ func TestChaosHTTP1(t *testing.T) {
 	noLeaksAfter(t)
 	var gone atomic.Int32
 	headersIn := make(chan struct{})
-	quick := []transport.Option{transport.WithBackoff(resilience.Constant(0)), transport.WithBudget(0, 0)}
+	quick := []transport.Option{transport.WithBackoff(resilience.Constant(0)), transport.WithRetryBudget(0, 0)}
 	timeout := func(d time.Duration) []transport.Option {
 		return append([]transport.Option{transport.WithPerAttemptTimeout(d)}, quick...)
 	}
@@ -504,7 +504,7 @@ func TestChaos429StormIsBoundedByTheBudget(t *testing.T) {
 	l := newLedger(s.base(t))
 	var refused atomic.Int32
 	const callers = 30
-	tr := transport.New(l, transport.WithMaxAttempts(5), transport.WithBudget(0.1, 5),
+	tr := transport.New(l, transport.WithMaxAttempts(5), transport.WithRetryBudget(0.1, 5),
 		transport.WithHooks(transport.Hooks{OnBudgetExhausted: func(resilience.BudgetEvent) { refused.Add(1) }}))
 	var wg sync.WaitGroup
 	for range callers {
@@ -537,7 +537,7 @@ func TestChaos429StormIsBoundedByTheBudget(t *testing.T) {
 
 func TestChaosHTTP2(t *testing.T) {
 	noLeaksAfter(t)
-	quick := []transport.Option{transport.WithBackoff(resilience.Constant(0)), transport.WithBudget(0, 0)}
+	quick := []transport.Option{transport.WithBackoff(resilience.Constant(0)), transport.WithRetryBudget(0, 0)}
 	t.Run("503 then success over HTTP/2", func(t *testing.T) {
 		s := newFaultServer(t, true, answerStatus(503), answerOK)
 		o := chaosRoundTrip(t, s, http.MethodGet, 0, quick...)

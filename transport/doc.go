@@ -18,8 +18,8 @@
 //
 // With no options, [New] retries up to [DefaultMaxAttempts] attempts in all
 // with [DefaultBackoff] (full jitter, 100ms doubling to at most 5s), a retry
-// budget of [DefaultBudgetRatio] with [DefaultBudgetMinPerSec] retries per
-// second always allowed, Retry-After honoured up to [DefaultMaxRetryAfter],
+// budget of [DefaultBudgetRatio] with a reserve of [DefaultBudgetReserve]
+// retries refilled by successes, Retry-After honoured up to [DefaultMaxRetryAfter],
 // bodies without GetBody buffered up to [DefaultMaxBufferedBody], and
 // superseded responses kept up to [DefaultMaxRetainedBody]. Hedging, the
 // breaker, per-attempt timeouts, hooks and the attempt header are off until
@@ -161,12 +161,15 @@
 //
 // # Retry budget
 //
-// One budget ([WithBudget]) is shared by the whole Transport, so retries
-// cannot multiply an outage's load. Every original request deposits ratio
-// tokens, which expire over a 10-second window; a floor tops the deposits
-// up to minPerSec retries a second, so a quiet client can still retry (at
-// the defaults, a client below 100 requests a second gets the difference,
-// one above has no floor). Only a retry or hedge that launches spends a
+// One budget ([WithRetryBudget]) is shared by the whole Transport, so
+// retries cannot multiply an outage's load, and its bound holds for a fleet
+// of replicas, not just one process. Every original request deposits ratio
+// tokens, which expire over a 10-second window. A client whose deposits earn
+// less than a retry (a quiet one) retries from a reserve instead: a few
+// retries (2 by default) that only successes refill, one a second at most.
+// During an outage nothing succeeds, so each replica spends its reserve
+// once and then stops: for N replicas, retries ≤ ratio × requests + N ×
+// reserve however long the outage lasts. Only a retry or hedge that launches spends a
 // token. A retry takes its token before its backoff sleep and gives it back
 // if it then does not launch (the caller cancelled during the sleep, the
 // breaker or the concurrency limit refused it); so with the budget empty a
@@ -182,10 +185,24 @@
 // queue. No second spends more from the deposits than its own requests
 // earned, so the tokens saved over a calm window cannot burst into the
 // first second of an outage or a capacity drop. At the default ratio, once
-// more than about 9% of attempts fail, or 5% time out, only the floor (if
-// any) pays, until those failures are ten seconds old. WithBudget(0, 0)
+// more than about 9% of attempts fail, or 5% time out, only the reserve (if
+// any is left) pays, until those failures are ten seconds old.
+// WithRetryBudget(0, 0)
 // turns the budget off. The exact bounds are stated in package
 // resilience's documentation.
+//
+// # Chains of services
+//
+// A service that calls others through a Transport wraps its handler in
+// [Middleware] and makes its calls with the incoming request's context.
+// Along a chain (client → A → B → leaf) one hop then retries a failure
+// instead of every hop, so attempts add up rather than multiply (three
+// attempts at each of three hops: 5 at the leaf, not 27). A Transport under
+// Middleware sends [RetriesLeftHeader] on every attempt; a service whose
+// caller will retry makes one attempt per call and passes the promise on;
+// and a failed answer from a service that did retry below carries
+// [PushbackHeader], which every Transport honours by not retrying it (on by
+// default; a Transport outside Middleware sends nothing new).
 //
 // # Circuit breaker
 //

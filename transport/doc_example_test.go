@@ -26,7 +26,7 @@ func ExampleNew() {
 		http.DefaultTransport,
 		transport.WithMaxAttempts(4),
 		transport.WithBackoff(resilience.ExponentialJitter(time.Millisecond, 10*time.Millisecond)),
-		transport.WithBudget(0.1, 10),
+		transport.WithRetryBudget(0.1, 10),
 		transport.WithHedging(50*time.Millisecond, 2),
 	)}
 	resp, err := client.Get(srv.URL)
@@ -89,7 +89,10 @@ func Example_retryAfter() {
 func Example_perRequestPolicy() {
 	srv := flaky(4)
 	defer srv.Close()
-	client := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)))}
+	// A reserve of 4 retries: a new client, with no success yet, retries
+	// from its reserve alone (2 by default).
+	client := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)),
+		transport.WithRetryBudget(transport.DefaultBudgetRatio, 4))}
 
 	// The transport allows 3 attempts; this request may make 5.
 	ctx := transport.WithPolicy(context.Background(), transport.Policy{MaxAttempts: 5})
@@ -229,4 +232,45 @@ func Example_errors() {
 		fmt.Println(resp.StatusCode)
 	}
 	// Output: gave up after 3 attempts (attempts_exhausted); last: true
+}
+
+// A service wraps its handler in Middleware and calls its downstream with
+// the incoming request's context: when its caller says it will retry, the
+// service makes one attempt, and the retrying happens at one hop only.
+func ExampleMiddleware() {
+	var leafHits atomic.Int32
+	leaf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		leafHits.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer leaf.Close()
+
+	api := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)), transport.WithRetryBudget(0, 0))}
+	service := httptest.NewServer(transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, leaf.URL, nil)
+		resp, err := api.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	})))
+	defer service.Close()
+
+	for _, left := range []string{"2", "0"} { // the caller will retry twice more; its last attempt
+		leafHits.Store(0)
+		req, _ := http.NewRequest(http.MethodGet, service.URL, nil)
+		req.Header.Set(transport.RetriesLeftHeader, left)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Printf("%s left: %d attempts at the leaf, pushback %q\n", left, leafHits.Load(), resp.Header.Get(transport.PushbackHeader))
+	}
+	// Output:
+	// 2 left: 1 attempts at the leaf, pushback ""
+	// 0 left: 3 attempts at the leaf, pushback "retried-below"
 }

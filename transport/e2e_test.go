@@ -334,7 +334,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	tr := transport.New(newBase(t),
 		transport.WithMaxAttempts(4),
 		transport.WithBackoff(resilience.ExponentialJitter(time.Millisecond, 5*time.Millisecond)),
-		transport.WithBudget(0.1, 10),
+		transport.WithRetryBudget(0.1, 10),
 		transport.WithHedging(5*time.Second, 2),
 	)
 	client := &http.Client{Transport: tr}

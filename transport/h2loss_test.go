@@ -169,7 +169,7 @@ func TestHTTP2ConnectionLossIsRetriedOnAFreshConnection(t *testing.T) {
 			}
 
 			var ends events[resilience.AttemptEndEvent]
-			tr := transport.New(base, noDelay, transport.WithMaxAttempts(10),
+			tr := transport.New(base, noDelay, transport.WithMaxAttempts(10), transport.WithRetryBudget(0, 0),
 				transport.WithPerAttemptTimeout(tc.perAttemptTimeout),
 				transport.WithHooks(transport.Hooks{OnAttemptEnd: ends.add}))
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))

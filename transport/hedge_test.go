@@ -163,7 +163,7 @@ func TestHedgesAndRetriesNeverExceedMaxAttempts(t *testing.T) {
 			var end events[resilience.CallEndEvent]
 			tr := transport.New(newBase(t), noDelay, transport.WithClock(fc),
 				transport.WithMaxAttempts(tc.maxAttempts), transport.WithHedging(hedgeDelay, tc.maxHedges),
-				transport.WithHooks(transport.Hooks{OnCallEnd: end.add}))
+				transport.WithRetryBudget(0, 0), transport.WithHooks(transport.Hooks{OnCallEnd: end.add}))
 			done := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodGet, s.URL, nil))
 			recv(t, s.arrived, "attempt 1")
 			hedged := min(tc.maxHedges, tc.maxAttempts-1)

@@ -340,7 +340,7 @@ func TestOnCallEndReasons(t *testing.T) {
 		{"attempts exhausted", []func(*http.Request) (*http.Response, error){status(503)}, nil, http.MethodGet, nil, background, nothing,
 			resilience.ReasonAttemptsExhausted, 3, 503},
 		{"budget exhausted", []func(*http.Request) (*http.Response, error){status(503)},
-			[]transport.Option{transport.WithBudget(0, 1), transport.WithClock(newClock())}, http.MethodGet, nil, background, nothing,
+			[]transport.Option{transport.WithRetryBudget(0, 1), transport.WithClock(newClock())}, http.MethodGet, nil, background, nothing,
 			resilience.ReasonBudgetExhausted, 2, 503},
 		{"circuit open at admission", []func(*http.Request) (*http.Response, error){status(503)},
 			[]transport.Option{transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}),
@@ -595,7 +595,7 @@ func TestPanickingHookPropagatesOutOfRoundTrip(t *testing.T) {
 			[]transport.Option{transport.WithBackoff(resilience.Constant(time.Nanosecond))}},
 		{"OnBudgetExhausted", func(p func()) transport.Hooks {
 			return transport.Hooks{OnBudgetExhausted: func(resilience.BudgetEvent) { p() }}
-		}, []transport.Option{transport.WithBudget(0.01, 0)}},
+		}, []transport.Option{transport.WithRetryBudget(0.01, 0)}},
 		{"OnBreakerStateChange", func(p func()) transport.Hooks {
 			return transport.Hooks{OnBreakerStateChange: func(resilience.BreakerStateEvent) { p() }}
 		}, []transport.Option{transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1})}},

@@ -13,8 +13,12 @@ import (
 
 // Defaults of a Transport built with no options.
 const (
-	DefaultMaxAttempts     = resilience.DefaultMaxAttempts
-	DefaultBudgetRatio     = 0.1
+	DefaultMaxAttempts   = resilience.DefaultMaxAttempts
+	DefaultBudgetRatio   = resilience.DefaultBudgetRatio
+	DefaultBudgetReserve = resilience.DefaultBudgetReserve
+	// Deprecated: the budget no longer has a floor of retries a second
+	// (see WithBudget); this is what WithBudget's minPerSec used to default
+	// to.
 	DefaultBudgetMinPerSec = 10
 	DefaultMaxRetryAfter   = resilience.DefaultMaxRetryAfter
 	DefaultMaxBufferedBody = 1 << 20  // 1 MiB
@@ -34,7 +38,7 @@ type config struct {
 	maxAttempts       int
 	backoff           resilience.Backoff
 	budgetRatio       float64
-	budgetMinPerSec   int
+	budgetReserve     int
 	hedgeDelay        time.Duration
 	maxHedges         int
 	adaptive          *resilience.AdaptiveHedging
@@ -59,7 +63,7 @@ func defaultConfig() config {
 		maxAttempts:     DefaultMaxAttempts,
 		backoff:         DefaultBackoff(),
 		budgetRatio:     DefaultBudgetRatio,
-		budgetMinPerSec: DefaultBudgetMinPerSec,
+		budgetReserve:   DefaultBudgetReserve,
 		statuses:        defaultStatuses,
 		maxRetryAfter:   DefaultMaxRetryAfter,
 		maxBufferedBody: DefaultMaxBufferedBody,
@@ -119,20 +123,48 @@ func WithBackoff(b resilience.Backoff) Option {
 	return optionFunc(func(c *config) { c.backoff = b })
 }
 
-// WithBudget sets the retry budget: each request deposits ratio tokens that
-// expire after 10s, each retry or hedge spends one, and a floor tops the
-// deposits up to minPerSec retries a second so that a client with little
-// traffic can still retry (default 0.1 and 10: below 100 requests a second
-// the floor pays the difference; above, there is none). Failures cost
+// WithRetryBudget sets the retry budget, which bounds the retries and
+// hedges of every Transport of a fleet together (default ratio 0.1 and
+// reserve DefaultBudgetReserve). Each request deposits ratio tokens that
+// expire after 10s, and each retry or hedge spends one. Failures cost
 // tokens: an attempt answered with a retryable status or error takes back
 // one request's deposit, and one that times out (WithPerAttemptTimeout, or
 // a timeout of the base transport) a whole token; so while more than about
-// 9% of attempts fail, or 5% time out (at the default ratio), only the
-// floor, if any, pays for retries, until those failures are 10s old. And no
-// second spends more from the deposits than its own requests have earned,
-// so the tokens saved in calm seconds never burst out at once.
-// WithBudget(0, 0) disables the budget. It panics on a negative, NaN or
-// infinite ratio or a negative minPerSec.
+// 9% of attempts fail, or 5% time out (at the default ratio), the deposits
+// pay for nothing, until those failures are 10s old. And no second spends
+// more from the deposits than its own requests have earned, so the tokens
+// saved in calm seconds never burst out at once.
+//
+// When the deposits cannot pay, the reserve does: reserve retries that a
+// quiet client (whose deposits earn less than a retry) holds to absorb an
+// isolated failure. Only successes refill it, one retry a second at most,
+// and an attempt that times out costs it a retry as well (the host is
+// likely still working on it), so during an outage each Transport spends
+// its reserve once, then retries
+// no more: for N replicas, retries ≤ ratio × requests + N × reserve
+// however long the outage lasts (see the resilience package for the whole
+// bound).
+//
+// WithRetryBudget(0, 0) disables the budget. It panics on a negative, NaN
+// or infinite ratio or a reserve outside 0..1000.
+func WithRetryBudget(ratio float64, reserve int) Option {
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
+		invalid("WithRetryBudget", "ratio must be a finite number >= 0, got %v", ratio)
+	}
+	if reserve < 0 || reserve > 1000 {
+		invalid("WithRetryBudget", "reserve must be between 0 and 1000, got %d", reserve)
+	}
+	return optionFunc(func(c *config) { c.budgetRatio, c.budgetReserve = ratio, reserve })
+}
+
+// WithBudget sets the retry budget's ratio and, in place of the per-second
+// floor it used to set, a reserve.
+//
+// Deprecated: a floor of minPerSec retries a second was spent by every
+// replica of a fleet every second of an outage, so a fleet of quiet
+// clients retried every failure. WithBudget(ratio, m) is
+// WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
+// WithRetryBudget.
 func WithBudget(ratio float64, minPerSec int) Option {
 	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
 		invalid("WithBudget", "ratio must be a finite number >= 0, got %v", ratio)
@@ -140,7 +172,8 @@ func WithBudget(ratio float64, minPerSec int) Option {
 	if minPerSec < 0 {
 		invalid("WithBudget", "minPerSec must not be negative, got %d", minPerSec)
 	}
-	return optionFunc(func(c *config) { c.budgetRatio, c.budgetMinPerSec = ratio, minPerSec })
+	reserve := min(minPerSec, DefaultBudgetReserve)
+	return optionFunc(func(c *config) { c.budgetRatio, c.budgetReserve = ratio, reserve })
 }
 
 // WithHedging launches another attempt when delay passes without a result, up

@@ -42,7 +42,7 @@ func TestPolicyMaxAttempts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(t, reply(503))
-			tr := transport.New(newBase(t), noDelay, transport.WithBudget(0, 0))
+			tr := transport.New(newBase(t), noDelay, transport.WithRetryBudget(0, 0))
 			resp, err := tr.RoundTrip(newRequest(t, transport.WithPolicy(context.Background(), tc.policy), http.MethodGet, s.URL, nil))
 			if err != nil {
 				t.Fatal(err)
@@ -261,6 +261,9 @@ func TestOptionsPanicOnNonsense(t *testing.T) {
 		{"NaN ratio", func() transport.Option { return transport.WithBudget(math.NaN(), 10) }, "WithBudget"},
 		{"infinite ratio", func() transport.Option { return transport.WithBudget(math.Inf(1), 10) }, "WithBudget"},
 		{"negative minPerSec", func() transport.Option { return transport.WithBudget(0.1, -1) }, "WithBudget"},
+		{"negative reserve", func() transport.Option { return transport.WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
+		{"reserve past 1000", func() transport.Option { return transport.WithRetryBudget(0.1, 1001) }, "WithRetryBudget"},
+		{"NaN ratio of WithRetryBudget", func() transport.Option { return transport.WithRetryBudget(math.NaN(), 2) }, "WithRetryBudget"},
 		{"negative hedge delay", func() transport.Option { return transport.WithHedging(-time.Millisecond, 1) }, "WithHedging"},
 		{"negative hedges", func() transport.Option { return transport.WithHedging(time.Millisecond, -1) }, "WithHedging"},
 		{"negative per-attempt timeout", func() transport.Option { return transport.WithPerAttemptTimeout(-time.Second) }, "WithPerAttemptTimeout"},
@@ -307,7 +310,7 @@ func TestOptionsAcceptBoundaryValues(t *testing.T) {
 		opt  transport.Option
 	}{
 		{"one attempt", transport.WithMaxAttempts(1)},
-		{"budget off", transport.WithBudget(0, 0)},
+		{"budget off", transport.WithRetryBudget(0, 0)},
 		{"hedging off", transport.WithHedging(0, 0)},
 		{"no per-attempt timeout", transport.WithPerAttemptTimeout(0)},
 		{"statuses 100 and 599", transport.WithRetryableStatuses(100, 599)},

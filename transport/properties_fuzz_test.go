@@ -104,7 +104,7 @@ func checkAttemptLimits(t *rapid.T) {
 		transport.WithHooks(transport.Hooks{OnCallEnd: func(e resilience.CallEndEvent) { end = e }}),
 	}
 	if !withBudget {
-		opts = append(opts, transport.WithBudget(0, 0))
+		opts = append(opts, transport.WithRetryBudget(0, 0))
 	}
 	tr := transport.New(l, opts...)
 
@@ -238,7 +238,7 @@ func checkProbes(t *rapid.T) {
 		}
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithBreaker(cfg),
-		transport.WithMaxAttempts(maxAttempts), transport.WithBudget(0, 0), transport.WithBackoff(resilience.Constant(0)),
+		transport.WithMaxAttempts(maxAttempts), transport.WithRetryBudget(0, 0), transport.WithBackoff(resilience.Constant(0)),
 		transport.WithHooks(transport.Hooks{OnAttemptStart: func(ctx context.Context, e resilience.AttemptStartEvent) context.Context {
 			return context.WithValue(ctx, propProbeKey{}, e.Probe)
 		}}))

@@ -69,7 +69,7 @@ func TestRetryDoesNotWaitForItsOwnConnection(t *testing.T) {
 			defer srv.Close()
 			base := &http.Transport{MaxConnsPerHost: n}
 			defer base.CloseIdleConnections()
-			tr := transport.New(base, noDelay, transport.WithBudget(0, 0))
+			tr := transport.New(base, noDelay, transport.WithRetryBudget(0, 0))
 			ctx, cancel := context.WithTimeout(context.Background(), retainBound)
 			defer cancel()
 			var wg sync.WaitGroup
@@ -170,7 +170,7 @@ func TestRetryReusesTheConnection(t *testing.T) {
 	conns := countConns(srv)
 	srv.Start()
 	defer srv.Close()
-	tr := transport.New(newBase(t), noDelay, transport.WithBudget(0, 0))
+	tr := transport.New(newBase(t), noDelay, transport.WithRetryBudget(0, 0))
 	const requests = 10
 	for range requests {
 		resp, err := tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, srv.URL, nil))
@@ -243,7 +243,7 @@ func TestExhaustedBudgetEndsTheCallBeforeTheSleep(t *testing.T) {
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		return fakeResponse(r, 429, "slow down", "Retry-After", "2"), nil
 	})
-	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0.0001, 0),
+	tr := transport.New(base, transport.WithClock(fc), transport.WithRetryBudget(0.0001, 0),
 		transport.WithHooks(transport.Hooks{
 			OnRetry:   func(resilience.RetryEvent) { retries.Add(1) },
 			OnBackoff: func(resilience.BackoffEvent) { backoffs.Add(1) },
@@ -265,7 +265,7 @@ func TestRetryTokenRefundedWhenTheRetryDoesNotLaunch(t *testing.T) {
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		return fakeResponse(r, 503, "down"), nil
 	})
-	tr := transport.New(base, transport.WithClock(fc), transport.WithBudget(0, 1), transport.WithBackoff(resilience.Constant(time.Second)))
+	tr := transport.New(base, transport.WithClock(fc), transport.WithRetryBudget(0, 1), transport.WithBackoff(resilience.Constant(time.Second)))
 	if got := tr.Stats().BudgetTokens; got != 1 {
 		t.Fatalf("tokens %v before, want 1", got)
 	}
@@ -340,7 +340,7 @@ func TestGiveUpErrorIsBounded(t *testing.T) {
 		return nil, fmt.Errorf("attempt %d failed: %w", n.Load(), io.ErrUnexpectedEOF)
 	})
 	const attempts = 10_000
-	tr := transport.New(base, noDelay, transport.WithBudget(0, 0), transport.WithMaxAttempts(attempts),
+	tr := transport.New(base, noDelay, transport.WithRetryBudget(0, 0), transport.WithMaxAttempts(attempts),
 		transport.WithClassifier(func(transport.Attempt) transport.Decision { return transport.Retry }))
 	_, err := tr.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, "http://svc.test/", nil))
 	var ge *transport.Error

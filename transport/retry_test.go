@@ -240,7 +240,9 @@ func TestDNSErrors(t *testing.T) {
 				calls.Add(1)
 				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: tc.err}
 			})
-			tr := transport.New(base, noDelay)
+			// No budget: a fresh client's reserve absorbs one timeout's
+			// retry, and this test is about classification.
+			tr := transport.New(base, noDelay, transport.WithRetryBudget(0, 0))
 			_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://svc.test/", nil))
 			var dnsErr *net.DNSError
 			if !errors.As(err, &dnsErr) || dnsErr != tc.err {

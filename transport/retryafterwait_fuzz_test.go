@@ -75,7 +75,7 @@ func FuzzRetryAfterWait(f *testing.F) {
 		var sleeps, ends atomic.Int32
 		var end resilience.CallEndEvent
 		tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(2),
-			transport.WithBudget(0, 0), transport.WithBackoff(resilience.Constant(backoff)),
+			transport.WithRetryBudget(0, 0), transport.WithBackoff(resilience.Constant(backoff)),
 			transport.WithMaxRetryAfter(maxRA),
 			transport.WithHooks(transport.Hooks{
 				OnRetry: func(e resilience.RetryEvent) { retries <- retry{e, fc.Now()} },

@@ -31,7 +31,7 @@ func TestNothingOfARequestCarriesOverToTheNext(t *testing.T) {
 		lastBody.Store(b.String())
 		return fakeResponse(r, http.StatusServiceUnavailable, "busy"), nil
 	})
-	tr := transport.New(base, noDelay, transport.WithMaxAttempts(3), transport.WithBudget(0, 0))
+	tr := transport.New(base, noDelay, transport.WithMaxAttempts(3), transport.WithRetryBudget(0, 0))
 	retryAll := transport.Policy{RetryNonIdempotent: true,
 		Classifier: func(transport.Attempt) transport.Decision { return transport.Retry }}
 	send := func(ctx context.Context, body string) int32 {

@@ -174,7 +174,7 @@ var seConfigs = []seConfig{
 }
 
 func (c seConfig) opts() []transport.Option {
-	opts := []transport.Option{transport.WithMaxAttempts(c.attempts), transport.WithBudget(0, 0),
+	opts := []transport.Option{transport.WithMaxAttempts(c.attempts), transport.WithRetryBudget(0, 0),
 		transport.WithBackoff(resilience.Constant(0))}
 	if c.hedges > 0 {
 		opts = append(opts, transport.WithHedging(10*time.Millisecond, c.hedges))

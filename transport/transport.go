@@ -48,14 +48,14 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t.cfg.hooks = nil // made once: New's closures need not stay
 	ec := resilience.EngineConfig{
-		BudgetRatio:     cfg.budgetRatio,
-		BudgetMinPerSec: cfg.budgetMinPerSec,
-		Breaker:         cfg.breaker,
-		Hooks:           t.hooks,
-		Clock:           cfg.clock,
-		Adaptive:        cfg.adaptive,
-		Limit:           cfg.limit,
-		MaxKeys:         cfg.maxHosts,
+		BudgetRatio:   cfg.budgetRatio,
+		BudgetReserve: cfg.budgetReserve,
+		Breaker:       cfg.breaker,
+		Hooks:         t.hooks,
+		Clock:         cfg.clock,
+		Adaptive:      cfg.adaptive,
+		Limit:         cfg.limit,
+		MaxKeys:       cfg.maxHosts,
 	}
 	t.engine = resilience.NewEngine(ec)
 	t.policy = resilience.Policy{
@@ -108,12 +108,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// after a refused stream (see Prepare).
 		rc.Policy.MaxHedges = 0
 	}
+	if hp := hopFrom(req.Context()); hp != nil {
+		c.hop = hp
+		if hp.above > 0 { // the caller above retries this chain: one attempt here (see Middleware)
+			rc.Policy.MaxAttempts = 1
+		}
+	}
 	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
 	// c is not touched after this: the engine recycles it (see Recycle)
 	// when nothing else can use it, and a late attempt may be using it
 	// otherwise.
+	hp := c.hop
 	res := resilience.Execute(req.Context(), t.engine, rc)
 	if res.Err != nil {
+		var open *resilience.CircuitOpenError
+		if hp != nil && errors.As(res.Err, &open) {
+			hp.pushback.Store(true) // known down: the caller's retry would meet the same breaker
+		}
 		return nil, res.Err
 	}
 	resp := res.Value
@@ -137,6 +148,8 @@ type call struct {
 	// replayed: it is retried only after a refused stream (see Prepare).
 	refusedOnly     bool
 	firstIsOriginal bool // first is req.Body itself (not a buffer or prefix)
+	hop             *hop // the incoming request's, under Middleware; nil otherwise
+	limit           int  // the attempts Prepare allowed
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
@@ -246,8 +259,16 @@ func (c *call) closeBody() {
 }
 
 // Prepare settles eligibility before the body is touched: a request that
-// gets one attempt has its body passed through unread.
+// gets one attempt has its body passed through unread. It records the
+// attempts allowed, for RetriesLeftHeader.
 func (c *call) Prepare(n int) (int, resilience.EndReason, error) {
+	limit, why, err := c.prepare(n)
+	c.limit = limit
+	return limit, why, err
+}
+
+// prepare is Prepare but for the record.
+func (c *call) prepare(n int) (int, resilience.EndReason, error) {
 	if c.policyErr != nil {
 		return 0, 0, c.policyErr // RoundTrip closes the body
 	}
@@ -309,7 +330,7 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	cfg := &c.t.cfg
 	hooks := &c.t.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 {
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 && c.hop == nil {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
@@ -330,6 +351,15 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 			header = c.NewCarrier(a).(http.Header)
 		}
 		setAttemptHeader(header, cfg.attemptHeader, attemptHeaderValue(a))
+	}
+	if c.hop != nil {
+		if header == nil {
+			header = c.NewCarrier(a).(http.Header)
+		}
+		setAttemptHeader(header, RetriesLeftHeader, retriesLeft(c.hop, a.Number, c.limit))
+		if a.Number > 1 {
+			c.hop.pushback.Store(true) // retried (or hedged) below
+		}
 	}
 	if header != nil {
 		out.Header = header
@@ -400,6 +430,9 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 		// engine's own per-attempt timeout is.
 		v.Overload = err != nil && c.headerTimeout > 0 && isHeaderTimeout(err)
 		return v
+	}
+	if v.Retryable && pushedBack(resp.Header) {
+		v.Retryable = false // retried below already (see Middleware)
 	}
 	v.Code = resp.StatusCode
 	v.Overload = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable

@@ -160,7 +160,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	fs.Float64Var(&cfg.HedgeMaxExtraLoad, "hedge-max-load", cfg.HedgeMaxExtraLoad, "adaptive hedging: the fraction of requests that may get a hedge; 0 hedges every host after -hedge-delay")
 	fs.DurationVar(&cfg.PerAttemptTimeout, "attempt-timeout", cfg.PerAttemptTimeout, "per-attempt timeout (until response headers)")
 	fs.Float64Var(&cfg.BudgetRatio, "budget-ratio", cfg.BudgetRatio, "retry budget: tokens per request")
-	fs.IntVar(&cfg.BudgetMinPerSec, "budget-min", cfg.BudgetMinPerSec, "retry budget: retries per second always allowed")
+	fs.IntVar(&cfg.BudgetReserve, "budget-reserve", cfg.BudgetReserve, "retry budget: retries held for isolated failures, refilled by successes")
 	fs.IntVar(&cfg.BreakerThreshold, "breaker-failures", cfg.BreakerThreshold, "consecutive failures that open a host's breaker; 0 turns the breaker off")
 	fs.DurationVar(&cfg.BreakerOpenFor, "breaker-open", cfg.BreakerOpenFor, "how long an open breaker rejects before probing")
 	limitHosts := fs.String("limit-hosts", strings.Join(cfg.LimitHosts, ","), `hosts under the adaptive concurrency limit, which sheds what they cannot serve in time ("" turns it off)`)

@@ -72,7 +72,7 @@ type Config struct {
 	HedgeMaxExtraLoad float64
 	PerAttemptTimeout time.Duration
 	BudgetRatio       float64
-	BudgetMinPerSec   int
+	BudgetReserve     int
 	BreakerThreshold  int
 	BreakerOpenFor    time.Duration
 	// LimitHosts are under the transport's adaptive concurrency limit
@@ -146,7 +146,7 @@ func DefaultConfig() Config {
 		HedgeMaxExtraLoad: 0.05,
 		PerAttemptTimeout: time.Second,
 		BudgetRatio:       0.1,
-		BudgetMinPerSec:   5,
+		BudgetReserve:     transport.DefaultBudgetReserve,
 		BreakerThreshold:  5,
 		BreakerOpenFor:    5 * time.Second,
 		LimitHosts:        []string{"search"},
@@ -176,7 +176,7 @@ func (c *Config) validate() error {
 	case math.IsNaN(c.HedgeMaxExtraLoad) || c.HedgeMaxExtraLoad < 0 || c.HedgeMaxExtraLoad >= 1:
 		return fmt.Errorf("demo: hedge max extra load must be in [0, 1), got %v", c.HedgeMaxExtraLoad)
 	case c.MaxAttempts < 1, c.MaxHedges < 0, c.HedgeDelay < 0, c.PerAttemptTimeout < 0,
-		c.BackoffBase < 0, c.BackoffMax < c.BackoffBase, c.BudgetMinPerSec < 0, c.BudgetRatio < 0,
+		c.BackoffBase < 0, c.BackoffMax < c.BackoffBase, c.BudgetReserve < 0, c.BudgetReserve > 1000, c.BudgetRatio < 0,
 		c.BreakerThreshold < 0, c.BreakerOpenFor < 0:
 		return errors.New("demo: invalid transport settings (attempts >= 1, no negative values, backoff max >= base)")
 	case c.Out == nil:
@@ -423,7 +423,7 @@ func newTransport(cfg *Config, base http.RoundTripper, observe ...transport.Opti
 	opts := []transport.Option{
 		transport.WithMaxAttempts(cfg.MaxAttempts),
 		transport.WithBackoff(resilience.ExponentialJitter(cfg.BackoffBase, cfg.BackoffMax)),
-		transport.WithBudget(cfg.BudgetRatio, cfg.BudgetMinPerSec),
+		transport.WithRetryBudget(cfg.BudgetRatio, cfg.BudgetReserve),
 		transport.WithPerAttemptTimeout(cfg.PerAttemptTimeout),
 		transport.WithAttemptHeader(AttemptHeader),
 	}
@@ -593,9 +593,9 @@ func headerLines(cfg *Config, ep Endpoints, service string) []string {
 	if len(cfg.LimitHosts) > 0 {
 		limit = strings.Join(cfg.LimitHosts, " ")
 	}
-	ls = append(ls, fmt.Sprintf("transport %d attempts · backoff %v..%v · hedge %s · per-attempt %v · budget %g+%d/s · breaker %d fails, open %v · limit %s",
+	ls = append(ls, fmt.Sprintf("transport %d attempts · backoff %v..%v · hedge %s · per-attempt %v · budget %g + reserve %d · breaker %d fails, open %v · limit %s",
 		cfg.MaxAttempts, cfg.BackoffBase, cfg.BackoffMax, hedge, cfg.PerAttemptTimeout, cfg.BudgetRatio,
-		cfg.BudgetMinPerSec, cfg.BreakerThreshold, cfg.BreakerOpenFor, limit))
+		cfg.BudgetReserve, cfg.BreakerThreshold, cfg.BreakerOpenFor, limit))
 	otlp := "OTLP off (set OTEL_EXPORTER_OTLP_ENDPOINT)"
 	if cfg.OTLPTraces || cfg.OTLPMetrics {
 		var what []string

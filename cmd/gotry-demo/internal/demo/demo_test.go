@@ -37,7 +37,7 @@ func testConfig(out io.Writer) Config {
 	cfg.BreakerThreshold = 3
 	cfg.HedgeDelay = 50 * time.Millisecond
 	cfg.BreakerOpenFor = 300 * time.Millisecond
-	cfg.BudgetMinPerSec = 50
+	cfg.BudgetReserve = 50
 	cfg.RequestTimeout = 3 * time.Second
 	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.Out = out
@@ -398,7 +398,7 @@ func TestRunTargets(t *testing.T) {
 func TestRunBurstDrainsTheBudget(t *testing.T) {
 	cfg := testConfig(io.Discard)
 	def := DefaultConfig()
-	cfg.BudgetRatio, cfg.BudgetMinPerSec = def.BudgetRatio, def.BudgetMinPerSec
+	cfg.BudgetRatio, cfg.BudgetReserve = def.BudgetRatio, def.BudgetReserve
 	cfg.Duration = 2 * time.Second
 	cfg.Outage = Outage{}
 	cfg.Faults = DefaultFaults()
