@@ -1,0 +1,143 @@
+package transport_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// One option vocabulary (issue #29): a setting the transport and the
+// Retrier share has one name, one default and one validation in both
+// packages. These tests hold that, so it does not rest on convention.
+
+// optionsOf returns the names of the exported functions of the package in
+// dir that return its Option.
+func optionsOf(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		af, err := parser.ParseFile(fset, f, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !fd.Name.IsExported() || fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
+				continue
+			}
+			if id, ok := fd.Type.Results.List[0].Type.(*ast.Ident); ok && id.Name == "Option" {
+				names = append(names, fd.Name.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Options only one side has, each with its reason.
+var (
+	transportOnly = map[string]string{
+		"WithAttemptHeader":           "an HTTP header",
+		"WithClassifier":              "classifies HTTP responses; the Retrier's is WithRetryIf",
+		"WithMaxBufferedBody":         "request bodies",
+		"WithMaxRetainedBody":         "response bodies",
+		"WithNonIdempotentRetries":    "HTTP methods' idempotency",
+		"WithPerAttemptHeaderTimeout": "HTTP response headers",
+		"WithRetryableStatuses":       "HTTP status codes",
+		"WithMaxHosts":                "the Retrier's WithMaxKeys: a transport's keys are hosts",
+	}
+	retrierOnly = map[string]string{
+		"WithRetryIf":  "classifies errors; the transport's is WithClassifier",
+		"WithMaxKeys":  "the transport's WithMaxHosts",
+	}
+)
+
+func TestOneOptionVocabulary(t *testing.T) {
+	tr, rs := optionsOf(t, "."), optionsOf(t, "../resilience")
+	for _, n := range tr {
+		if _, only := transportOnly[n]; !only && !slices.Contains(rs, n) {
+			t.Errorf("transport.%s has no resilience.%s: add it to the Retrier, or to transportOnly with its reason", n, n)
+		}
+	}
+	for _, n := range rs {
+		if _, only := retrierOnly[n]; !only && !slices.Contains(tr, n) {
+			t.Errorf("resilience.%s has no transport.%s: add it to the transport, or to retrierOnly with its reason", n, n)
+		}
+	}
+}
+
+// The shared defaults are one set of constants.
+func TestSharedDefaults(t *testing.T) {
+	if transport.DefaultMaxAttempts != resilience.DefaultMaxAttempts ||
+		transport.DefaultMaxRetryAfter != resilience.DefaultMaxRetryAfter ||
+		transport.DefaultBudgetRatio != resilience.DefaultBudgetRatio ||
+		transport.DefaultBudgetReserve != resilience.DefaultBudgetReserve {
+		t.Fatal("the transport's defaults differ from the Retrier's")
+	}
+	b := 200 * time.Millisecond // the default backoff's first full-jitter delay stays below its base
+	if d1, d2 := transport.DefaultBackoff().Delay(1, 0), resilience.DefaultBackoff().Delay(1, 0); d1 > b || d2 > b {
+		t.Errorf("default backoffs' first delays %v and %v, want at most %v", d1, d2, b)
+	}
+}
+
+// The same nonsense fails in both packages, at construction, with a
+// message naming the option.
+func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
+	cases := []struct {
+		name      string
+		transport func()
+		retrier   func()
+	}{
+		{"WithMaxAttempts", func() { transport.WithMaxAttempts(0) }, func() { resilience.WithMaxAttempts(0) }},
+		{"WithBackoff", func() { transport.WithBackoff(nil) }, func() { resilience.WithBackoff(nil) }},
+		{"WithPerAttemptTimeout", func() { transport.WithPerAttemptTimeout(-1) }, func() { resilience.WithPerAttemptTimeout(-1) }},
+		{"WithHedging", func() { transport.WithHedging(-1, 1) }, func() { resilience.WithHedging(-1, 1) }},
+		{"WithAdaptiveHedging", func() { transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 2}, 1) },
+			func() { resilience.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 2}, 1) }},
+		{"WithRetryBudget", func() { transport.WithRetryBudget(-1, 0) }, func() { resilience.WithRetryBudget(-1, 0) }},
+		{"WithBreaker", func() { transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: -1}) },
+			func() { resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: -1}) }},
+		{"WithConcurrencyLimit", func() { transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) },
+			func() { resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) }},
+		{"WithMaxRetryAfter", func() { transport.WithMaxRetryAfter(-1) }, func() { resilience.WithMaxRetryAfter(-1) }},
+		{"WithMaxHosts", func() { transport.WithMaxHosts(0) }, func() { resilience.WithMaxKeys(0) }},
+	}
+	for _, c := range cases {
+		for side, f := range map[string]func(){"transport": c.transport, "resilience": c.retrier} {
+			msg := func() (msg string) {
+				defer func() { msg = fmt.Sprint(recover()) }()
+				f()
+				return "<nil>"
+			}()
+			want := c.name
+			if side == "resilience" && c.name == "WithMaxHosts" {
+				want = "WithMaxKeys"
+			}
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s.%s with nonsense: panic %q, want one naming %s", side, want, msg, want)
+			}
+		}
+	}
+}
