@@ -221,8 +221,9 @@
 //     finds none is not sent; a retry that finds none ends the request with
 //     the answer it had, as an exhausted budget does.
 //   - Policy.Criticality orders requests (sheddable ones are shed once
-//     three quarters of the limit is in use, critical ones wait ahead of
-//     the rest); Policy.NoLimit exempts one.
+//     three quarters of the limit, rounded up, is in use; critical ones
+//     wait ahead of the rest and take a default one's place in a full
+//     queue); Policy.NoLimit exempts one.
 //   - [Transport.Stats] gives each host's limit, in-flight count and
 //     sheds; OnShed and OnLimitWait fire for each shed and each wait, and
 //     package telemetry turns them into gauges, a counter, span events and

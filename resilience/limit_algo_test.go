@@ -1,0 +1,140 @@
+package resilience
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestLimitAlgoNext drives the pure update window by window: each row is a
+// fresh key (InitialLimit 20, MinLimit 1, MaxLimit 1000) given a sequence of
+// window summaries, and the limit after the last one.
+func TestLimitAlgoNext(t *testing.T) {
+	ms := time.Millisecond
+	// calm: 100 answers at 10ms in 100ms, 10 in flight at most: an
+	// estimate of 1000/s × 10ms = 10 attempts served at once.
+	calm := limitWindow{elapsed: 100 * ms, good: 100, sum: 100 * 10 * ms, peak: 10}
+	full := calm
+	full.filled, full.peak = true, 20
+	shedding := limitWindow{elapsed: 100 * ms, good: 80, overload: 20, sum: 80 * 10 * ms, peak: 20}
+	slow := limitWindow{elapsed: 100 * ms, good: 100, sum: 100 * 25 * ms, peak: 20, filled: true}
+	queued := limitWindow{elapsed: 100 * ms, good: 100, sum: 100 * 18 * ms, peak: 40, filled: true}
+	for _, c := range []struct {
+		name     string
+		windows  []limitWindow
+		want     int
+		wantBase time.Duration
+	}{
+		{"cold start: twice the estimate plus headroom", []limitWindow{calm}, 2*10 + limitHeadroom, 10 * ms},
+		{"cold start, a quiet key (3 answers in a second)",
+			[]limitWindow{{elapsed: time.Second, good: 3, sum: 3 * 200 * ms, peak: 1}}, 20, 200 * ms},
+		{"cold burst: the first answer after the limit filled, in no time",
+			[]limitWindow{{elapsed: 0, good: 1, sum: 100 * ms, peak: 20, filled: true}}, 40, 100 * ms},
+		{"cold burst whose first answer is a 503, in no time: one window waits",
+			[]limitWindow{{elapsed: 0, overload: 1, peak: 20, filled: true}}, 20, 0},
+		{"cold burst in no time, then two shedding windows: twice the estimate plus headroom",
+			[]limitWindow{{elapsed: 0, good: 1, sum: 10 * ms, peak: 20, filled: true}, shedding, shedding}, 2*8 + limitHeadroom, 10 * ms},
+		{"503s only fall to MinLimit after two windows",
+			[]limitWindow{{elapsed: 100 * ms, overload: 50, peak: 20}, {elapsed: 100 * ms, overload: 50, peak: 20}}, 1, 0},
+		{"one shedding window is a stall: the limit holds", []limitWindow{calm, shedding}, 24, 10 * ms},
+		{"a burst with no queue doubles the limit", []limitWindow{calm, full}, 48, 10 * ms},
+		{"a burst meeting some queue grows it by an eighth", []limitWindow{calm, full, queued}, 54, 10 * ms},
+		{"two windows slow past twice the no-load latency drop to the target",
+			[]limitWindow{calm, full, slow, slow}, 24, 10 * ms},
+		{"a huge rate saturates at MaxLimit",
+			[]limitWindow{{elapsed: 1, good: 1_000_000, sum: 1_000_000 * ms, peak: 500, filled: true}, {elapsed: 1, good: 1_000_000, sum: 1_000_000 * ms, peak: 500, filled: true}}, 1000, ms},
+		{"negative latencies (a clock stepped back) teach nothing",
+			[]limitWindow{{elapsed: 100 * ms, good: 5, sum: -5 * ms, peak: 2}}, 20, 0},
+		{"a window of nothing changes nothing", []limitWindow{{}}, 20, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ConcurrencyLimit{}.withDefaults()
+			a := newLimitAlgo(&cfg)
+			got := 0
+			for _, w := range c.windows {
+				got = a.next(w)
+			}
+			if got != c.want || a.base != c.wantBase {
+				t.Errorf("limit %d, no-load latency %v; want %d, %v", got, a.base, c.want, c.wantBase)
+			}
+		})
+	}
+}
+
+// TestLimitAlgoToLimit: a limit computed in floating point lands in
+// [MinLimit, MaxLimit] whatever it is, NaN and infinities included.
+func TestLimitAlgoToLimit(t *testing.T) {
+	cfg := ConcurrencyLimit{MinLimit: 2, MaxLimit: 50}.withDefaults()
+	a := newLimitAlgo(&cfg)
+	for _, c := range []struct {
+		x    float64
+		want int
+	}{
+		{math.NaN(), 2}, {math.Inf(1), 50}, {math.Inf(-1), 2}, {1e300, 50}, {-1e300, 2},
+		{0, 2}, {2, 2}, {2.1, 3}, {49.5, 50}, {50, 50}, {float64(math.MaxInt32) * 4, 50},
+	} {
+		if got := a.toLimit(c.x); got != c.want {
+			t.Errorf("toLimit(%v) = %d, want %d", c.x, got, c.want)
+		}
+	}
+}
+
+// TestLimitWindowSummary: a window's rate and mean are finite and zero
+// when there is nothing to divide by.
+func TestLimitWindowSummary(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		w        limitWindow
+		rate     float64
+		mean     time.Duration
+		complete bool // with no no-load latency yet, the limit filled
+	}{
+		{"no time", limitWindow{good: 5, sum: 5 * time.Millisecond}, 0, time.Millisecond, false},
+		{"negative time", limitWindow{elapsed: -time.Second, good: 5, sum: 5 * time.Millisecond}, 0, time.Millisecond, false},
+		{"only 503s", limitWindow{elapsed: time.Second, overload: 10}, 0, 0, true},
+		{"ten answers in 50ms", limitWindow{elapsed: 50 * time.Millisecond, good: 10, sum: 10 * time.Millisecond}, 200, time.Millisecond, true},
+		{"three answers in 50ms wait for more", limitWindow{elapsed: 50 * time.Millisecond, good: 3, sum: 3 * time.Millisecond}, 60, time.Millisecond, false},
+		{"three answers in 200ms close", limitWindow{elapsed: 200 * time.Millisecond, good: 3, sum: 3 * time.Millisecond}, 15, time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ConcurrencyLimit{}.withDefaults()
+			a := newLimitAlgo(&cfg)
+			if r := c.w.rate(); math.Abs(r-c.rate) > 1e-9 {
+				t.Errorf("rate %v, want %v", r, c.rate)
+			}
+			if m := c.w.mean(); m != c.mean {
+				t.Errorf("mean %v, want %v", m, c.mean)
+			}
+			if got := a.complete(c.w.elapsed, c.w.results(), true); got != c.complete {
+				t.Errorf("complete %v, want %v", got, c.complete)
+			}
+		})
+	}
+}
+
+// TestLimitQueueOrder: waiters leave most critical first, in arrival order
+// within a criticality; a full queue takes a more critical waiter in place
+// of its newest least critical one and refuses one that is not more
+// critical.
+func TestLimitQueueOrder(t *testing.T) {
+	var q limitQueue
+	d1, d2 := &limitWaiter{crit: CriticalityDefault}, &limitWaiter{crit: CriticalityDefault}
+	c1, c2 := &limitWaiter{crit: CriticalityCritical}, &limitWaiter{crit: CriticalityCritical}
+	d3 := &limitWaiter{crit: CriticalityDefault}
+	for _, step := range []struct {
+		w, want *limitWaiter // want: what push gives back
+	}{{d1, nil}, {d2, nil}, {c1, d2}, {d3, d3}, {c2, d1}} {
+		if got := q.push(step.w, 2); got != step.want {
+			t.Fatalf("push: got back %p, want %p", got, step.want)
+		}
+	}
+	for _, want := range []*limitWaiter{c1, c2} {
+		if got := q.head(); got != want {
+			t.Fatalf("head %p, want %p", got, want)
+		}
+		q.pop()
+	}
+	if q.len() != 0 || q.push(d1, 0) != d1 {
+		t.Errorf("an empty queue of capacity 0 must refuse")
+	}
+}
