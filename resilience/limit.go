@@ -18,46 +18,45 @@ import (
 // downstream is what it can answer in time, and goodput stays at its
 // capacity instead of collapsing into a queue of requests that time out.
 //
-// The model, per key, updated once per window of results (at least 10
+// The model, per key, updated once per window of results: at least 3
 // results and max(50ms, 4 × the no-load latency), or fewer results after
 // four times that; a window in which an attempt found the limit reached
-// ends after 4 no-load latencies once one is known, never in no time).
-// The reason for each number is on its constant in limit_algo.go:
+// ends after 4 no-load latencies once one is known, never in no time. It
+// is built to work where one client holds a small share of a downstream
+// (many replicas sharing a server), not only where it holds all of it;
+// the reason for each number is on its constant in limit_algo.go:
 //
-//   - The no-load latency is the mean time to a good result (one that is
-//     not an overload answer or a timeout) while this client builds no
-//     queue at the downstream: a window whose mean is lower replaces it at
-//     once; a window that did not fill the limit moves it an eighth of the
-//     way toward its own mean; a window that filled the limit leaves it
-//     (its latency may be this client's own queue), except for a probe.
-//   - The delivery rate is the good results per second, its peak taken over
-//     the last 8 windows.
-//   - Their product (Little's law) estimates how many attempts the
-//     downstream serves at once without queueing. The target limit is
-//     twice that plus 4 (MinLimit when nothing good came back), so a
-//     downstream at its capacity holds a queue of about as many attempts
-//     as it serves, never an unbounded one.
-//   - A window is congested when it filled the limit with a mean latency
-//     over twice the no-load latency, or when over 10% of its results were
-//     overload answers (Verdict.Overload: 503 and 429 for the transport)
-//     or per-attempt timeouts. Two congested windows in a row drop the
-//     limit to the target; one alone may be a pause of this process.
-//   - A window that filled the limit without congestion raises it: to
-//     twice its value (at least the target) when its latency shows no
-//     queue (a mean up to 1.5 × the no-load latency), else by an eighth;
-//     so a new or busier key finds its level within a few windows.
-//   - Otherwise the limit follows twice the peak in flight over the last 8
-//     windows plus 4, never below the target or InitialLimit.
-//   - After three windows in a row congested by latency (and at most every
-//     10th window) comes a probe, twice as long: the limit is held at the
-//     estimate itself, so that the queue this client built at the
-//     downstream drains, and the mean latency of the attempts sent during
-//     the probe becomes the no-load latency (at most twice the one before:
-//     the probe's first attempts may still meet some of the queue). This is
-//     how the limit follows a downstream that got slower without mistaking
-//     its own queue for that; at an estimate at or above the downstream's
-//     own concurrency a probe costs nothing, since the downstream is still
-//     kept busy.
+//   - An overload answer is the signal: a window in which over 10% of the
+//     results (and at least 2) were overload answers (Verdict.Overload: 503
+//     and 429 for the transport) or per-attempt timeouts cuts the limit at
+//     once, whatever the latency, to 1 − that share (between 0.5 and 0.8)
+//     of the most attempts in flight in the window: a cut from what is in
+//     use, not from the limit, so a client that uses far less than its
+//     limit (a small share of the downstream) still gives some back, and
+//     clients that cut alike share the downstream fairly.
+//   - A cut stops at a floor: twice what the downstream serves at once for
+//     this client without a queue, by Little's law the delivery rate (good
+//     results per second, the peak over the last 8 windows) times the
+//     no-load latency (MinLimit when nothing good came back). For a client
+//     with a small share of the downstream that is a small number, however
+//     large InitialLimit is.
+//   - The no-load latency is a typical window's mean time to a good result
+//     (one that is not an overload answer or a timeout), and beside it a
+//     typical window's fastest: windows without overload or a queue move
+//     them down at once, up by an eighth of the way (only while the limit
+//     is not reached), each in proportion to how many answers the window
+//     has. A window whose fastest answer took over twice a typical
+//     window's fastest and over the typical mean shows a queue at the
+//     downstream (a heavy tail's slow answers do not: its fastest is
+//     fast); it holds the limit where it is.
+//   - A window that filled the limit with good answers and no queue
+//     doubles it (at least to the floor), so a new or busier key, or one
+//     coming back after a cut, finds its level within a few windows.
+//   - Otherwise the limit only comes down: to twice the most in flight
+//     lately (a peak that halves every 10 s) plus 4, never below
+//     InitialLimit. It never goes back up by itself after a cut, so a
+//     fleet of clients that backed off together does not refill the
+//     downstream together.
 //
 // A first attempt that finds the limit reached waits for a permit up to
 // MaxWait, never past its context's deadline, then is shed with an
@@ -73,13 +72,16 @@ import (
 // flight and still teach the limit).
 //
 // In steady state, below the downstream's capacity, the limit sits at
-// about twice the peak in flight and sheds nothing. Its state is a few
+// InitialLimit or twice the peak in flight, whichever is more, and sheds
+// next to nothing (see bench/reports/limit.md for what it sheds under
+// heavy tails and bursts). Its state is a few
 // hundred bytes per key; admitting and releasing take one atomic
 // compare-and-swap and one uncontended lock, and allocate nothing unless
 // an attempt has to wait.
 type ConcurrencyLimit struct {
 	// InitialLimit is a new key's limit, and the floor the limit decays to
-	// while the key is not congested. Default 20.
+	// while the key is not overloaded (an overload cut goes below it).
+	// Default 20.
 	InitialLimit int
 	// MinLimit is the lowest limit a congested key falls to. Default 1.
 	MinLimit int
@@ -203,15 +205,11 @@ type limiter struct {
 	waiting  atomic.Int32 // the queue's length, for release to skip mu
 	shed     atomic.Uint64
 
-	mu sync.Mutex // guards the fields below
-	// The current window.
-	winStart time.Time
-	win      limitWindow
-	// During a probe: when it began (its window's results count toward
-	// the no-load latency only for attempts sent since).
-	probeStart time.Time
-	algo       limitAlgo
-	queue      limitQueue
+	mu       sync.Mutex  // guards the fields below
+	winStart time.Time   // when the current window began
+	win      limitWindow // the current window's results so far
+	algo     limitAlgo
+	queue    limitQueue
 }
 
 func newLimiter(cfg *ConcurrencyLimit) *limiter {
@@ -377,16 +375,16 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 		return
 	}
 	if l.winStart.IsZero() {
-		l.winStart, l.probeStart = now, now
+		l.winStart = now
 	}
 	w := &l.win
 	switch res {
 	case limitGood:
+		d = max(d, 0)
 		w.good++
-		w.sum += max(d, 0)
-		if l.algo.probing && !now.Add(-d).Before(l.probeStart) {
-			w.probeN++
-			w.probeSum += max(d, 0)
+		w.sum += d
+		if w.good == 1 || d < w.least {
+			w.least = d
 		}
 	case limitOverload:
 		w.overload++
@@ -399,7 +397,7 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 	w.elapsed, w.peak, w.filled = el, int(l.peak.Load()), filled
 	l.limit.Store(int32(l.algo.next(*w)))
 	l.win = limitWindow{}
-	l.winStart, l.probeStart = now, now
+	l.winStart = now
 	l.peak.Store(l.inflight.Load())
 	l.filled.Store(false)
 	if l.waiting.Load() > 0 {

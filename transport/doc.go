@@ -208,8 +208,10 @@
 // its capacity drops, the requests it can still answer in time keep being
 // answered, at about its capacity, and the excess fails at once, locally,
 // instead of every request queueing there until it times out (and the
-// retries of those timeouts adding to the queue). Below the downstream's
-// capacity it sheds nothing.
+// retries of those timeouts adding to the queue). It cuts from what is in
+// flight when overload answers come back, so it works as well in each of
+// many replicas sharing a downstream as in one client that holds all of
+// it. Below the downstream's capacity it sheds next to nothing.
 //
 //   - A request over the limit waits briefly for a permit (MaxWait, never
 //     past its deadline), then is shed: RoundTrip returns an error
