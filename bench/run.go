@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload", "fleet"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -33,6 +33,9 @@ type Config struct {
 	// Overload shapes the overload scenario; its zero value is the
 	// issue's (see OverloadConfig).
 	Overload OverloadConfig
+	// Fleet shapes the fleet scenario; its zero value is issue 28's
+	// 20-client shape (see FleetConfig).
+	Fleet FleetConfig
 
 	overheadRounds               int
 	warmup, sampleTime           time.Duration
@@ -107,6 +110,7 @@ type Results struct {
 	Recovery *RecoveryResult
 	Scaling  *ScalingResult
 	Overload *OverloadResult
+	Fleet    *FleetResult
 }
 
 // Run runs the selected scenarios and writes Markdown to w.
@@ -175,6 +179,12 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Overload.write(w)
+	}
+	if cfg.wants("fleet") {
+		if res.Fleet, err = runFleet(&cfg); err != nil {
+			return res, err
+		}
+		res.Fleet.write(w)
 	}
 	res.writeGoals(w)
 	fmt.Fprintf(w, "\nTotal run time %s; load average at the end %s.\n", time.Since(start).Round(time.Second), loadAvg())

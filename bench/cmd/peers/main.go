@@ -5,6 +5,7 @@
 //	cd bench && go run ./cmd/peers -quick     # a few seconds, to check it works
 //	cd bench && go run ./cmd/peers -only hedging,outage
 //	cd bench && go run ./cmd/peers -only overload -overload-capacity 8 -overload-service 10ms
+//	cd bench && go run ./cmd/peers -only fleet -fleet-shape fastfail -fleet-clients 5
 package main
 
 import (
@@ -35,6 +36,23 @@ func main() {
 	flag.DurationVar(&o.Steady, "overload-steady", 0, "overload: length of the run without a drop (default 5s)")
 	flag.BoolVar(&o.Fixed, "overload-fixed", false, "overload: evenly spaced arrivals instead of Poisson")
 	flag.IntVar(&o.Rounds, "overload-rounds", 0, "overload: interleaved rounds (default 3, or 1 with -quick)")
+	fl := &cfg.Fleet
+	flag.StringVar(&fl.Shape, "fleet-shape", "", "fleet: a preset shape, "+strings.Join(bench.FleetShapes(), ",")+" (default fleet); the flags below override it")
+	flag.IntVar(&fl.Clients, "fleet-clients", 0, "fleet: clients sharing the server (default 20)")
+	flag.IntVar(&fl.Capacity, "fleet-capacity", 0, "fleet: requests the server serves at once (default 16)")
+	flag.DurationVar(&fl.Service, "fleet-service", 0, "fleet: mean service time (default 10ms)")
+	flag.Float64Var(&fl.Load, "fleet-load", 0, "fleet: offered load of all clients, a fraction of capacity (default 0.7)")
+	flag.Float64Var(&fl.Factor, "fleet-factor", 0, "fleet: service time multiplier during the drop, 1 for none (default 2)")
+	flag.DurationVar(&fl.Deadline, "fleet-deadline", 0, "fleet: every attempt's timeout (default 100ms)")
+	flag.StringVar(&fl.Server, "fleet-server", "", "fleet: fifo, or fastfail (503 at once past fleet-queue waiting) (default fifo)")
+	flag.IntVar(&fl.Queue, "fleet-queue", 0, "fleet: how many may wait at a fastfail server (default its capacity)")
+	flag.StringVar(&fl.Dist, "fleet-dist", "", "fleet: service times fixed, lognormal (σ 1) or pareto (α 1.5) (default fixed)")
+	flag.Float64Var(&fl.Burst, "fleet-burst", 0, "fleet: microbursts, arrivals this many times as fast for 50ms of every 500ms (default none)")
+	flag.DurationVar(&fl.Before, "fleet-before", 0, "fleet: run time before the drop (default 3s)")
+	flag.DurationVar(&fl.Drop, "fleet-drop", 0, "fleet: length of the drop (default 4s)")
+	flag.DurationVar(&fl.After, "fleet-after", 0, "fleet: run time after the drop (default 4s)")
+	flag.DurationVar(&fl.Steady, "fleet-steady", 0, "fleet: length of the run without a drop (default 5s)")
+	flag.IntVar(&fl.Rounds, "fleet-rounds", 0, "fleet: interleaved rounds (default 3, or 1 with -quick)")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	flag.Parse()
 	if only != "" {
