@@ -286,7 +286,7 @@ type FleetRun struct {
 	Offered   float64       // requests per second, all clients
 	Normal    float64       // goodput before the drop, per second
 	Goodput   float64       // goodput during the drop (the whole run when steady), per second
-	Recovery  time.Duration // from the drop's end until goodput is back at ≥ 90% of Normal; -1: not within the run
+	Recovery  time.Duration // from the drop's end until goodput over a window (≥ 500ms, ~20 requests) is back at ≥ 90% of Normal; -1: not within the run
 	Fairness  float64       // the least-served client's goodput during the drop ÷ the best-served one's
 	Peak      float64       // the most server arrivals in one window ÷ the requests started in it
 	Rejected  int64         // 503s the server answered
@@ -362,17 +362,29 @@ func fleetRound(f *FleetConfig, c fleetCandidate, dropFrom, dropTo, total time.D
 		run.Goodput = float64(run.GoodTotal) / total.Seconds()
 		return run
 	}
-	var before []float64
-	for i := int(dropFrom / 3 / arrivalBin); i < int(dropFrom/arrivalBin); i++ {
-		before = append(before, float64(good[i])/arrivalBin.Seconds())
+	// Normal is the mean goodput over the last two thirds before the drop
+	// (the overload scenario's median bin is 0 at a few requests a
+	// second), and recovery is judged over a window that holds about 20 of
+	// them at that rate, at least recoveryWindow.
+	sum := func(from, to time.Duration) (n int64) {
+		for i := int(from / arrivalBin); i < int(to/arrivalBin); i++ {
+			n += good[i]
+		}
+		return n
 	}
-	run.Normal = median(before)
-	var n int64
-	for i := int(dropFrom / arrivalBin); i < int(dropTo/arrivalBin); i++ {
-		n += good[i]
+	run.Normal = float64(sum(dropFrom/3, dropFrom)) / (dropFrom - dropFrom/3).Seconds()
+	run.Goodput = float64(sum(dropFrom, dropTo)) / (dropTo - dropFrom).Seconds()
+	window := recoveryWindow
+	if run.Normal > 0 {
+		window = max(window, (time.Duration(20/run.Normal*float64(time.Second))/arrivalBin+1)*arrivalBin)
 	}
-	run.Goodput = float64(n) / (dropTo - dropFrom).Seconds()
-	run.Recovery = recovery(good, dropTo, total, 0.9*run.Normal)
+	run.Recovery = -1
+	for b := dropTo; b+window <= total; b += arrivalBin {
+		if float64(sum(b, b+window))/window.Seconds() >= 0.9*run.Normal {
+			run.Recovery = b - dropTo
+			break
+		}
+	}
 	least, most := math.MaxInt, 0
 	for _, rs := range recs {
 		k := 0
@@ -384,14 +396,14 @@ func fleetRound(f *FleetConfig, c fleetCandidate, dropFrom, dropTo, total time.D
 		least, most = min(least, k), max(most, k)
 	}
 	run.Fairness = float64(least) / float64(max(most, 1))
-	window := min(time.Second, (dropTo-dropFrom)/2)
-	started := make([]int64, int(total/window)+1)
+	peakWindow := min(time.Second, (dropTo-dropFrom)/2)
+	started := make([]int64, int(total/peakWindow)+1)
 	for _, r := range all {
-		if i := int(r.start / window); i < len(started) {
+		if i := int(r.start / peakWindow); i < len(started) {
 			started[i]++
 		}
 	}
-	for i, a := range srv.arrivalsPer(window, total) {
+	for i, a := range srv.arrivalsPer(peakWindow, total) {
 		run.Peak = max(run.Peak, float64(a)/float64(max(started[i], 1)))
 	}
 	return run
