@@ -45,7 +45,7 @@ import (
 //     typical window's fastest: windows without overload or a queue move
 //     them down at once, up by an eighth of the way (only while the limit
 //     is not reached), each in proportion to how many answers the window
-//     has. A window whose fastest answer took over twice a typical
+//     has. A window whose fastest answer took over 1.5 times a typical
 //     window's fastest and over the typical mean shows a queue at the
 //     downstream (a heavy tail's slow answers do not: its fastest is
 //     fast); it holds the limit where it is.

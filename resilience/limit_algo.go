@@ -55,8 +55,12 @@ const (
 	limitHighHalfLife = 10 * time.Second
 	// limitQueueRTT: a window whose fastest answer took over this multiple
 	// of a typical window's fastest (and over the typical mean) shows a
-	// queue at the downstream: the limit does not grow then.
-	limitQueueRTT = 2
+	// queue at the downstream: the limit does not grow then. Half as much
+	// again: below the 2× of a downstream at half its capacity with no
+	// queue at all (at 2× a fleet cut to that level would double again at
+	// once), above what a heavy tail's fastest answer in a window of a few
+	// varies by.
+	limitQueueRTT = 1.5
 	// limitCongestedLoad: overload answers over this share of a window's
 	// results is overload: a healthy downstream sheds or times out far
 	// fewer, while one in ten is already a tenth of the work lost.
@@ -167,7 +171,7 @@ func (a *limitAlgo) next(w limitWindow) int {
 	a.rates[i] = w.rate()
 	n := w.results()
 	// A queue at the downstream (this client's or a fleet's) shows as a
-	// window whose fastest answer was slow: over twice a typical window's
+	// window whose fastest answer was slow: over 1.5 times a typical window's
 	// fastest, and over the typical mean. The fastest, not the mean, so
 	// that a heavy tail's slow answers are not a queue.
 	queueAbove := max(limitQueueRTT*float64(a.least), float64(a.base))
