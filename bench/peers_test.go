@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Concurrency limit, many clients", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -117,6 +117,26 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 		if n := res.Overload.Rows[0]; n.Name != "no retries" || n.Drop[0].Shed != 0 {
+			t.Errorf("first row %q shed %d, want no retries shedding nothing", n.Name, n.Drop[0].Shed)
+		}
+	})
+
+	t.Run("crowd ran every candidate's clients through the drop and without it", func(t *testing.T) {
+		if len(res.Crowd.Rows) != len(crowdCandidates()) {
+			t.Fatalf("%d rows, want %d", len(res.Crowd.Rows), len(crowdCandidates()))
+		}
+		for _, r := range res.Crowd.Rows {
+			if len(r.Drop) != 1 || len(r.Steady) != 1 {
+				t.Fatalf("%s: %d drop runs, %d steady runs, want 1 each", r.Name, len(r.Drop), len(r.Steady))
+			}
+			if d := r.Drop[0]; d.Requests == 0 || d.GoodTotal == 0 || !(d.Peak > 0) || !(d.Normal > 0) || d.Fairness < 0 || d.Fairness > 1 {
+				t.Errorf("%s: %d requests, %d good, peak %v, normal %v, fairness %v", r.Name, d.Requests, d.GoodTotal, d.Peak, d.Normal, d.Fairness)
+			}
+			if s := r.Steady[0]; s.Requests == 0 || s.GoodTotal == 0 {
+				t.Errorf("%s steady: %d requests, %d good", r.Name, s.Requests, s.GoodTotal)
+			}
+		}
+		if n := res.Crowd.Rows[0]; n.Name != "no retries" || n.Drop[0].Shed != 0 {
 			t.Errorf("first row %q shed %d, want no retries shedding nothing", n.Name, n.Drop[0].Shed)
 		}
 	})

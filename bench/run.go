@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload", "fleet"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload", "fleet", "crowd"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -33,6 +33,10 @@ type Config struct {
 	// Overload shapes the overload scenario; its zero value is the
 	// issue's (see OverloadConfig).
 	Overload OverloadConfig
+	// Crowd shapes the crowd scenario (many clients, each with the
+	// concurrency limit, sharing one server through a capacity drop); its
+	// zero value is issue 28's 20-client shape (see CrowdConfig).
+	Crowd CrowdConfig
 
 	overheadRounds               int
 	warmup, sampleTime           time.Duration
@@ -118,6 +122,7 @@ type Results struct {
 	Scaling  *ScalingResult
 	Overload *OverloadResult
 	Fleet    *FleetResult
+	Crowd    *CrowdResult
 }
 
 // Run runs the selected scenarios and writes Markdown to w.
@@ -192,6 +197,12 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Fleet.write(w)
+	}
+	if cfg.wants("crowd") {
+		if res.Crowd, err = runCrowd(&cfg); err != nil {
+			return res, err
+		}
+		res.Crowd.write(w)
 	}
 	res.writeGoals(w)
 	fmt.Fprintf(w, "\nTotal run time %s; load average at the end %s.\n", time.Since(start).Round(time.Second), loadAvg())

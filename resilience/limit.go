@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,44 +18,45 @@ import (
 // downstream is what it can answer in time, and goodput stays at its
 // capacity instead of collapsing into a queue of requests that time out.
 //
-// The model, per key, updated once per window of results (at least 10
-// results and max(50ms, 4 × the no-load latency); a window in which an
-// attempt found the limit reached ends after 4 no-load latencies):
+// The model, per key, updated once per window of results: at least 3
+// results and max(50ms, 4 × the no-load latency), or fewer results after
+// four times that; a window in which an attempt found the limit reached
+// ends after 4 no-load latencies once one is known, never in no time. It
+// is built to work where one client holds a small share of a downstream
+// (many replicas sharing a server), not only where it holds all of it;
+// the reason for each number is on its constant in limit_algo.go:
 //
-//   - The no-load latency is the mean time to a good result (one that is
-//     not an overload answer or a timeout) while this client builds no
-//     queue at the downstream: a window whose mean is lower replaces it at
-//     once; a window that did not fill the limit moves it an eighth of the
-//     way toward its own mean; a window that filled the limit leaves it
-//     (its latency may be this client's own queue), except for a probe.
-//   - The delivery rate is the good results per second, its peak taken over
-//     the last 8 windows.
-//   - Their product (Little's law) estimates how many attempts the
-//     downstream serves at once without queueing. The target limit is
-//     twice that plus 4 (MinLimit when nothing good came back), so a
-//     downstream at its capacity holds a queue of about as many attempts
-//     as it serves, never an unbounded one.
-//   - A window is congested when it filled the limit with a mean latency
-//     over twice the no-load latency, or when over 10% of its results were
-//     overload answers (Verdict.Overload: 503 and 429 for the transport)
-//     or per-attempt timeouts. Two congested windows in a row drop the
-//     limit to the target; one alone may be a pause of this process.
-//   - A window that filled the limit without congestion raises it: to
-//     twice its value (at least the target) when its latency shows no
-//     queue (a mean up to 1.5 × the no-load latency), else by an eighth;
-//     so a new or busier key finds its level within a few windows.
-//   - Otherwise the limit follows twice the peak in flight over the last 8
-//     windows plus 4, never below the target or InitialLimit.
-//   - After three windows in a row congested by latency (and at most every
-//     10th window) comes a probe, twice as long: the limit is held at the
-//     estimate itself, so that the queue this client built at the
-//     downstream drains, and the mean latency of the attempts sent during
-//     the probe becomes the no-load latency (at most twice the one before:
-//     the probe's first attempts may still meet some of the queue). This is
-//     how the limit follows a downstream that got slower without mistaking
-//     its own queue for that; at an estimate at or above the downstream's
-//     own concurrency a probe costs nothing, since the downstream is still
-//     kept busy.
+//   - An overload answer is the signal: a window in which over 10% of the
+//     results (and at least 2) were overload answers (Verdict.Overload: 503
+//     and 429 for the transport) or per-attempt timeouts cuts the limit at
+//     once, whatever the latency, to 1 − that share (between 0.5 and 0.8)
+//     of the most attempts in flight in the window: a cut from what is in
+//     use, not from the limit, so a client that uses far less than its
+//     limit (a small share of the downstream) still gives some back, and
+//     clients that cut alike share the downstream fairly.
+//   - A cut stops at a floor: twice what the downstream serves at once for
+//     this client without a queue, by Little's law the delivery rate (good
+//     results per second, the peak over the last 8 windows) times the
+//     no-load latency (MinLimit when nothing good came back). For a client
+//     with a small share of the downstream that is a small number, however
+//     large InitialLimit is.
+//   - The no-load latency is a typical window's mean time to a good result
+//     (one that is not an overload answer or a timeout), and beside it a
+//     typical window's fastest: windows without overload or a queue move
+//     them down at once, up by an eighth of the way (only while the limit
+//     is not reached), each in proportion to how many answers the window
+//     has. A window whose fastest answer took over 1.5 times a typical
+//     window's fastest and over the typical mean shows a queue at the
+//     downstream (a heavy tail's slow answers do not: its fastest is
+//     fast); it holds the limit where it is.
+//   - A window that filled the limit with good answers and no queue
+//     doubles it (at least to the floor), so a new or busier key, or one
+//     coming back after a cut, finds its level within a few windows.
+//   - Otherwise the limit only comes down: to twice the most in flight
+//     lately (a peak that halves every 10 s) plus 4, never below
+//     InitialLimit. It never goes back up by itself after a cut, so a
+//     fleet of clients that backed off together does not refill the
+//     downstream together.
 //
 // A first attempt that finds the limit reached waits for a permit up to
 // MaxWait, never past its context's deadline, then is shed with an
@@ -65,18 +65,23 @@ import (
 // hedge that finds none is not sent, a retry that finds none ends the call
 // (with the last result, as for an exhausted budget). Policy.Criticality
 // orders who goes first: sheddable calls are shed once three quarters of
-// the limit is in use and never wait, critical ones wait ahead of the
-// rest; Policy.NoLimit exempts a call (its attempts are still counted in
+// the limit is in use (in flight ≥ ⌈¾·limit⌉) and never wait, critical
+// ones wait ahead of the rest, and when as many wait as the limit, a
+// waiter takes the place of the newest less critical one, which is shed;
+// Policy.NoLimit exempts a call (its attempts are still counted in
 // flight and still teach the limit).
 //
 // In steady state, below the downstream's capacity, the limit sits at
-// about twice the peak in flight and sheds nothing. Its state is a few
+// InitialLimit or twice the peak in flight, whichever is more, and sheds
+// next to nothing (see bench/reports/limit.md for what it sheds under
+// heavy tails and bursts). Its state is a few
 // hundred bytes per key; admitting and releasing take one atomic
 // compare-and-swap and one uncontended lock, and allocate nothing unless
 // an attempt has to wait.
 type ConcurrencyLimit struct {
 	// InitialLimit is a new key's limit, and the floor the limit decays to
-	// while the key is not congested. Default 20.
+	// while the key is not overloaded (an overload cut goes below it).
+	// Default 20.
 	InitialLimit int
 	// MinLimit is the lowest limit a congested key falls to. Default 1.
 	MinLimit int
@@ -133,9 +138,9 @@ type Criticality int
 // The criticalities, least critical first. The zero value is
 // CriticalityDefault.
 const (
-	CriticalitySheddable Criticality = iota - 1 // shed once 3/4 of the limit is in use; never waits
+	CriticalitySheddable Criticality = iota - 1 // shed once ⌈¾·limit⌉ are in flight; never waits
 	CriticalityDefault                          // up to the limit; waits up to MaxWait
-	CriticalityCritical                         // up to the limit; waits ahead of the default ones
+	CriticalityCritical                         // up to the limit; waits ahead of the default ones, displacing one from a full queue
 )
 
 // String returns "sheddable", "default" or "critical".
@@ -171,30 +176,25 @@ func (e *OverloadError) Error() string {
 // Is reports whether target is ErrOverloaded.
 func (e *OverloadError) Is(target error) bool { return target == ErrOverloaded }
 
-// The limit's constants; see ConcurrencyLimit.
+// MaxWait's default, when it is 0.
 const (
-	limitColdWait      = 100 * time.Millisecond // MaxWait's default for a key with no latency yet, and its cap
-	limitWaitRTTs      = 4                      // MaxWait's default, in no-load latencies
-	limitMinSamples    = 10
-	limitMinWindow     = 50 * time.Millisecond
-	limitWindowRTTs    = 4  // a window lasts at least this many no-load latencies
-	limitRateWindows   = 8  // the delivery rate's peak is over this many windows
-	limitRTTExpiry     = 20 // windows after which the no-load latency is taken afresh
-	limitProbeEvery    = 10 // windows between probes
-	limitProbeAfter    = 3  // consecutive windows congested by latency before a probe
-	limitHotWindows    = 2  // consecutive congested windows before the limit drops
-	limitGain          = 2.0
-	limitHeadroom      = 4
-	limitCongestedRTT  = 2.0 // mean latency over this × no-load latency is congestion
-	limitCongestedLoad = 0.1 // overload answers over this fraction of results is congestion
-	limitClearRTT      = 1.5 // mean latency up to this × no-load latency shows no queue
+	// limitColdWait: the wait of a key with no latency yet, and the cap on
+	// the default: a caller that waits longer for a permit than a typical
+	// request takes would rather have the error and its own fallback.
+	limitColdWait = 100 * time.Millisecond
+	// limitWaitRTTs: the default wait in no-load latencies: long enough
+	// for a permit to come back from attempts in flight (each frees one
+	// within about one latency), short of what a caller notices.
+	limitWaitRTTs = 4
 )
 
-// limiter is the concurrency limit of one key.
+// limiter is the concurrency limit of one key: the admission that counts
+// permits, the algorithm that sets the limit (limitAlgo, limit_algo.go)
+// and the queue of attempts waiting for a permit (limitQueue).
 //
-// limit and inFlight are read and written with atomics, so that admission
-// is a compare-and-swap; everything under mu is the learning state and the
-// queue of waiting attempts.
+// limit and inflight are read and written with atomics, so that admission
+// is a compare-and-swap; everything under mu is the current window, the
+// algorithm's state and the queue.
 type limiter struct {
 	cfg *ConcurrencyLimit
 
@@ -202,39 +202,18 @@ type limiter struct {
 	inflight atomic.Int32
 	peak     atomic.Int32 // the window's highest in flight
 	filled   atomic.Bool  // an attempt found the limit reached this window
-	waiting  atomic.Int32 // len(queue), for release to skip mu
+	waiting  atomic.Int32 // the queue's length, for release to skip mu
 	shed     atomic.Uint64
 
-	mu sync.Mutex // guards the fields below
-	// The current window.
-	winStart     time.Time
-	n, good, bad int
-	sum          time.Duration // good results' latencies
-	// During a probe: the good results of attempts sent since it began.
-	probeStart time.Time
-	probeN     int
-	probeSum   time.Duration
-	// The estimates.
-	windows int64         // windows closed
-	base    time.Duration // the no-load latency (0: none yet)
-	rates   [limitRateWindows]float64
-	peaks   [limitRateWindows]int32
-	probing bool
-	probeAt int64 // the window that last ended a probe
-	hot     int   // consecutive congested windows
-	slowRun int   // consecutive windows congested by latency
-	queue   []*limitWaiter
-}
-
-// limitWaiter is an attempt waiting for a permit.
-type limitWaiter struct {
-	crit    Criticality
-	ready   chan struct{} // closed when granted
-	granted bool          // guarded by the limiter's mu
+	mu       sync.Mutex  // guards the fields below
+	winStart time.Time   // when the current window began
+	win      limitWindow // the current window's results so far
+	algo     limitAlgo
+	queue    limitQueue
 }
 
 func newLimiter(cfg *ConcurrencyLimit) *limiter {
-	l := &limiter{cfg: cfg}
+	l := &limiter{cfg: cfg, algo: newLimitAlgo(cfg)}
 	l.limit.Store(int32(cfg.InitialLimit))
 	return l
 }
@@ -244,10 +223,12 @@ func (l *limiter) inFlight() int { return int(l.inflight.Load()) }
 // Limit returns the current limit.
 func (l *limiter) Limit() int { return int(l.limit.Load()) }
 
-// ceiling is how many may be in flight for an attempt of criticality c.
+// ceiling is how many may be in flight for an attempt of criticality c: the
+// limit, or for a sheddable attempt three quarters of it rounded up, so it
+// is shed exactly once in flight ≥ ¾·limit.
 func ceiling(limit int32, c Criticality) int32 {
 	if c < CriticalityDefault {
-		return max(1, limit*3/4)
+		return (3*limit + 3) / 4
 	}
 	return limit
 }
@@ -289,7 +270,9 @@ func (l *limiter) notePeak(n int32) {
 
 // acquire takes a permit for a first attempt of criticality c, waiting up
 // to the configured wait (bounded by ctx) when none is free. It reports
-// whether it got one and how long it waited.
+// whether it got one and how long it waited. At most as many attempts wait
+// as the limit; when that many do, a more critical attempt takes the place
+// of the newest least critical waiter, which is shed.
 func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (bool, time.Duration) {
 	if l.tryAcquire(c) {
 		return true, 0
@@ -306,20 +289,15 @@ func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (
 	}
 	w := &limitWaiter{crit: c, ready: make(chan struct{})}
 	l.mu.Lock()
-	if len(l.queue) >= int(l.limit.Load()) {
+	out := l.queue.push(w, int(l.limit.Load()))
+	if out == w {
 		l.mu.Unlock()
-		return false, 0 // the queue is as long as the limit
+		return false, 0 // the queue is full of waiters at least as critical
 	}
-	at := len(l.queue)
-	if c > CriticalityDefault {
-		for at > 0 && l.queue[at-1].crit < c {
-			at--
-		}
+	if out != nil {
+		close(out.ready) // displaced: shed, not granted
 	}
-	l.queue = append(l.queue, nil)
-	copy(l.queue[at+1:], l.queue[at:])
-	l.queue[at] = w
-	l.waiting.Add(1)
+	l.waiting.Store(int32(l.queue.len()))
 	l.grantLocked() // a permit may have been released since tryAcquire
 	l.mu.Unlock()
 
@@ -334,7 +312,8 @@ func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (
 	l.mu.Lock()
 	granted := w.granted
 	if !granted {
-		l.removeLocked(w)
+		l.queue.remove(w)
+		l.waiting.Store(int32(l.queue.len()))
 	}
 	l.mu.Unlock()
 	return granted, clk.Now().Sub(start)
@@ -346,7 +325,7 @@ func (l *limiter) maxWait() time.Duration {
 		return l.cfg.MaxWait
 	}
 	l.mu.Lock()
-	d := l.base
+	d := l.algo.base
 	l.mu.Unlock()
 	if d == 0 {
 		return limitColdWait // nothing learned yet
@@ -357,31 +336,15 @@ func (l *limiter) maxWait() time.Duration {
 // grantLocked hands free permits to the waiters at the head of the queue.
 // Requires l.mu held.
 func (l *limiter) grantLocked() {
-	for len(l.queue) > 0 {
-		w := l.queue[0]
+	for w := l.queue.head(); w != nil; w = l.queue.head() {
 		if !l.tryAcquire(w.crit) {
-			return
+			break
 		}
 		w.granted = true
 		close(w.ready)
-		l.queue[0] = nil
-		l.queue = l.queue[1:]
-		l.waiting.Add(-1)
+		l.queue.pop()
 	}
-}
-
-// removeLocked takes a waiter that gave up out of the queue. Requires l.mu
-// held.
-func (l *limiter) removeLocked(w *limitWaiter) {
-	for i, x := range l.queue {
-		if x == w {
-			copy(l.queue[i:], l.queue[i+1:])
-			l.queue[len(l.queue)-1] = nil
-			l.queue = l.queue[:len(l.queue)-1]
-			l.waiting.Add(-1)
-			return
-		}
-	}
+	l.waiting.Store(int32(l.queue.len()))
 }
 
 // The kinds of result a permit is released with.
@@ -408,109 +371,35 @@ func (l *limiter) release(now time.Time, d time.Duration, res limitResult) {
 // recordLocked adds one result to the window, closing it when it is
 // complete. Requires l.mu held.
 func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) {
+	if res == limitIgnore {
+		return
+	}
 	if l.winStart.IsZero() {
 		l.winStart = now
 	}
+	w := &l.win
 	switch res {
 	case limitGood:
-		l.n++
-		l.good++
-		l.sum += d
-		if l.probing && !now.Add(-d).Before(l.probeStart) {
-			l.probeN++
-			l.probeSum += d
+		d = max(d, 0)
+		w.good++
+		w.sum += d
+		if w.good == 1 || d < w.least {
+			w.least = d
 		}
 	case limitOverload:
-		l.n++
-		l.bad++
-	}
-	span := max(limitMinWindow, limitWindowRTTs*l.base)
-	if l.filled.Load() && !l.probing {
-		// Attempts are waiting or being shed: learn sooner.
-		span = limitWindowRTTs * l.base
-	}
-	if l.probing {
-		span *= 2 // time for the downstream's queue to drain, then samples
+		w.overload++
 	}
 	el := now.Sub(l.winStart)
-	if el < span || (l.n < limitMinSamples && el < 4*span) || l.n == 0 {
+	filled := l.filled.Load()
+	if !l.algo.complete(el, w.results(), filled) {
 		return
 	}
-	l.closeLocked(el)
-	l.winStart, l.n, l.good, l.bad, l.sum = now, 0, 0, 0, 0
-	l.probeStart, l.probeN, l.probeSum = now, 0, 0
+	w.elapsed, w.peak, w.filled = el, int(l.peak.Load()), filled
+	l.limit.Store(int32(l.algo.next(*w)))
+	l.win = limitWindow{}
+	l.winStart = now
 	l.peak.Store(l.inflight.Load())
 	l.filled.Store(false)
-}
-
-// streak returns run+1 when on is set, else 0.
-func streak(run int, on bool) int {
-	if on {
-		return run + 1
-	}
-	return 0
-}
-
-// closeLocked updates the estimates and the limit at the end of a window
-// el long. Requires l.mu held.
-func (l *limiter) closeLocked(el time.Duration) {
-	l.windows++
-	l.rates[l.windows%limitRateWindows] = float64(l.good) / el.Seconds()
-	l.peaks[l.windows%limitRateWindows] = l.peak.Load()
-	probed := l.probing
-	l.probing = false
-	filled := l.filled.Load()
-	var mean time.Duration
-	if l.good > 0 {
-		mean = l.sum / time.Duration(l.good)
-	}
-	switch {
-	case l.good == 0:
-	case probed && l.probeN > 0:
-		// At most doubled per probe: a probe's first attempts may still
-		// meet some of the queue it is draining.
-		l.base = min(l.probeSum/time.Duration(l.probeN), 2*l.base)
-	case l.base == 0 || mean < l.base:
-		l.base = mean
-	case !filled:
-		l.base += (mean - l.base) / 8
-	}
-	if probed {
-		l.probeAt = l.windows
-	}
-	var rate float64
-	var peak int32
-	for i, r := range l.rates {
-		rate, peak = max(rate, r), max(peak, l.peaks[i])
-	}
-	cfg := l.cfg
-	est := rate * l.base.Seconds() // what the downstream serves at once
-	target := int32(math.Ceil(limitGain*est)) + limitHeadroom
-	if est == 0 {
-		target = int32(cfg.MinLimit) // nothing good came back: as low as allowed
-	}
-	lim := l.limit.Load()
-	// Latency counts as congestion only in a window that filled the limit:
-	// below it, a slower downstream is not this client's doing.
-	slow := filled && l.good > 0 && float64(mean) > limitCongestedRTT*float64(l.base)
-	congested := slow || l.n > 0 && float64(l.bad) > limitCongestedLoad*float64(l.n)
-	l.hot, l.slowRun = streak(l.hot, congested), streak(l.slowRun, slow)
-	switch {
-	case l.slowRun >= limitProbeAfter && !probed && l.windows-l.probeAt >= limitProbeEvery && est > 0:
-		// Probe: hold the limit at the estimate for the next window.
-		l.probing = true
-		lim = int32(math.Ceil(est))
-	case congested && l.hot >= limitHotWindows:
-		lim = min(lim, target)
-	case congested: // one window may be a stall (a pause of this process, say): wait for the next
-	case filled && float64(mean) <= limitClearRTT*float64(l.base):
-		lim = max(target, 2*lim) // no sign of a queue: room to grow
-	case filled:
-		lim = max(target, lim+max(lim/8, 1)) // some queueing already: gently
-	default:
-		lim = max(target, min(lim, 2*peak+limitHeadroom), int32(cfg.InitialLimit))
-	}
-	l.limit.Store(min(max(lim, int32(cfg.MinLimit)), int32(cfg.MaxLimit)))
 	if l.waiting.Load() > 0 {
 		l.grantLocked()
 	}

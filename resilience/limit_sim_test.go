@@ -12,33 +12,52 @@ import (
 // server with a number of workers and one FIFO queue, where a request whose
 // client gave up still costs its service time when it reaches the head;
 // clients arriving at random (Poisson) at a share of the server's capacity,
-// each with a deadline. Time is simulated, so the limit's dynamics are
-// tested exactly, whatever the machine is doing.
+// each with a deadline. The server may instead shed by itself (a bounded
+// queue answering 503 at once when full); the load may come from a fleet
+// of clients, each with its own limit, sharing the server; service times
+// may be lognormal or Pareto, arrivals may come in microbursts. Time is
+// simulated, so the limit's dynamics are tested exactly, whatever the
+// machine is doing.
 
 // overloadModel configures one run of the model.
 type overloadModel struct {
 	workers  int
-	service  time.Duration // per request, outside the drop
+	service  time.Duration // mean per request, outside the drop
 	load     float64       // offered share of the capacity outside the drop
 	deadline time.Duration // each request's; a later answer is not good
 	dropAt   time.Duration // when the service time is multiplied by dropBy
 	dropFor  time.Duration
 	dropBy   float64
 	sigma    float64                    // service times are lognormal with this sigma around service (0: fixed)
+	pareto   float64                    // service times are Pareto with this shape α > 1 and mean service (0: not)
+	queue    int                        // the server answers 503 at once when this many wait (0: an unbounded queue)
+	clients  int                        // clients sharing the server, each with its own limit (0: one)
+	burst    float64                    // arrivals come this many times as fast for burstLen every burstEvery (0: none)
+	retries  int                        // a 503 or a timeout is retried at once this many times, given a permit
 	length   time.Duration              // of the whole run
 	overload func(t time.Duration) bool // the server answers 503 at once (nil: never)
 	seed     uint64
 	limit    ConcurrencyLimit
-	noLimit  bool // a client with no limit, for comparison
+	noLimit  bool // clients with no limit, for comparison
 }
+
+// The microbursts' shape: arrivals come burst times as fast for burstLen
+// in every burstEvery, and slower in between, at the same mean load.
+const (
+	burstLen   = 50 * time.Millisecond
+	burstEvery = 500 * time.Millisecond
+)
 
 // overloadResult is per second of the run.
 type overloadResult struct {
-	good     []int // answered within the deadline
-	shed     []int // refused by the limit
-	arrivals []int // reached the server
-	offered  []int
-	limits   []int // the limit at the end of each second
+	good      []int // answered within the deadline
+	shed      []int // refused by the limit
+	arrivals  []int // reached the server
+	offered   []int
+	rejected  []int // answered 503 by the server
+	limits    []int // the (first client's) limit at the end of each second
+	latencies []time.Duration
+	goodBy    [][]int // per client, per second
 }
 
 type simEvent struct {
@@ -48,17 +67,25 @@ type simEvent struct {
 }
 
 type simRequest struct {
-	sent     time.Duration
+	client   int
+	sent     time.Duration // this attempt's
+	first    time.Duration // the request's first attempt's
+	tries    int
 	answered bool // the client has its result (or gave up)
 	rejected bool // the server answered 503
 }
 
 type simEvents []simEvent
 
-func (q simEvents) Len() int           { return len(q) }
-func (q simEvents) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q simEvents) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *simEvents) Push(x any)        { *q = append(*q, x.(simEvent)) }
+func (q simEvents) Len() int { return len(q) }
+func (q simEvents) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].kind > q[j].kind // at the same instant, answers before deadlines and arrivals
+}
+func (q simEvents) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *simEvents) Push(x any)   { *q = append(*q, x.(simEvent)) }
 func (q *simEvents) Pop() any {
 	old := *q
 	e := old[len(old)-1]
@@ -70,24 +97,48 @@ func (q *simEvents) Pop() any {
 func (m overloadModel) run() overloadResult {
 	cfg := m.limit.withDefaults()
 	cfg.MaxWait = -1 // the model sheds at once: it has no waiting clients
-	l := newLimiter(&cfg)
+	n := max(m.clients, 1)
+	ls := make([]*limiter, n)
+	for i := range ls {
+		ls[i] = newLimiter(&cfg)
+	}
 	rng := rand.New(rand.NewPCG(m.seed, 1))
 	secs := int(m.length/time.Second) + 1
 	res := overloadResult{good: make([]int, secs), shed: make([]int, secs), arrivals: make([]int, secs),
-		offered: make([]int, secs), limits: make([]int, secs)}
+		offered: make([]int, secs), rejected: make([]int, secs), limits: make([]int, secs), goodBy: make([][]int, n)}
+	for i := range res.goodBy {
+		res.goodBy[i] = make([]int, secs)
+	}
 	capacity := float64(m.workers) / m.service.Seconds()
 	rate := m.load * capacity
-	// A lognormal of median service·e^(-σ²/2) has mean service, so the
-	// capacity is the same whatever σ.
+	// svc draws a service time of mean m.service (× dropBy in the drop): a
+	// lognormal of median service·e^(-σ²/2), or a Pareto of scale
+	// service·(α-1)/α, has mean service, so the capacity is the same
+	// whatever the shape.
 	svc := func(t time.Duration) time.Duration {
 		d := float64(m.service)
 		if t >= m.dropAt && t < m.dropAt+m.dropFor {
 			d *= m.dropBy
 		}
-		if m.sigma > 0 {
+		switch {
+		case m.pareto > 0:
+			d *= (m.pareto - 1) / m.pareto / math.Pow(1-rng.Float64(), 1/m.pareto)
+		case m.sigma > 0:
 			d *= math.Exp(m.sigma*rng.NormFloat64() - m.sigma*m.sigma/2)
 		}
 		return time.Duration(d)
+	}
+	// gap draws the time to the next arrival at now.
+	gap := func(now time.Duration) time.Duration {
+		r := rate
+		if m.burst > 0 {
+			slow := rate * float64(burstEvery) / (float64(burstEvery-burstLen) + m.burst*float64(burstLen))
+			r = slow
+			if now%burstEvery < burstLen {
+				r = m.burst * slow
+			}
+		}
+		return time.Duration(rng.ExpFloat64() / r * float64(time.Second))
 	}
 	var q simEvents
 	var fifo []*simRequest
@@ -102,6 +153,38 @@ func (m overloadModel) run() overloadResult {
 		}
 	}
 	t0 := time.Unix(1_700_000_000, 0)
+	release := func(r *simRequest, now time.Duration, res limitResult) {
+		if !m.noLimit {
+			ls[r.client].release(t0.Add(now), now-r.sent, res)
+		}
+	}
+	// send makes an attempt of r at now, if its client's limit admits it.
+	send := func(r *simRequest, now time.Duration, sec int) bool {
+		if !m.noLimit && !ls[r.client].tryAcquire(CriticalityDefault) {
+			return false
+		}
+		r.sent, r.answered, r.rejected = now, false, false
+		r.tries++
+		res.arrivals[sec]++
+		push(simEvent{at: now + m.deadline, kind: 2, req: r})
+		if (m.overload != nil && m.overload(now)) || (m.queue > 0 && len(fifo) >= m.queue) {
+			r.rejected = true
+			push(simEvent{at: now + time.Millisecond, kind: 1, req: r})
+			return true
+		}
+		fifo = append(fifo, r)
+		start(now)
+		return true
+	}
+	// failed retries r at once (as a fresh attempt object, the old one
+	// may still be at the server) if it has tries left.
+	failed := func(r *simRequest, now time.Duration, sec int) {
+		if r.tries > m.retries {
+			return
+		}
+		nr := &simRequest{client: r.client, first: r.first, tries: r.tries}
+		send(nr, now, sec)
+	}
 	push(simEvent{at: 0, kind: 0})
 	lastSec := 0
 	for q.Len() > 0 {
@@ -112,26 +195,16 @@ func (m overloadModel) run() overloadResult {
 		now := e.at
 		sec := int(now / time.Second)
 		for ; lastSec < sec; lastSec++ {
-			res.limits[lastSec] = l.Limit()
+			res.limits[lastSec] = ls[0].Limit()
 		}
 		switch e.kind {
 		case 0:
-			push(simEvent{at: now + time.Duration(rng.ExpFloat64()/rate*float64(time.Second)), kind: 0})
+			push(simEvent{at: now + gap(now), kind: 0})
 			res.offered[sec]++
-			if !m.noLimit && !l.tryAcquire(CriticalityDefault) {
+			r := &simRequest{client: rng.IntN(n), first: now}
+			if !send(r, now, sec) {
 				res.shed[sec]++
-				continue
 			}
-			r := &simRequest{sent: now}
-			res.arrivals[sec]++
-			push(simEvent{at: now + m.deadline, kind: 2, req: r})
-			if m.overload != nil && m.overload(now) {
-				r.rejected = true
-				push(simEvent{at: now + time.Millisecond, kind: 1, req: r})
-				continue
-			}
-			fifo = append(fifo, r)
-			start(now)
 		case 1:
 			r := e.req
 			if !r.rejected {
@@ -143,21 +216,20 @@ func (m overloadModel) run() overloadResult {
 			}
 			r.answered = true
 			if r.rejected {
-				if !m.noLimit {
-					l.release(t0.Add(now), now-r.sent, limitOverload)
-				}
+				res.rejected[sec]++
+				release(r, now, limitOverload)
+				failed(r, now, sec)
 				continue
 			}
 			res.good[sec]++
-			if !m.noLimit {
-				l.release(t0.Add(now), now-r.sent, limitGood)
-			}
+			res.goodBy[r.client][sec]++
+			res.latencies = append(res.latencies, now-r.first)
+			release(r, now, limitGood)
 		case 2:
 			if r := e.req; !r.answered {
 				r.answered = true
-				if !m.noLimit {
-					l.release(t0.Add(now), now-r.sent, limitOverload)
-				}
+				release(r, now, limitOverload)
+				failed(r, now, sec)
 			}
 		}
 	}

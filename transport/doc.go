@@ -244,8 +244,10 @@
 // its capacity drops, the requests it can still answer in time keep being
 // answered, at about its capacity, and the excess fails at once, locally,
 // instead of every request queueing there until it times out (and the
-// retries of those timeouts adding to the queue). Below the downstream's
-// capacity it sheds nothing.
+// retries of those timeouts adding to the queue). It cuts from what is in
+// flight when overload answers come back, so it works as well in each of
+// many replicas sharing a downstream as in one client that holds all of
+// it. Below the downstream's capacity it sheds next to nothing.
 //
 //   - A request over the limit waits briefly for a permit (MaxWait, never
 //     past its deadline), then is shed: RoundTrip returns an error
@@ -257,8 +259,9 @@
 //     finds none is not sent; a retry that finds none ends the request with
 //     the answer it had, as an exhausted budget does.
 //   - Policy.Criticality orders requests (sheddable ones are shed once
-//     three quarters of the limit is in use, critical ones wait ahead of
-//     the rest); Policy.NoLimit exempts one.
+//     three quarters of the limit, rounded up, is in use; critical ones
+//     wait ahead of the rest and take a default one's place in a full
+//     queue); Policy.NoLimit exempts one.
 //   - [Transport.Stats] gives each host's limit, in-flight count and
 //     sheds; OnShed and OnLimitWait fire for each shed and each wait, and
 //     package telemetry turns them into gauges, a counter, span events and

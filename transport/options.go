@@ -244,8 +244,9 @@ func WithBreaker(cfg resilience.BreakerConfig) Option {
 // nothing is sent, the request body is closed, and the call ends with the
 // give-up reason "overloaded". Retries and hedges need a permit too, and
 // never wait. Policy.Criticality and Policy.NoLimit order or exempt one
-// request. See resilience.ConcurrencyLimit for the model; below a host's
-// capacity it sheds nothing. Zero fields of cfg take their defaults; it
+// request. See resilience.ConcurrencyLimit for the model; it works as well
+// when many clients share the host, and below a host's capacity it sheds
+// next to nothing. Zero fields of cfg take their defaults; it
 // panics, naming the field, on one that makes no sense.
 func WithConcurrencyLimit(cfg resilience.ConcurrencyLimit) Option {
 	defer func() {
