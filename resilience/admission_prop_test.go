@@ -136,8 +136,8 @@ func TestAdmissionsAlwaysReturn(t *testing.T) {
 		}}
 		limit := rapid.IntRange(1, 4).Draw(rt, "limit")
 		e := NewEngine(EngineConfig{
-			Hooks:           Combine(count, panicHooks(panicIn, every)),
-			BudgetRatio:     rapid.SampledFrom([]float64{0.01, 0.5, 2}).Draw(rt, "ratio"),
+			Hooks:       Combine(count, panicHooks(panicIn, every)),
+			BudgetRatio: rapid.SampledFrom([]float64{0.01, 0.5, 2}).Draw(rt, "ratio"),
 			Breaker: &BreakerConfig{FailureThreshold: rapid.IntRange(1, 3).Draw(rt, "threshold"),
 				OpenDuration: time.Duration(rapid.IntRange(1, 3).Draw(rt, "openMs")) * time.Millisecond},
 			Limit: &ConcurrencyLimit{InitialLimit: limit, MinLimit: 1, MaxLimit: 4,
