@@ -89,12 +89,13 @@ const (
 	latSlots    = 4 // the window's quarters
 	latSlotSpan = int64(AdaptiveWindow / latSlots)
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
-	burstCalls  = 200                           // the token bucket holds the tokens of this many calls
+	burstCalls  = 200                           // the token bucket holds at least the tokens of this many calls
+	creditSpan  = int64(time.Second)            // and at least the tokens of this long at the key's call rate
 
 	// The delay estimate; see AdaptiveHedging.
 	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
 	tailSamples   = 10       // the estimate reads at least tailSamples / MaxExtraLoad results
-	aimShare      = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
+	aimShare      = 0.95     // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
 	gapShare      = 1.5      // at a gap, it may go as low as hedging this share
 	gapAbove      = 2        // a gap may also start this many buckets above the aim's (a factor of 1.19)
 	gapBuckets    = 3        // a gap spans at least this many buckets (a factor of 2^(3/8) ≈ 1.30)
@@ -159,6 +160,7 @@ type hedgeKey struct {
 	delay    atomic.Int64 // ns
 	warm     atomic.Bool
 	capacity atomic.Uint64 // float64 bits
+	born     atomic.Int64  // the first computation, in ns: the rate counts from here
 
 	tokens atomic.Uint64 // float64 bits: the hedges the key may still launch
 	capped atomic.Uint64 // hedges the cap held back
@@ -336,7 +338,9 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
 		h.capacity.Store(math.Float64bits(capacity))
 		h.tokens.Store(math.Float64bits(capacity))
+		h.born.Store(ns)
 	}
+	h.setCapacity(max(2, cfg.MaxExtraLoad*max(burstCalls, h.callsPer(now, creditSpan))))
 	d, warm := h.estimate(now)
 	if d == 0 {
 		d = cfg.coldDelay()
@@ -363,6 +367,42 @@ func (c *AdaptiveHedging) clamp(d time.Duration) time.Duration {
 		d = min(d, c.MaxDelay)
 	}
 	return max(d, c.MinDelay)
+}
+
+// callsPer returns how many results the key records per span at now's
+// rate: the window's results over the time it covers (from the key's
+// first computation at the earliest).
+func (h *hedgeKey) callsPer(now time.Time, span int64) float64 {
+	ns := now.UnixNano()
+	e := ns/latSlotSpan + 1
+	var n uint64
+	oldest := e
+	for i := range h.slots {
+		s := &h.slots[i]
+		se := s.epoch.Load()
+		if se <= e-latSlots || se > e {
+			continue // outside the window
+		}
+		oldest = min(oldest, se)
+		for b := range s.counts {
+			n += uint64(s.counts[b].Load())
+		}
+	}
+	from := max((oldest-1)*latSlotSpan, h.born.Load())
+	covered := max(ns-from, refreshNs) // a young key's rate from at least 100ms
+	return float64(n) * float64(span) / float64(covered)
+}
+
+// setCapacity sets the bucket's capacity, cutting the tokens to it: the
+// tokens never exceed the capacity the bucket has.
+func (h *hedgeKey) setCapacity(capacity float64) {
+	h.capacity.Store(math.Float64bits(capacity))
+	for {
+		old := h.tokens.Load()
+		if math.Float64frombits(old) <= capacity || h.tokens.CompareAndSwap(old, math.Float64bits(capacity)) {
+			return
+		}
+	}
 }
 
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
