@@ -48,13 +48,13 @@ func simLognormal(r *rand.Rand, _, _ bool) time.Duration {
 type simResult struct {
 	lat            []time.Duration // per call, in start order
 	hedges, capped int
-	hedgesAfter    int             // from the shift on
+	hedgesAfter    int // from the shift on
 	// Calls whose first attempt took 20ms more than the base and were
 	// not hedged: their delay was above their latency (slowDelay; the
 	// first slowCold of them before the key was warm), or the cap said no
 	// (slowCapped).
 	slowDelay, slowCold, slowCapped int
-	delays         []time.Duration // the delay each call used
+	delays                          []time.Duration // the delay each call used
 }
 
 // simulate runs n calls from workers closed-loop workers. fixed > 0 hedges
