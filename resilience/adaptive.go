@@ -96,7 +96,7 @@ const (
 	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
 	tailSamples   = 10       // the estimate reads at least tailSamples / MaxExtraLoad results
 	aimShare      = 0.95     // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
-	gapShare      = 1.5      // at a gap, it may go as low as hedging this share
+	gapShare      = 1.2      // at a gap, it may go as low as hedging this share
 	gapAbove      = 2        // a gap may also start this many buckets above the aim's (a factor of 1.19)
 	gapBuckets    = 3        // a gap spans at least this many buckets (a factor of 2^(3/8) ≈ 1.30)
 	gapMass       = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results

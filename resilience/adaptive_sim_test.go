@@ -33,6 +33,17 @@ func simStalls(r *rand.Rand, shifted, _ bool) time.Duration {
 	return base
 }
 
+// simLoadedStalls: simStalls on a loaded machine, where 4% of answers
+// wait for a CPU an extra 0–10ms (exponential, mean 3ms): the fast band
+// gets a tail that overlaps the hedge delays, as on a shared 2-core box.
+func simLoadedStalls(r *rand.Rand, shifted, hedge bool) time.Duration {
+	d := simStalls(r, shifted, hedge)
+	if r.Float64() < 0.04 {
+		d += min(time.Duration(r.ExpFloat64()*float64(3*time.Millisecond)), 10*time.Millisecond)
+	}
+	return d
+}
+
 // stallsAlone adds to base, with probability 5%, a stall of 20–200ms.
 func stallsAlone(r *rand.Rand, base time.Duration) time.Duration {
 	if r.Float64() < 0.05 {
@@ -54,6 +65,8 @@ type simResult struct {
 	// first slowCold of them before the key was warm), or the cap said no
 	// (slowCapped).
 	slowDelay, slowCold, slowCapped int
+	key                             *hedgeKey       // the adaptive key, as the run left it
+	end                             time.Time       // when the run ended
 	delays                          []time.Duration // the delay each call used
 }
 
@@ -64,9 +77,10 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 	k := newHedgeKey(&cfg)
 	free := make([]time.Duration, workers) // when each worker is next free
 	type pending struct {
-		at  time.Duration
-		dur time.Duration
-		ok  bool
+		at   time.Duration
+		dur  time.Duration
+		ok   bool
+		lost bool
 	}
 	last := make([]pending, workers)
 	var res simResult
@@ -111,6 +125,7 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 			}
 		}
 		res.lat = append(res.lat, total)
+		res.key, res.end = k, adaptiveStart.Add(t)
 		free[w] = t + total
 		last[w] = pending{at: t + total, dur: total, ok: true}
 		if total < l0 {
@@ -290,6 +305,7 @@ func TestAdaptiveSimulationWorstRun(t *testing.T) {
 		shiftCall int
 	}{
 		{"stalls", func() simModel { return simStalls }, -1},
+		{"loaded", func() simModel { return simLoadedStalls }, -1},
 		{"lognormal", func() simModel { return simLognormal }, -1},
 		{"bimodal", func() simModel { return simBimodal }, -1},
 		{"bursts", newSimBursts, -1},
