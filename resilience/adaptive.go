@@ -91,6 +91,8 @@ const (
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
 	burstCalls  = 200                           // the token bucket holds at least the tokens of this many calls
 	creditSpan  = int64(time.Second)            // and at least the tokens of this long at the key's call rate
+	surgeCalls  = 20                            // the demand for hedges is read over at least this many calls
+	surgeShare  = 2                             // it surges when calls want this many times the cap's hedges
 
 	// The delay estimate; see AdaptiveHedging.
 	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
@@ -163,7 +165,13 @@ type hedgeKey struct {
 	born     atomic.Int64  // the first computation, in ns: the rate counts from here
 
 	tokens atomic.Uint64 // float64 bits: the hedges the key may still launch
-	capped atomic.Uint64 // hedges the cap held back
+
+	// Calls and the hedges they wanted (granted or not) since the demand
+	// was last read, and whether it then surged: far more calls wanted a
+	// hedge than the cap pays for, as when the latency shifts.
+	calls, wants atomic.Uint64
+	surging      atomic.Bool
+	capped       atomic.Uint64 // hedges the cap held back
 }
 
 // record adds one result's latency, observed at now.
@@ -192,39 +200,6 @@ func (h *hedgeKey) record(now time.Time, d time.Duration) {
 // above every delay up to d, as they should, and stay clear of the 1.30×
 // that a gap spans.
 func lostLatency(d time.Duration) time.Duration { return d + d/2 }
-
-// percentile returns the upper bound of the bucket holding the q-th
-// percentile of the window ending at now, and how many results the window
-// holds.
-func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) {
-	e := now.UnixNano()/latSlotSpan + 1
-	var counts [latBuckets]uint64
-	var n uint64
-	for i := range h.slots {
-		s := &h.slots[i]
-		if se := s.epoch.Load(); se <= e-latSlots || se > e {
-			continue // outside the window
-		}
-		for b := range s.counts {
-			c := uint64(s.counts[b].Load())
-			counts[b] += c
-			n += c
-		}
-	}
-	if n == 0 {
-		return 0, 0
-	}
-	rank := uint64(math.Ceil(q * float64(n)))
-	rank = max(rank, 1)
-	var seen uint64
-	for b, c := range &counts {
-		seen += c
-		if seen >= rank {
-			return time.Duration(latUpper(b)), n
-		}
-	}
-	return time.Duration(latUpper(latBuckets - 1)), n
-}
 
 // estimate returns the hedge delay the window ending at now says, before
 // clamping, and whether the window holds enough results for one. See
@@ -255,7 +230,7 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 	// for (the latency has just shifted, say): the search then starts at
 	// aim, so the delay does not go below it.
 	limit := uint64(gapMass * load * float64(n))
-	if math.Float64frombits(h.tokens.Load()) < 1 {
+	if h.surging.Load() && math.Float64frombits(h.tokens.Load()) < 1 {
 		lo = aim
 	}
 	for b := lo; b <= aim+gapAbove && b+gapBuckets < latBuckets; b++ {
@@ -303,7 +278,7 @@ func atRank(counts *[latBuckets]uint64, n uint64, q float64) (int, time.Duration
 	var seen uint64
 	for b, c := range counts {
 		if seen+c >= rank {
-			var lower int64
+			lower := int64(1) << latMinExp // the first bucket's results count from 16µs
 			if b > 0 {
 				lower = latUpper(b - 1)
 			}
@@ -341,6 +316,11 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		h.born.Store(ns)
 	}
 	h.setCapacity(max(2, cfg.MaxExtraLoad*max(burstCalls, h.callsPer(now, creditSpan))))
+	if c := h.calls.Load(); c >= surgeCalls {
+		w := h.wants.Swap(0)
+		h.calls.Add(-c)
+		h.surging.Store(float64(w) > surgeShare*cfg.MaxExtraLoad*float64(c))
+	}
 	d, warm := h.estimate(now)
 	if d == 0 {
 		d = cfg.coldDelay()
@@ -407,6 +387,7 @@ func (h *hedgeKey) setCapacity(capacity float64) {
 
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
 func (h *hedgeKey) deposit() {
+	h.calls.Add(1)
 	capacity := math.Float64frombits(h.capacity.Load())
 	for {
 		old := h.tokens.Load()
@@ -423,6 +404,7 @@ func (h *hedgeKey) deposit() {
 
 // take takes one hedge's token, reporting whether there was one.
 func (h *hedgeKey) take() bool {
+	h.wants.Add(1)
 	for {
 		old := h.tokens.Load()
 		t := math.Float64frombits(old)
