@@ -27,23 +27,28 @@ import (
 //     least 10 / MaxExtraLoad results (200 at 5%), or from the whole window
 //     if it holds fewer: under steady traffic it follows the last quarter or
 //     two, so a shift in latency shows within seconds.
-//   - It aims at the (1 − 0.8 × MaxExtraLoad) percentile (the p96 at 5%),
-//     interpolated linearly within its bucket: hedging a fifth less than the
-//     cap allows leaves the token bucket headroom for slow calls that come
-//     in clusters.
-//   - A gap overrides the aim: if, from the (1 − 1.5 × MaxExtraLoad)
+//   - It aims at the (1 − 0.95 × MaxExtraLoad) percentile (the p95.25 at
+//     5%), interpolated linearly within its bucket: close to what the cap
+//     pays for, since the bucket below has room for the calls that come in
+//     clusters.
+//   - A gap overrides the aim: if, from the (1 − 1.2 × MaxExtraLoad)
 //     percentile's bucket up to two buckets above the aim's, some bucket is
 //     followed by three buckets (a factor of 1.30 in latency) that together
 //     hold at most ⌊MaxExtraLoad × n / 16⌋ of the n results read, the delay
-//     is the upper bound of the lowest such bucket. Hedging from there costs
-//     at most 1.5 × MaxExtraLoad of the calls (the bucket holds the load to
+//     is the upper bound of the lowest such bucket: where the latency
+//     density falls off and the tail starts. Hedging from there costs at
+//     most 1.2 × MaxExtraLoad of the calls (the bucket holds the load to
 //     the cap) and takes every call beyond the gap early. With a fast band
 //     and a distinct slow one whose share is about the cap, the delay so
 //     stays just above the fast band, where the percentile alone would jump
 //     between the two bands as the slow share in the window moves around
-//     the cap. While the token bucket (below) is empty, calls already want
-//     more hedges than the cap pays for, and the search starts at the aim's
-//     bucket.
+//     the cap. (At 1.5 × the cap, as before, sparse jitter above the fast
+//     band passed for a gap that the cap could not pay for.) When the
+//     bucket is empty while far more calls want a hedge than the cap pays
+//     for (over twice its share since the last computation, as when the
+//     latency shifts), the search starts at the aim's bucket; after a burst
+//     that merely drained the bucket, it does not, so the delay stays above
+//     the fast band instead of jumping into the slow one.
 //   - The delay is clamped to [MinDelay, MaxDelay] and recomputed at most
 //     every 100ms once the key is warm.
 //   - A cold key (fewer than AdaptiveMinSamples results in the window) is
@@ -55,12 +60,22 @@ import (
 //   - A hard cap holds whatever the estimate says: a token bucket per key
 //     into which every call pays MaxExtraLoad tokens and every hedge takes
 //     one (a hedge the budget or the breaker then refuses gives it back,
-//     never past the capacity). Its capacity is the tokens of 200 calls
-//     (MaxExtraLoad × 200, and at least 2), and it starts full. So over any
-//     interval the hedges launched for a key never exceed MaxExtraLoad × the
-//     calls in it + that capacity: a sudden shift in latency cannot turn
-//     every call into two while the estimate catches up. Hedges also still
-//     count against MaxAttempts and spend the retry budget.
+//     never past the capacity). Its capacity is the tokens of a second of
+//     the key's calls at their rate over the window (counted from the
+//     key's first call), and at least of 200 calls (MaxExtraLoad × 200, and
+//     at least 2); it starts with the latter, full, and follows the rate at
+//     each computation (tokens above a lowered capacity are cut to it). So
+//     the credit saved while few calls want a hedge pays for a burst of
+//     slow calls a second's worth of calls later, instead of being thrown
+//     away at 200 calls' worth. The bound: over any interval the hedges
+//     launched for a key never exceed MaxExtraLoad × the calls in it + the
+//     capacity at its start. Over AdaptiveWindow (10s) of steady traffic
+//     that is at most MaxExtraLoad × (its calls + the larger of 200 and a
+//     second's calls): 1.1 × MaxExtraLoad of them for a key of at least 200
+//     calls a second. Over a new key's first 2,000 calls it is at most
+//     MaxExtraLoad + 0.5% of them. A sudden shift in latency
+//     cannot turn every call into two while the estimate catches up. Hedges
+//     also still count against MaxAttempts and spend the retry budget.
 //
 // The per-key state is about 3 KiB, made on a key's first adaptive call;
 // the keys are the engine's (EngineConfig.MaxKeys bounds them).
