@@ -89,7 +89,7 @@ func TestLatencyWindowSlides(t *testing.T) {
 
 // TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay), then,
 // from 10 results on, the slowest of them (recomputed at every call until
-// warm); warm ones the (1 − 0.8 × MaxExtraLoad) percentile, or the lower
+// warm); warm ones the (1 − 0.95 × MaxExtraLoad) percentile, or the lower
 // edge of a gap near it, clamped, and cached for 100ms.
 func TestAdaptiveDelay(t *testing.T) {
 	// bimodal: 94% at 1ms, 6% at 20ms, nothing between: a gap.
@@ -114,9 +114,9 @@ func TestAdaptiveDelay(t *testing.T) {
 		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, warmupSamples - 1, spread, true, 300 * time.Millisecond, 300 * time.Millisecond},
 		{"warming: the slowest result so far", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, 4900 * time.Microsecond, 5513 * time.Microsecond},
 		{"warming, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 2 * time.Millisecond}, AdaptiveMinSamples - 1, spread, true, 2 * time.Millisecond, 2 * time.Millisecond},
-		{"warm, no gap: the p96", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, spread, false, 9600 * time.Microsecond, 10800 * time.Microsecond},
-		{"warm, a gap below the p96: its lower edge", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, bimodal, false, time.Millisecond, 1125 * time.Microsecond},
-		{"warm, a gap too costly (the slow share above 1.5 × the cap): the p96", AdaptiveHedging{MaxExtraLoad: 0.03}, 1000, bimodal, false, 20 * time.Millisecond, 22500 * time.Microsecond},
+		{"warm, no gap: the aim (the p95.25, within its bucket)", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, spread, false, 9600 * time.Microsecond, 10800 * time.Microsecond},
+		{"warm, a gap below the aim: its lower edge", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, bimodal, false, time.Millisecond, 1125 * time.Microsecond},
+		{"warm, a gap too costly (the slow share above 1.2 × the cap): the aim", AdaptiveHedging{MaxExtraLoad: 0.03}, 1000, bimodal, false, 20 * time.Millisecond, 22500 * time.Microsecond},
 		{"warm, raised to MinDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: 50 * time.Millisecond}, 1000, spread, false, 50 * time.Millisecond, 50 * time.Millisecond},
 		{"warm, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 5 * time.Millisecond}, 1000, spread, false, 5 * time.Millisecond, 5 * time.Millisecond},
 	}
