@@ -241,9 +241,12 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 	// above a bucket from lo's to a little above aim's. Hedging from the
 	// gap's lower edge costs at most gapShare × MaxExtraLoad of the calls
 	// (by lo's rank) and takes every call beyond the gap early. While the
-	// bucket is empty, calls already want more hedges than the cap pays
-	// for (the latency has just shifted, say): the search then starts at
-	// aim, so the delay does not go below it.
+	// bucket is empty and calls want far more hedges than the cap pays
+	// for (the latency has just shifted, say), the search starts at aim,
+	// so the delay does not go below it. An empty bucket alone (a burst
+	// of slow calls spent it) does not move the search: the delay stays
+	// where the tail starts and the calls after the burst are hedged
+	// early again as soon as credit returns.
 	limit := uint64(gapMass * load * float64(n))
 	if h.surging.Load() && math.Float64frombits(h.tokens.Load()) < 1 {
 		lo = aim
@@ -333,7 +336,7 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 	h.setCapacity(max(2, cfg.MaxExtraLoad*max(burstCalls, h.callsPer(now, creditSpan))))
 	if c := h.calls.Load(); c >= surgeCalls {
 		w := h.wants.Swap(0)
-		h.calls.Add(-c)
+		h.calls.Add(^(c - 1)) // subtracts c: calls made meanwhile stay counted
 		h.surging.Store(float64(w) > surgeShare*cfg.MaxExtraLoad*float64(c))
 	}
 	d, warm := h.estimate(now)
