@@ -253,26 +253,26 @@ func crowdCandidates() []crowdCandidate {
 	}
 }
 
-// burstLen and burstEvery shape the microbursts.
+// microburstLen and microburstEvery shape the microbursts.
 const (
-	burstLen   = 50 * time.Millisecond
-	burstEvery = 500 * time.Millisecond
+	microburstLen   = 50 * time.Millisecond
+	microburstEvery = 500 * time.Millisecond
 )
 
 // crowdArrivals returns the offsets at which one client offering rate
 // requests per second over d sends them: Poisson, or with microbursts
-// (burst times as fast for burstLen of every burstEvery, slower between,
+// (burst times as fast for microburstLen of every microburstEvery, slower between,
 // at the same mean).
 func crowdArrivals(rate float64, d time.Duration, burst float64, seed uint64) []time.Duration {
 	rng := rand.New(rand.NewPCG(seed, 28))
 	slow := rate
 	if burst > 0 {
-		slow = rate * float64(burstEvery) / (float64(burstEvery-burstLen) + burst*float64(burstLen))
+		slow = rate * float64(microburstEvery) / (float64(microburstEvery-microburstLen) + burst*float64(microburstLen))
 	}
 	var ts []time.Duration
 	for t := time.Duration(0); t < d; {
 		r := slow
-		if burst > 0 && t%burstEvery < burstLen {
+		if burst > 0 && t%microburstEvery < microburstLen {
 			r = burst * slow
 		}
 		t += time.Duration(rng.ExpFloat64() / r * float64(time.Second))
@@ -413,7 +413,7 @@ func (res *CrowdResult) write(w io.Writer) {
 	f := res.Config
 	arrivals := "Poisson arrivals"
 	if f.Burst > 0 {
-		arrivals = fmt.Sprintf("microbursts (%g× as fast for %v of every %v)", f.Burst, burstLen, burstEvery)
+		arrivals = fmt.Sprintf("microbursts (%g× as fast for %v of every %v)", f.Burst, microburstLen, microburstEvery)
 	}
 	server := "one FIFO queue"
 	if f.Server == "fastfail" {

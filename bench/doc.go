@@ -1,6 +1,6 @@
 // Package bench compares gotry with the libraries users would pick instead:
 // hashicorp/go-retryablehttp, failsafe-go's failsafehttp, gojek/heimdall and
-// otelhttp. It is its own module so that none of those ever enters gotry's
+// otelhttp (and, for hedging, cristalhq/hedgedhttp). It is its own module so that none of those ever enters gotry's
 // go.mod; command peers (go run ./cmd/peers) runs every scenario and prints
 // Markdown tables for BENCHMARKS.md.
 //

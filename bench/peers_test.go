@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Concurrency limit, many clients", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Bimodal latencies", "Stalls in bursts", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Concurrency limit, many clients", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -66,8 +66,8 @@ func TestQuickRun(t *testing.T) {
 	})
 
 	t.Run("random latencies: every candidate sent every request without errors, none lost load", func(t *testing.T) {
-		if len(res.Random) != 3 {
-			t.Fatalf("%d random-latency scenarios, want 3", len(res.Random))
+		if len(res.Random) != len(randomScenarios) {
+			t.Fatalf("%d random-latency scenarios, want %d", len(res.Random), len(randomScenarios))
 		}
 		for _, sc := range res.Random {
 			for _, r := range sc.Rows {

@@ -6,11 +6,12 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cristalhq/hedgedhttp"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/hedgepolicy"
@@ -29,7 +30,12 @@ import (
 //   - randshift: the same, then, from the middle request on, a base of
 //     15–22ms instead of 1ms;
 //   - lognormal: a heavy tail with no distinct slow band (median 1ms,
-//     σ 1.25: p95 7.8ms, p99 18ms).
+//     σ 1.25: p95 7.8ms, p99 18ms);
+//   - bimodal: two services behind one host, 97% of answers in ~1ms and
+//     3% from a slower one in 6–12ms;
+//   - burst: stalls as randstall, 5% of arrivals in all, but four
+//     consecutive arrivals at a time (several stalled requests within a
+//     millisecond or two, as a pause on the server makes).
 //
 // Each round builds every candidate afresh (cold, as a new client is) and
 // runs them one after the other, in an order that rotates per round; within
@@ -45,6 +51,14 @@ const (
 	failsafeQuantileAge  = 1000 // executions failsafe-go's moving quantile remembers
 	failsafeMinRecorded  = 50   // executions before failsafe-go's quantile hedging starts, as AdaptiveMinSamples
 	randomSampleInterval = 50 * time.Millisecond
+	bimodalShare         = 0.03 // the slower service's share of answers
+	bimodalMin           = 6 * time.Millisecond
+	bimodalMax           = 12 * time.Millisecond
+	burstLen             = 4 // consecutive arrivals a burst stalls
+	// targetLoad is the extra load issue 31's targets allow the adaptive
+	// candidate at MaxExtraLoad 5% (the cap plus a tenth), and the most a
+	// fixed delay may have to be its yardstick in a round.
+	targetLoad = 0.055
 )
 
 // latencyModel draws each server arrival's latency. Arrival n of a round
@@ -52,12 +66,26 @@ const (
 // arrivals interleave, and a hedge's draw is independent of its original's.
 type latencyModel struct {
 	seed    uint64
-	latency func(s *stream) time.Duration
+	latency func(s *stream, seed uint64, n int64) time.Duration
 }
 
 func (m *latencyModel) draw(n int64) time.Duration {
 	s := stream{state: m.seed ^ uint64(n)*0x9e3779b97f4a7c15}
-	return m.latency(&s)
+	return m.latency(&s, m.seed, n)
+}
+
+// inBurst reports whether arrival n of the round seeded seed falls in a
+// burst: one of the burstLen arrivals up to it opened one, each on its own
+// with probability stallShare / burstLen (so stallShare of arrivals stall
+// in all, burstLen in a row).
+func inBurst(seed uint64, n int64) bool {
+	for m := max(n-burstLen+1, 1); m <= n; m++ {
+		s := stream{state: (seed ^ 0xb0b5) ^ uint64(m)*0xd1b54a32d192ed03}
+		if s.float() < stallShare/burstLen {
+			return true
+		}
+	}
+	return false
 }
 
 // stream is a splitmix64 generator: small, seeded, good enough for latencies.
@@ -86,6 +114,15 @@ func stalls(s *stream, base time.Duration) time.Duration {
 	return base
 }
 
+// bimodal draws from two services: bimodalShare of answers take
+// bimodalMin–bimodalMax, the others about 1ms.
+func bimodal(s *stream) time.Duration {
+	if s.float() < bimodalShare {
+		return s.between(bimodalMin, bimodalMax)
+	}
+	return time.Millisecond
+}
+
 // lognormal draws a lognormal latency (Box–Muller), capped at 2s.
 func lognormal(s *stream) time.Duration {
 	u1, u2 := 1-s.float(), s.float()
@@ -111,6 +148,14 @@ type RandomRow struct {
 	Hedges int64
 	Delays []time.Duration
 	Errors int64
+	// Runs are the figures of each round, in round order.
+	Runs []RandomRun
+}
+
+// RandomRun is one candidate's figures in one round.
+type RandomRun struct {
+	P99, P999, P99After  time.Duration
+	ExtraLoad, LoadAfter float64
 }
 
 // RandomResult is one random-latency table.
@@ -154,46 +199,79 @@ func failsafeHedge(name string, b hedgepolicy.Builder[*http.Response]) randomCan
 	}}
 }
 
-func randomCandidates() []randomCand {
-	return []randomCand{
-		{name: "no hedging (bare)", build: func(b http.RoundTripper, _ *atomic.Int64) http.RoundTripper { return b }},
-		gotryFixed(2 * time.Millisecond), gotryFixed(5 * time.Millisecond),
-		gotryFixed(10 * time.Millisecond), gotryFixed(20 * time.Millisecond),
-		gotryAdaptive(0.05), gotryAdaptive(0.10),
-		failsafeHedge("failsafe-go learned p95 quantile", hedgepolicy.NewBuilderWithDelayQuantile[*http.Response](0.95, failsafeQuantileAge, failsafeMinRecorded)), //nolint:bodyclose // a builder, no response
-		failsafeHedge("failsafe-go fixed 10ms", hedgepolicy.NewBuilderWithDelay[*http.Response](10*time.Millisecond)),                                              //nolint:bodyclose // a builder, no response
-	}
+// hedgedHTTP is cristalhq/hedgedhttp's round tripper: a fixed delay, at
+// most one hedge (upto counts the original), no cap on extra load. Its
+// hedges are counted from its stats when the round ends.
+func hedgedHTTP(d time.Duration) randomCand {
+	return randomCand{name: fmt.Sprintf("hedgedhttp fixed %v", d), build: func(b http.RoundTripper, n *atomic.Int64) http.RoundTripper {
+		rt, stats, err := hedgedhttp.NewRoundTripperAndStats(d, 2, b)
+		if err != nil {
+			panic("bench: hedgedhttp: " + err.Error()) // only for a negative delay or upto
+		}
+		return countedRT{rt, func() { n.Store(int64(stats.ActualRoundTrips()) - int64(stats.RequestedRoundTrips())) }}
+	}}
 }
 
-// runRandom runs one random-latency scenario: "randstall", "randshift" or
-// "lognormal".
+// countedRT is a round tripper whose hedge count is read by a function.
+type countedRT struct {
+	http.RoundTripper
+	count func()
+}
+
+// fixedSweep are the fixed delays every random-latency scenario runs: the
+// yardstick of the adaptive delay is the best of them in each round.
+var fixedSweep = []time.Duration{2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond,
+	7800 * time.Microsecond, 10 * time.Millisecond, 15 * time.Millisecond, 20 * time.Millisecond}
+
+func randomCandidates() []randomCand {
+	cs := []randomCand{{name: "no hedging (bare)", build: func(b http.RoundTripper, _ *atomic.Int64) http.RoundTripper { return b }}}
+	for _, d := range fixedSweep {
+		cs = append(cs, gotryFixed(d))
+	}
+	return append(cs,
+		gotryAdaptive(0.05),
+		failsafeHedge("failsafe-go learned p95 quantile", hedgepolicy.NewBuilderWithDelayQuantile[*http.Response](0.95, failsafeQuantileAge, failsafeMinRecorded)), //nolint:bodyclose // a builder, no response
+		hedgedHTTP(5*time.Millisecond),
+	)
+}
+
+// randomScenarios are the random-latency scenarios, in the order Run runs
+// them.
+var randomScenarios = []string{"randstall", "randshift", "lognormal", "bimodal", "burst"}
+
+// runRandom runs one random-latency scenario of randomScenarios.
 func runRandom(cfg *Config, scenario string) (*RandomResult, error) {
 	res := &RandomResult{Scenario: scenario, Requests: cfg.randomRequests, Workers: 4, Rounds: cfg.Rounds}
 	var shifted atomic.Bool
-	model := func(s *stream) time.Duration { return stalls(s, time.Millisecond) }
+	model := func(s *stream, _ uint64, _ int64) time.Duration { return stalls(s, time.Millisecond) }
 	switch scenario {
 	case "randshift":
-		model = func(s *stream) time.Duration {
+		model = func(s *stream, _ uint64, _ int64) time.Duration {
 			if shifted.Load() {
 				return stalls(s, s.between(shiftMin, shiftMax))
 			}
 			return stalls(s, time.Millisecond)
 		}
 	case "lognormal":
-		model = lognormal
+		model = func(s *stream, _ uint64, _ int64) time.Duration { return lognormal(s) }
+	case "bimodal":
+		model = func(s *stream, _ uint64, _ int64) time.Duration { return bimodal(s) }
+	case "burst":
+		model = func(s *stream, seed uint64, n int64) time.Duration {
+			if inBurst(seed, n) {
+				return time.Millisecond + s.between(stallMin, stallMax)
+			}
+			return time.Millisecond
+		}
 	}
 	cands := randomCandidates()
-	if scenario == "lognormal" {
-		// The fixed delay at the distribution's exact p95: what a delay tuned
-		// by hand to 5% extra load would be.
-		cands = append(cands, gotryFixed(time.Duration(float64(lognormalMedian)*math.Exp(lognormalSigma*1.6449)).Round(100*time.Microsecond)))
-	}
 	be := newBackend()
 	defer be.Close()
 	url := be.URL() + "/item"
 	type acc struct {
 		lat, after   []time.Duration
 		p99s         []time.Duration
+		runs         []RandomRun
 		client, srv  int64
 		srvAfter     int64
 		clientAfter  int64
@@ -246,6 +324,9 @@ func runRandom(cfg *Config, scenario string) (*RandomResult, error) {
 				}()
 			}
 			lat, bad := driveIndexed(&http.Client{Transport: rt}, url, res.Requests, res.Workers, onStart)
+			if c, ok := rt.(countedRT); ok {
+				c.count()
+			}
 			close(stop)
 			sampler.Wait()
 			time.Sleep(20 * time.Millisecond) // let cancelled losers reach the server's count
@@ -260,11 +341,19 @@ func runRandom(cfg *Config, scenario string) (*RandomResult, error) {
 			a.srv += be.requests.Load()
 			a.hedges += hedges.Load()
 			a.delays = append(a.delays, delays...)
+			run := RandomRun{P99: percentile(all, .99), P999: percentile(all, .999),
+				ExtraLoad: float64(be.requests.Load())/float64(len(lat)) - 1}
 			if scenario == "randshift" {
-				a.after = append(a.after, lat[res.Requests/2:]...)
-				a.clientAfter += int64(len(lat) - res.Requests/2)
-				a.srvAfter += be.requests.Load() - shiftAt.Load()
+				after := slices.Clone(lat[res.Requests/2:])
+				a.after = append(a.after, after...)
+				a.clientAfter += int64(len(after))
+				srvAfter := be.requests.Load() - shiftAt.Load()
+				a.srvAfter += srvAfter
+				slices.Sort(after)
+				run.P99After = percentile(after, .99)
+				run.LoadAfter = float64(srvAfter)/float64(len(after)) - 1
 			}
+			a.runs = append(a.runs, run) // one per round: a candidate runs once a round
 		}
 	}
 	for ci, c := range cands {
@@ -274,7 +363,7 @@ func runRandom(cfg *Config, scenario string) (*RandomResult, error) {
 		slices.Sort(a.delays)
 		row := RandomRow{Name: c.name, P50: percentile(a.lat, .5), P99: percentile(a.lat, .99), P999: percentile(a.lat, .999),
 			P99Lo: slices.Min(a.p99s), P99Hi: slices.Max(a.p99s), Client: a.client, Server: a.srv, Errors: a.errs,
-			ExtraLoad: float64(a.srv)/float64(a.client) - 1, Hedges: a.hedges, Delays: a.delays}
+			ExtraLoad: float64(a.srv)/float64(a.client) - 1, Hedges: a.hedges, Delays: a.delays, Runs: a.runs}
 		if a.clientAfter > 0 {
 			row.P99After = percentile(a.after, .99)
 			row.ExtraLoadAfter = float64(a.srvAfter)/float64(a.clientAfter) - 1
@@ -331,14 +420,22 @@ func (res *RandomResult) write(w io.Writer) {
 		fmt.Fprintf(w, "\n### Lognormal latencies\n\nEvery server arrival draws a lognormal latency (median %v, σ %.2f: p95 %s, p99 %s), no distinct slow band.",
 			lognormalMedian, lognormalSigma, fmtDur(time.Duration(float64(lognormalMedian)*math.Exp(lognormalSigma*1.6449))),
 			fmtDur(time.Duration(float64(lognormalMedian)*math.Exp(lognormalSigma*2.3263))))
+	case "bimodal":
+		fmt.Fprintf(w, "\n### Bimodal latencies\n\nTwo services behind one host: every server arrival is, independently, %.0f%% likely to take %v–%v, otherwise 1ms.",
+			100*bimodalShare, bimodalMin, bimodalMax)
+	case "burst":
+		fmt.Fprintf(w, "\n### Stalls in bursts\n\nAbout 1ms per request, but %d consecutive server arrivals at a time take %v–%v more (each arrival opens such a burst "+
+			"with probability %.2f%%, so %.0f%% of arrivals stall, several within a millisecond or two).",
+			burstLen, stallMin, stallMax, 100*stallShare/burstLen, 100*stallShare)
 	}
-	fmt.Fprintf(w, " %d GETs per round from %d goroutines, %d round(s), every candidate built afresh each round, latencies pooled; at most one hedge. "+
+	fmt.Fprintf(w, " %d GETs per round from %d goroutines, %d round(s), every candidate built afresh each round; at most one hedge. "+
+		"Each figure is per round: the worst and the median of the rounds. "+
 		"Extra load is the server's requests over the client's; failsafe-go's quantile hedging remembers %d executions and starts after %d.\n\n",
 		res.Requests, res.Workers, res.Rounds, failsafeQuantileAge, failsafeMinRecorded)
 	after := res.Scenario == "randshift"
-	fmt.Fprintf(w, "| candidate | p50 | p99 (round range) | p99.9 | extra load |")
+	fmt.Fprintf(w, "| candidate | p50 | p99 worst / median | p99.9 worst / median | extra load worst / median |")
 	if after {
-		fmt.Fprintf(w, " p99 after | extra load after |")
+		fmt.Fprintf(w, " p99 after worst / median | extra load after worst / median |")
 	}
 	fmt.Fprintf(w, " hedges | learned delay (p10 / p50 / p90) | errors |\n|---|---:|---:|---:|---:|")
 	if after {
@@ -346,10 +443,16 @@ func (res *RandomResult) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "---:|---|---:|\n")
 	for _, r := range res.Rows {
-		fmt.Fprintf(w, "| %s | %s | %s (%s–%s) | %s | %+.1f%% |", r.Name, fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P99Lo), fmtDur(r.P99Hi),
-			fmtDur(r.P999), 100*r.ExtraLoad)
+		p99, p999, load := worstMedian(r.Runs, func(x RandomRun) float64 { return float64(x.P99) }),
+			worstMedian(r.Runs, func(x RandomRun) float64 { return float64(x.P999) }),
+			worstMedian(r.Runs, func(x RandomRun) float64 { return x.ExtraLoad })
+		fmt.Fprintf(w, "| %s | %s | %s / %s | %s / %s | %+.1f%% / %+.1f%% |", r.Name, fmtDur(r.P50),
+			fmtDur(time.Duration(p99[0])), fmtDur(time.Duration(p99[1])), fmtDur(time.Duration(p999[0])), fmtDur(time.Duration(p999[1])),
+			100*load[0], 100*load[1])
 		if after {
-			fmt.Fprintf(w, " %s | %+.1f%% |", fmtDur(r.P99After), 100*r.ExtraLoadAfter)
+			pa, la := worstMedian(r.Runs, func(x RandomRun) float64 { return float64(x.P99After) }),
+				worstMedian(r.Runs, func(x RandomRun) float64 { return x.LoadAfter })
+			fmt.Fprintf(w, " %s / %s | %+.1f%% / %+.1f%% |", fmtDur(time.Duration(pa[0])), fmtDur(time.Duration(pa[1])), 100*la[0], 100*la[1])
 		}
 		delay := "–"
 		if len(r.Delays) > 0 {
@@ -357,92 +460,151 @@ func (res *RandomResult) write(w io.Writer) {
 		}
 		fmt.Fprintf(w, " %d | %s | %d |\n", r.Hedges, delay, r.Errors)
 	}
+	if cmp := res.compare(); len(cmp) > 0 {
+		fmt.Fprintf(w, "\nThe adaptive delay (5%%) against its yardsticks, round by round:\n\n")
+		fmt.Fprintf(w, "| round | adaptive p99 / p99.9 / load | best fixed delay within %.1f%% that round | p99 ratio | p99.9 ratio | failsafe-go quantile p99 |", 100*targetLoad)
+		if after {
+			fmt.Fprintf(w, " p99 after ÷ best fixed delay's after |")
+		}
+		fmt.Fprintf(w, "\n|---:|---|---|---:|---:|---:|")
+		if after {
+			fmt.Fprintf(w, "---:|")
+		}
+		fmt.Fprintln(w)
+		for i, c := range cmp {
+			best, r99, r999 := "none", "–", "–"
+			if c.best != "" {
+				best = fmt.Sprintf("%s: %s / %s / %+.1f%%", c.best, fmtDur(c.fixed.P99), fmtDur(c.fixed.P999), 100*c.fixed.ExtraLoad)
+				r99, r999 = fmt.Sprintf("%.2f", c.r99), fmt.Sprintf("%.2f", c.r999)
+			}
+			fmt.Fprintf(w, "| %d | %s / %s / %+.1f%% | %s | %s | %s | %s |", i+1, fmtDur(c.adaptive.P99), fmtDur(c.adaptive.P999),
+				100*c.adaptive.ExtraLoad, best, r99, r999, fmtDur(c.failsafe.P99))
+			if after {
+				fmt.Fprintf(w, " %.2f (%s) |", c.rAfter, c.bestAfter)
+			}
+			fmt.Fprintln(w)
+		}
+	}
 }
 
-// goals returns issue 24's targets for adaptive hedging at MaxExtraLoad
-// 5%, checked on this run.
-func (res *RandomResult) goals() []goal {
-	var adaptive RandomRow
-	var fixed []RandomRow
-	var learned RandomRow
-	for _, r := range res.Rows {
+// worstMedian returns the largest and the median of f over runs (the
+// upper median for an even count).
+func worstMedian(runs []RandomRun, f func(RandomRun) float64) [2]float64 {
+	if len(runs) == 0 {
+		return [2]float64{}
+	}
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = f(r)
+	}
+	slices.Sort(xs)
+	return [2]float64{xs[len(xs)-1], xs[len(xs)/2]}
+}
+
+// roundCompare is the adaptive candidate's round against its yardsticks:
+// the fixed delay with the lowest p99 among those whose extra load that
+// round was at most targetLoad, and failsafe-go's learned quantile.
+type roundCompare struct {
+	adaptive, fixed, failsafe RandomRun
+	best                      string  // the fixed delay's name, "" if none was within targetLoad
+	r99, r999                 float64 // adaptive ÷ that fixed delay
+	rAfter                    float64 // p99 after the shift ÷ the fixed delays' lowest (randshift)
+	bestAfter                 string
+}
+
+// compare returns the adaptive candidate's rounds against its
+// yardsticks, or nil if a candidate is missing.
+func (res *RandomResult) compare() []roundCompare {
+	var adaptive, learned *RandomRow
+	var fixed []*RandomRow
+	for i := range res.Rows {
+		r := &res.Rows[i]
 		switch {
 		case r.Name == gotryAdaptive(0.05).name:
 			adaptive = r
 		case r.Name == "failsafe-go learned p95 quantile":
 			learned = r
-		case len(r.Name) > 16 && r.Name[:16] == "gotry WithHedgin":
+		case strings.HasPrefix(r.Name, "gotry WithHedging("):
 			fixed = append(fixed, r)
 		}
 	}
-	if adaptive.Name == "" || len(fixed) == 0 {
+	if adaptive == nil || learned == nil || len(fixed) == 0 {
 		return nil
 	}
-	switch res.Scenario {
-	case "randstall":
-		// The best fixed delay within 5.5% extra load.
-		best, ok := bestBy(fixed, func(r RandomRow) (time.Duration, bool) { return r.P99, r.ExtraLoad <= 0.055 })
-		gs := []goal{{"random stalls: adaptive(5%) extra load ≤ 5.5%", fmt.Sprintf("%+.1f%%", 100*adaptive.ExtraLoad), adaptive.ExtraLoad <= 0.055}}
-		if ok {
-			gs = append(gs, goal{"random stalls: adaptive(5%) p99 ≤ 1.1× the best fixed delay within 5.5% load",
-				fmt.Sprintf("%s vs %s (%s, %+.1f%%)", fmtDur(adaptive.P99), fmtDur(best.P99), best.Name, 100*best.ExtraLoad),
-				float64(adaptive.P99) <= 1.1*float64(best.P99)})
+	out := make([]roundCompare, len(adaptive.Runs))
+	for i, a := range adaptive.Runs {
+		c := roundCompare{adaptive: a, failsafe: learned.Runs[i]}
+		var afterBest time.Duration
+		for _, f := range fixed {
+			fr := f.Runs[i]
+			if fr.ExtraLoad <= targetLoad && (c.best == "" || fr.P99 < c.fixed.P99) {
+				c.best, c.fixed = f.Name, fr
+			}
+			if c.bestAfter == "" || fr.P99After < afterBest {
+				c.bestAfter, afterBest = f.Name, fr.P99After
+			}
 		}
-		if learned.Name != "" {
-			gs = append(gs, goal{"random stalls: adaptive(5%) p99 ≤ failsafe-go's learned quantile at no more load",
-				fmt.Sprintf("%s at %+.1f%% vs %s at %+.1f%%", fmtDur(adaptive.P99), 100*adaptive.ExtraLoad, fmtDur(learned.P99), 100*learned.ExtraLoad),
-				adaptive.P99 <= learned.P99 && adaptive.ExtraLoad <= learned.ExtraLoad+0.002})
+		if c.best != "" {
+			c.r99, c.r999 = float64(a.P99)/float64(c.fixed.P99), float64(a.P999)/float64(c.fixed.P999)
 		}
-		return gs
-	case "randshift":
-		best, _ := bestBy(fixed, func(r RandomRow) (time.Duration, bool) { return r.P99After, true })
-		return []goal{{"shift: adaptive(5%) p99 after ≤ 0.5× the best fixed delay's",
-			fmt.Sprintf("%s vs %s (%s) at %+.1f%% load after", fmtDur(adaptive.P99After), fmtDur(best.P99After), best.Name, 100*adaptive.ExtraLoadAfter),
-			float64(adaptive.P99After) <= 0.5*float64(best.P99After)}}
-	case "lognormal":
-		// The fixed delays' p99 at adaptive's extra load, interpolated
-		// linearly between the two fixed delays whose loads bracket it
-		// (the nearest one's outside their range).
-		at, between := fixedAtLoad(fixed, adaptive.ExtraLoad)
-		return []goal{{"lognormal: adaptive(5%) p99 ≤ the fixed delays' at equal extra load",
-			fmt.Sprintf("adaptive %s at %+.1f%%; fixed at that load %s (%s)", fmtDur(adaptive.P99), 100*adaptive.ExtraLoad, fmtDur(at), between),
-			adaptive.P99 <= at}}
+		if afterBest > 0 {
+			c.rAfter = float64(a.P99After) / float64(afterBest)
+		}
+		out[i] = c
 	}
-	return nil
+	return out
 }
 
-// fixedAtLoad interpolates the p99 of rows at extra load x, linearly
-// between the two rows whose loads bracket x, or the nearest row's outside
-// their range, and names the rows it used.
-func fixedAtLoad(rows []RandomRow, x float64) (time.Duration, string) {
-	rs := slices.Clone(rows)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].ExtraLoad < rs[j].ExtraLoad })
-	if x <= rs[0].ExtraLoad {
-		return rs[0].P99, rs[0].Name
+// goals are issue 31's targets for adaptive hedging at MaxExtraLoad 5%, in
+// the worst round of this run.
+func (res *RandomResult) goals() []goal {
+	cmp := res.compare()
+	if len(cmp) == 0 {
+		return nil
 	}
-	for i := 1; i < len(rs); i++ {
-		a, b := rs[i-1], rs[i]
-		if x <= b.ExtraLoad {
-			f := (x - a.ExtraLoad) / (b.ExtraLoad - a.ExtraLoad)
-			return a.P99 + time.Duration(f*float64(b.P99-a.P99)), fmt.Sprintf("between %s at %+.1f%% and %s at %+.1f%%",
-				a.Name, 100*a.ExtraLoad, b.Name, 100*b.ExtraLoad)
+	name := map[string]string{"randstall": "random stalls", "randshift": "shift", "lognormal": "lognormal",
+		"bimodal": "bimodal", "burst": "bursts"}[res.Scenario]
+	var r99, r999, load, vsFS, after []float64
+	missing := 0
+	for _, c := range cmp {
+		load = append(load, c.adaptive.ExtraLoad)
+		vsFS = append(vsFS, float64(c.adaptive.P99)/float64(c.failsafe.P99))
+		after = append(after, c.rAfter)
+		if c.best == "" {
+			missing++
+			continue
+		}
+		r99, r999 = append(r99, c.r99), append(r999, c.r999)
+	}
+	wm := func(xs []float64) (float64, float64) {
+		if len(xs) == 0 {
+			return 0, 0
+		}
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)-1], s[len(s)/2]
+	}
+	lw, lm := wm(load)
+	if res.Scenario == "randshift" {
+		aw, am := wm(after)
+		return []goal{
+			{"shift: adaptive(5%) p99 after ≤ 0.5× the best fixed delay's, worst round", fmt.Sprintf("worst %.2f×, median %.2f×", aw, am), aw <= 0.5},
+			{"shift: adaptive(5%) extra load ≤ 5.5%, worst round", fmt.Sprintf("worst %+.1f%%, median %+.1f%%", 100*lw, 100*lm), lw <= targetLoad},
 		}
 	}
-	last := rs[len(rs)-1]
-	return last.P99, last.Name
-}
-
-// bestBy returns the row with the lowest key among those it accepts.
-func bestBy(rows []RandomRow, key func(RandomRow) (time.Duration, bool)) (RandomRow, bool) {
-	var ok []RandomRow
-	for _, r := range rows {
-		if _, yes := key(r); yes {
-			ok = append(ok, r)
-		}
+	w99, m99 := wm(r99)
+	w999, m999 := wm(r999)
+	fw, fm := wm(vsFS)
+	note := ""
+	if missing > 0 {
+		note = fmt.Sprintf(" (%d round(s) had no fixed delay within 5.5%%)", missing)
 	}
-	if len(ok) == 0 {
-		return RandomRow{}, false
+	return []goal{
+		{name + ": adaptive(5%) p99 ≤ 1.1× the best fixed delay within 5.5% that round, worst round",
+			fmt.Sprintf("worst %.2f×, median %.2f×%s", w99, m99, note), len(r99) > 0 && w99 <= 1.1},
+		{name + ": adaptive(5%) p99.9 ≤ 1.25× that fixed delay's, worst round",
+			fmt.Sprintf("worst %.2f×, median %.2f×%s", w999, m999, note), len(r999) > 0 && w999 <= 1.25},
+		{name + ": adaptive(5%) extra load ≤ 5.5%, worst round", fmt.Sprintf("worst %+.1f%%, median %+.1f%%", 100*lw, 100*lm), lw <= targetLoad},
+		{name + ": adaptive(5%) p99 ≤ failsafe-go's learned quantile, worst round", fmt.Sprintf("worst %.2f×, median %.2f×", fw, fm), fw <= 1},
 	}
-	sort.Slice(ok, func(i, j int) bool { a, _ := key(ok[i]); b, _ := key(ok[j]); return a < b })
-	return ok[0], true
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "shift", "outage", "recovery", "scaling", "overload", "fleet", "crowd"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "shift", "outage", "recovery", "scaling", "overload", "fleet", "crowd"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -152,7 +152,7 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 		}
 		res.Hedging.write(w, cfg.hedgeRounds)
 	}
-	for _, sc := range []string{"randstall", "randshift", "lognormal"} {
+	for _, sc := range randomScenarios {
 		if cfg.wants(sc) {
 			r, err := runRandom(&cfg, sc)
 			if err != nil {

@@ -27,23 +27,28 @@ import (
 //     least 10 / MaxExtraLoad results (200 at 5%), or from the whole window
 //     if it holds fewer: under steady traffic it follows the last quarter or
 //     two, so a shift in latency shows within seconds.
-//   - It aims at the (1 − 0.8 × MaxExtraLoad) percentile (the p96 at 5%),
-//     interpolated linearly within its bucket: hedging a fifth less than the
-//     cap allows leaves the token bucket headroom for slow calls that come
-//     in clusters.
-//   - A gap overrides the aim: if, from the (1 − 1.5 × MaxExtraLoad)
+//   - It aims at the (1 − 0.95 × MaxExtraLoad) percentile (the p95.25 at
+//     5%), interpolated linearly within its bucket: close to what the cap
+//     pays for, since the bucket below has room for the calls that come in
+//     clusters.
+//   - A gap overrides the aim: if, from the (1 − 1.2 × MaxExtraLoad)
 //     percentile's bucket up to two buckets above the aim's, some bucket is
 //     followed by three buckets (a factor of 1.30 in latency) that together
 //     hold at most ⌊MaxExtraLoad × n / 16⌋ of the n results read, the delay
-//     is the upper bound of the lowest such bucket. Hedging from there costs
-//     at most 1.5 × MaxExtraLoad of the calls (the bucket holds the load to
+//     is the upper bound of the lowest such bucket: where the latency
+//     density falls off and the tail starts. Hedging from there costs at
+//     most 1.2 × MaxExtraLoad of the calls (the bucket holds the load to
 //     the cap) and takes every call beyond the gap early. With a fast band
 //     and a distinct slow one whose share is about the cap, the delay so
 //     stays just above the fast band, where the percentile alone would jump
 //     between the two bands as the slow share in the window moves around
-//     the cap. While the token bucket (below) is empty, calls already want
-//     more hedges than the cap pays for, and the search starts at the aim's
-//     bucket.
+//     the cap. (At 1.5 × the cap, as before, sparse jitter above the fast
+//     band passed for a gap that the cap could not pay for.) When the
+//     bucket is empty while far more calls want a hedge than the cap pays
+//     for (over twice its share since the last computation, as when the
+//     latency shifts), the search starts at the aim's bucket; after a burst
+//     that merely drained the bucket, it does not, so the delay stays above
+//     the fast band instead of jumping into the slow one.
 //   - The delay is clamped to [MinDelay, MaxDelay] and recomputed at most
 //     every 100ms once the key is warm.
 //   - A cold key (fewer than AdaptiveMinSamples results in the window) is
@@ -55,12 +60,22 @@ import (
 //   - A hard cap holds whatever the estimate says: a token bucket per key
 //     into which every call pays MaxExtraLoad tokens and every hedge takes
 //     one (a hedge the budget or the breaker then refuses gives it back,
-//     never past the capacity). Its capacity is the tokens of 200 calls
-//     (MaxExtraLoad × 200, and at least 2), and it starts full. So over any
-//     interval the hedges launched for a key never exceed MaxExtraLoad × the
-//     calls in it + that capacity: a sudden shift in latency cannot turn
-//     every call into two while the estimate catches up. Hedges also still
-//     count against MaxAttempts and spend the retry budget.
+//     never past the capacity). Its capacity is the tokens of a second of
+//     the key's calls at their rate over the window (counted from the
+//     key's first call), and at least of 200 calls (MaxExtraLoad × 200, and
+//     at least 2); it starts with the latter, full, and follows the rate at
+//     each computation (tokens above a lowered capacity are cut to it). So
+//     the credit saved while few calls want a hedge pays for a burst of
+//     slow calls a second's worth of calls later, instead of being thrown
+//     away at 200 calls' worth. The bound: over any interval the hedges
+//     launched for a key never exceed MaxExtraLoad × the calls in it + the
+//     capacity at its start. Over AdaptiveWindow (10s) of steady traffic
+//     that is at most MaxExtraLoad × (its calls + the larger of 200 and a
+//     second's calls): 1.1 × MaxExtraLoad of them for a key of at least 200
+//     calls a second. Over a new key's first 2,000 calls it is at most
+//     MaxExtraLoad + 0.5% of them. A sudden shift in latency
+//     cannot turn every call into two while the estimate catches up. Hedges
+//     also still count against MaxAttempts and spend the retry budget.
 //
 // The per-key state is about 3 KiB, made on a key's first adaptive call;
 // the keys are the engine's (EngineConfig.MaxKeys bounds them).
@@ -89,13 +104,16 @@ const (
 	latSlots    = 4 // the window's quarters
 	latSlotSpan = int64(AdaptiveWindow / latSlots)
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
-	burstCalls  = 200                           // the token bucket holds the tokens of this many calls
+	burstCalls  = 200                           // the token bucket holds at least the tokens of this many calls
+	creditSpan  = int64(time.Second)            // and at least the tokens of this long at the key's call rate
+	surgeCalls  = 20                            // the demand for hedges is read over at least this many calls
+	surgeShare  = 2                             // it surges when calls want this many times the cap's hedges
 
 	// The delay estimate; see AdaptiveHedging.
 	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
 	tailSamples   = 10       // the estimate reads at least tailSamples / MaxExtraLoad results
-	aimShare      = 0.8      // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
-	gapShare      = 1.5      // at a gap, it may go as low as hedging this share
+	aimShare      = 0.95     // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
+	gapShare      = 1.2      // at a gap, it may go as low as hedging this share
 	gapAbove      = 2        // a gap may also start this many buckets above the aim's (a factor of 1.19)
 	gapBuckets    = 3        // a gap spans at least this many buckets (a factor of 2^(3/8) ≈ 1.30)
 	gapMass       = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
@@ -159,9 +177,16 @@ type hedgeKey struct {
 	delay    atomic.Int64 // ns
 	warm     atomic.Bool
 	capacity atomic.Uint64 // float64 bits
+	born     atomic.Int64  // the first computation, in ns: the rate counts from here
 
 	tokens atomic.Uint64 // float64 bits: the hedges the key may still launch
-	capped atomic.Uint64 // hedges the cap held back
+
+	// Calls and the hedges they wanted (granted or not) since the demand
+	// was last read, and whether it then surged: far more calls wanted a
+	// hedge than the cap pays for, as when the latency shifts.
+	calls, wants atomic.Uint64
+	surging      atomic.Bool
+	capped       atomic.Uint64 // hedges the cap held back
 }
 
 // record adds one result's latency, observed at now.
@@ -191,39 +216,6 @@ func (h *hedgeKey) record(now time.Time, d time.Duration) {
 // that a gap spans.
 func lostLatency(d time.Duration) time.Duration { return d + d/2 }
 
-// percentile returns the upper bound of the bucket holding the q-th
-// percentile of the window ending at now, and how many results the window
-// holds.
-func (h *hedgeKey) percentile(now time.Time, q float64) (time.Duration, uint64) {
-	e := now.UnixNano()/latSlotSpan + 1
-	var counts [latBuckets]uint64
-	var n uint64
-	for i := range h.slots {
-		s := &h.slots[i]
-		if se := s.epoch.Load(); se <= e-latSlots || se > e {
-			continue // outside the window
-		}
-		for b := range s.counts {
-			c := uint64(s.counts[b].Load())
-			counts[b] += c
-			n += c
-		}
-	}
-	if n == 0 {
-		return 0, 0
-	}
-	rank := uint64(math.Ceil(q * float64(n)))
-	rank = max(rank, 1)
-	var seen uint64
-	for b, c := range &counts {
-		seen += c
-		if seen >= rank {
-			return time.Duration(latUpper(b)), n
-		}
-	}
-	return time.Duration(latUpper(latBuckets - 1)), n
-}
-
 // estimate returns the hedge delay the window ending at now says, before
 // clamping, and whether the window holds enough results for one. See
 // AdaptiveHedging for the model.
@@ -249,11 +241,14 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 	// above a bucket from lo's to a little above aim's. Hedging from the
 	// gap's lower edge costs at most gapShare × MaxExtraLoad of the calls
 	// (by lo's rank) and takes every call beyond the gap early. While the
-	// bucket is empty, calls already want more hedges than the cap pays
-	// for (the latency has just shifted, say): the search then starts at
-	// aim, so the delay does not go below it.
+	// bucket is empty and calls want far more hedges than the cap pays
+	// for (the latency has just shifted, say), the search starts at aim,
+	// so the delay does not go below it. An empty bucket alone (a burst
+	// of slow calls spent it) does not move the search: the delay stays
+	// where the tail starts and the calls after the burst are hedged
+	// early again as soon as credit returns.
 	limit := uint64(gapMass * load * float64(n))
-	if math.Float64frombits(h.tokens.Load()) < 1 {
+	if h.surging.Load() && math.Float64frombits(h.tokens.Load()) < 1 {
 		lo = aim
 	}
 	for b := lo; b <= aim+gapAbove && b+gapBuckets < latBuckets; b++ {
@@ -301,7 +296,7 @@ func atRank(counts *[latBuckets]uint64, n uint64, q float64) (int, time.Duration
 	var seen uint64
 	for b, c := range counts {
 		if seen+c >= rank {
-			var lower int64
+			lower := int64(1) << latMinExp // the first bucket's results count from 16µs
 			if b > 0 {
 				lower = latUpper(b - 1)
 			}
@@ -336,6 +331,13 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
 		h.capacity.Store(math.Float64bits(capacity))
 		h.tokens.Store(math.Float64bits(capacity))
+		h.born.Store(ns)
+	}
+	h.setCapacity(max(2, cfg.MaxExtraLoad*max(burstCalls, h.callsPer(now, creditSpan))))
+	if c := h.calls.Load(); c >= surgeCalls {
+		w := h.wants.Swap(0)
+		h.calls.Add(^(c - 1)) // subtracts c: calls made meanwhile stay counted
+		h.surging.Store(float64(w) > surgeShare*cfg.MaxExtraLoad*float64(c))
 	}
 	d, warm := h.estimate(now)
 	if d == 0 {
@@ -365,8 +367,45 @@ func (c *AdaptiveHedging) clamp(d time.Duration) time.Duration {
 	return max(d, c.MinDelay)
 }
 
+// callsPer returns how many results the key records per span at now's
+// rate: the window's results over the time it covers (from the key's
+// first computation at the earliest).
+func (h *hedgeKey) callsPer(now time.Time, span int64) float64 {
+	ns := now.UnixNano()
+	e := ns/latSlotSpan + 1
+	var n uint64
+	oldest := e
+	for i := range h.slots {
+		s := &h.slots[i]
+		se := s.epoch.Load()
+		if se <= e-latSlots || se > e {
+			continue // outside the window
+		}
+		oldest = min(oldest, se)
+		for b := range s.counts {
+			n += uint64(s.counts[b].Load())
+		}
+	}
+	from := max((oldest-1)*latSlotSpan, h.born.Load())
+	covered := max(ns-from, refreshNs) // a young key's rate from at least 100ms
+	return float64(n) * float64(span) / float64(covered)
+}
+
+// setCapacity sets the bucket's capacity, cutting the tokens to it: the
+// tokens never exceed the capacity the bucket has.
+func (h *hedgeKey) setCapacity(capacity float64) {
+	h.capacity.Store(math.Float64bits(capacity))
+	for {
+		old := h.tokens.Load()
+		if math.Float64frombits(old) <= capacity || h.tokens.CompareAndSwap(old, math.Float64bits(capacity)) {
+			return
+		}
+	}
+}
+
 // deposit pays one call's MaxExtraLoad tokens into the bucket.
 func (h *hedgeKey) deposit() {
+	h.calls.Add(1)
 	capacity := math.Float64frombits(h.capacity.Load())
 	for {
 		old := h.tokens.Load()
@@ -383,6 +422,7 @@ func (h *hedgeKey) deposit() {
 
 // take takes one hedge's token, reporting whether there was one.
 func (h *hedgeKey) take() bool {
+	h.wants.Add(1)
 	for {
 		old := h.tokens.Load()
 		t := math.Float64frombits(old)

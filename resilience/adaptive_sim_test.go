@@ -18,11 +18,11 @@ import (
 
 // simModel draws one attempt's latency; shifted says the call started
 // after the shift.
-type simModel func(r *rand.Rand, shifted bool) time.Duration
+type simModel func(r *rand.Rand, shifted, hedge bool) time.Duration
 
 // simStalls: 1ms (plus a little jitter, as a loaded loopback has), each
 // draw 5% likely to take 20–200ms more; once shifted, a base of 15–22ms.
-func simStalls(r *rand.Rand, shifted bool) time.Duration {
+func simStalls(r *rand.Rand, shifted, _ bool) time.Duration {
 	base := time.Millisecond + time.Duration(r.ExpFloat64()*float64(200*time.Microsecond))
 	if shifted {
 		base = 15*time.Millisecond + time.Duration(r.Float64()*float64(7*time.Millisecond))
@@ -33,15 +33,41 @@ func simStalls(r *rand.Rand, shifted bool) time.Duration {
 	return base
 }
 
-func simLognormal(r *rand.Rand, _ bool) time.Duration {
+// simLoadedStalls: simStalls on a loaded machine, where 4% of answers
+// wait for a CPU an extra 0–10ms (exponential, mean 3ms): the fast band
+// gets a tail that overlaps the hedge delays, as on a shared 2-core box.
+func simLoadedStalls(r *rand.Rand, shifted, hedge bool) time.Duration {
+	d := simStalls(r, shifted, hedge)
+	if r.Float64() < 0.04 {
+		d += min(time.Duration(r.ExpFloat64()*float64(3*time.Millisecond)), 10*time.Millisecond)
+	}
+	return d
+}
+
+// stallsAlone adds to base, with probability 5%, a stall of 20–200ms.
+func stallsAlone(r *rand.Rand, base time.Duration) time.Duration {
+	if r.Float64() < 0.05 {
+		base += 20*time.Millisecond + time.Duration(r.Float64()*float64(180*time.Millisecond))
+	}
+	return base
+}
+
+func simLognormal(r *rand.Rand, _, _ bool) time.Duration {
 	return time.Duration(float64(time.Millisecond) * math.Exp(1.25*r.NormFloat64()))
 }
 
 type simResult struct {
 	lat            []time.Duration // per call, in start order
 	hedges, capped int
-	hedgesAfter    int             // from the shift on
-	delays         []time.Duration // the delay each call used
+	hedgesAfter    int // from the shift on
+	// Calls whose first attempt took 20ms more than the base and were
+	// not hedged: their delay was above their latency (slowDelay; the
+	// first slowCold of them before the key was warm), or the cap said no
+	// (slowCapped).
+	slowDelay, slowCold, slowCapped int
+	key                             *hedgeKey       // the adaptive key, as the run left it
+	end                             time.Time       // when the run ended
+	delays                          []time.Duration // the delay each call used
 }
 
 // simulate runs n calls from workers closed-loop workers. fixed > 0 hedges
@@ -51,9 +77,10 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 	k := newHedgeKey(&cfg)
 	free := make([]time.Duration, workers) // when each worker is next free
 	type pending struct {
-		at  time.Duration
-		dur time.Duration
-		ok  bool
+		at   time.Duration
+		dur  time.Duration
+		ok   bool
+		lost bool
 	}
 	last := make([]pending, workers)
 	var res simResult
@@ -69,14 +96,14 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 			k.record(adaptiveStart.Add(p.at), p.dur)
 		}
 		shifted := shiftCall >= 0 && i >= shiftCall
-		draw := func() time.Duration { return model(r, shifted) }
+		draw := func(hedge bool) time.Duration { return model(r, shifted, hedge) }
 		d := fixed
 		if fixed == 0 {
 			k.deposit()
 			d = k.current(adaptiveStart.Add(t))
 		}
 		res.delays = append(res.delays, d)
-		l0 := draw()
+		l0 := draw(false)
 		total := l0
 		if l0 > d {
 			if fixed > 0 || k.take() {
@@ -84,12 +111,21 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 				if shifted {
 					res.hedgesAfter++
 				}
-				total = min(l0, d+draw())
+				total = min(l0, d+draw(true))
 			} else {
 				res.capped++
+				if l0 >= 20*time.Millisecond && !shifted {
+					res.slowCapped++
+				}
+			}
+		} else if l0 >= 20*time.Millisecond && !shifted {
+			res.slowDelay++
+			if fixed == 0 && !k.warm.Load() {
+				res.slowCold++
 			}
 		}
 		res.lat = append(res.lat, total)
+		res.key, res.end = k, adaptiveStart.Add(t)
 		free[w] = t + total
 		last[w] = pending{at: t + total, dur: total, ok: true}
 		if total < l0 {
@@ -199,5 +235,153 @@ func TestAdaptiveSimulation(t *testing.T) {
 	}
 	if at == 0 || float64(a.p99) > 1.1*float64(at) {
 		t.Errorf("lognormal: adaptive p99 %v at %.2f%% load, want ≤ 1.1 × %v (the fixed delays at that load)", a.p99, 100*a.load, at)
+	}
+}
+
+// simBimodal: two services behind one host, 97% of answers from a fast
+// one (1ms plus jitter), 3% from a slower one at 6–12ms.
+func simBimodal(r *rand.Rand, _, _ bool) time.Duration {
+	if r.Float64() < 0.03 {
+		return 6*time.Millisecond + time.Duration(r.Float64()*float64(6*time.Millisecond))
+	}
+	return time.Millisecond + time.Duration(r.ExpFloat64()*float64(200*time.Microsecond))
+}
+
+// newSimBursts returns a model whose stalls come in bursts: each call is
+// 1.25% likely to open a burst in which its first attempt and those of the
+// next three calls stall 20–200ms more (5% of calls in all, four at a
+// time, within a millisecond or two); a hedge, sent a delay later, draws
+// on its own.
+func newSimBursts() simModel {
+	left := 0
+	return func(r *rand.Rand, _, hedge bool) time.Duration {
+		base := time.Millisecond + time.Duration(r.ExpFloat64()*float64(200*time.Microsecond))
+		if hedge {
+			return stallsAlone(r, base)
+		}
+		if left == 0 && r.Float64() < 0.0125 {
+			left = 4
+		}
+		if left > 0 {
+			left--
+			base += 20*time.Millisecond + time.Duration(r.Float64()*float64(180*time.Millisecond))
+		}
+		return base
+	}
+}
+
+// TestAdaptiveSimulationWorstRun measures adaptive hedging at
+// MaxExtraLoad 5% run by run, as issue 31 asks (every figure is logged; run
+// with -v): each run's p99 and p99.9 against the best fixed delay whose
+// extra load in that run is at most 5.5%, and after a latency shift the
+// second half's p99 against the best fixed delay within 5.5% after the
+// shift (the simulation has no retry budget, so a delay tuned for the old
+// latency would hedge every call after it). It holds what the design
+// promises in every run: extra load at most the cap plus the bucket's
+// first tokens (5.5% of 2,000 calls); on the heavy tail and the bimodal
+// mix the worst run's p99 within 1.1× of the best fixed delay's; on
+// random stalls and stalls in bursts the median run's within 1.2× (1.06×
+// and 1.15× at this writing), and after a shift within 1.25×. The stalls
+// on a loaded machine (a jitter tail that overlaps the delays) are logged,
+// not held: the median run is 1.84× there. The worst run of the stall scenarios is not
+// held: a run whose stalls come faster than the cap refills early on (5%
+// of the calls so far plus the first 10 tokens) leaves some unhedged,
+// where a fixed delay, with no cap, hedges them all.
+func TestAdaptiveSimulationWorstRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulation")
+	}
+	const n, workers, rounds = 2000, 4, 5
+	fixed := []time.Duration{1500 * time.Microsecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond,
+		7800 * time.Microsecond, 10 * time.Millisecond, 15 * time.Millisecond, 20 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond}
+	type run struct {
+		p99, p999, after time.Duration
+		load, loadAfter  float64
+	}
+	figures := func(res simResult, from int) run {
+		all := slices.Clone(res.lat)
+		slices.Sort(all)
+		after := slices.Clone(res.lat[from:])
+		slices.Sort(after)
+		q := func(l []time.Duration, p float64) time.Duration { return l[int(math.Ceil(p*float64(len(l))))-1] }
+		return run{p99: q(all, .99), p999: q(all, .999), after: q(after, .99),
+			load: float64(res.hedges) / float64(n), loadAfter: float64(res.hedgesAfter) / float64(n-from)}
+	}
+	for _, sc := range []struct {
+		name      string
+		model     func() simModel
+		shiftCall int
+	}{
+		{"stalls", func() simModel { return simStalls }, -1},
+		{"loaded", func() simModel { return simLoadedStalls }, -1},
+		{"lognormal", func() simModel { return simLognormal }, -1},
+		{"bimodal", func() simModel { return simBimodal }, -1},
+		{"bursts", newSimBursts, -1},
+		{"shift", func() simModel { return simStalls }, n / 2},
+	} {
+		from := max(sc.shiftCall, 0)
+		var r99, r999, rAfter, loads []float64
+		for round := range rounds {
+			seed := uint64(100 + round)
+			ar := simulate(AdaptiveHedging{MaxExtraLoad: 0.05}, 0, sc.model(), n, workers, seed, sc.shiftCall)
+			a := figures(ar, from)
+			ds := slices.Clone(ar.delays[100:])
+			slices.Sort(ds)
+			var best run
+			var bestAfter time.Duration
+			for _, d := range fixed {
+				f := figures(simulate(AdaptiveHedging{}, d, sc.model(), n, workers, seed, sc.shiftCall), from)
+				if f.load <= 0.055 && (best.p99 == 0 || f.p99 < best.p99) {
+					best = f
+				}
+				if f.loadAfter <= 0.055 && (bestAfter == 0 || f.after < bestAfter) {
+					bestAfter = f.after
+				}
+			}
+			t.Logf("%-9s round %d: slow unhedged: %d by the delay (%d cold), %d by the cap; capped %3d, delay p10/50/90 %v/%v/%v; adaptive p99 %-8v p99.9 %-8v after %-8v load %.2f%% (after %.2f%%); best fixed ≤5.5%%: p99 %-8v p99.9 %-8v after %v",
+				sc.name, round, ar.slowDelay, ar.slowCold, ar.slowCapped, ar.capped, ds[len(ds)/10].Round(10*time.Microsecond), ds[len(ds)/2].Round(10*time.Microsecond), ds[len(ds)*9/10].Round(10*time.Microsecond), a.p99.Round(10*time.Microsecond), a.p999.Round(10*time.Microsecond), a.after.Round(10*time.Microsecond),
+				100*a.load, 100*a.loadAfter, best.p99.Round(10*time.Microsecond), best.p999.Round(10*time.Microsecond), bestAfter.Round(10*time.Microsecond))
+			if best.p99 > 0 {
+				r99 = append(r99, float64(a.p99)/float64(best.p99))
+				r999 = append(r999, float64(a.p999)/float64(best.p999))
+			}
+			rAfter = append(rAfter, float64(a.after)/float64(bestAfter))
+			loads = append(loads, a.load)
+		}
+		slices.Sort(r99)
+		slices.Sort(r999)
+		slices.Sort(rAfter)
+		slices.Sort(loads)
+		worst := func(x []float64) float64 {
+			if len(x) == 0 {
+				return 0
+			}
+			return x[len(x)-1]
+		}
+		med := func(x []float64) float64 {
+			if len(x) == 0 {
+				return 0
+			}
+			return x[len(x)/2]
+		}
+		t.Logf("%-9s worst/median: p99 ÷ best fixed %.2f/%.2f, p99.9 ÷ best fixed %.2f/%.2f, after ÷ best fixed %.2f/%.2f, load %.2f%%/%.2f%%",
+			sc.name, worst(r99), med(r99), worst(r999), med(r999), worst(rAfter), med(rAfter), 100*worst(loads), 100*med(loads))
+		if worst(loads) > 0.055 {
+			t.Errorf("%s: worst run's extra load %.2f%%, want ≤ 5.5%%", sc.name, 100*worst(loads))
+		}
+		switch sc.name {
+		case "lognormal", "bimodal":
+			if worst(r99) > 1.1 {
+				t.Errorf("%s: worst run's p99 %.2f× the best fixed delay's within 5.5%%, want ≤ 1.1×", sc.name, worst(r99))
+			}
+		case "stalls", "bursts":
+			if med(r99) > 1.2 {
+				t.Errorf("%s: median run's p99 %.2f× the best fixed delay's within 5.5%%, want ≤ 1.2×", sc.name, med(r99))
+			}
+		case "shift":
+			if med(rAfter) > 1.25 {
+				t.Errorf("%s: median run's p99 after the shift %.2f× the best fixed delay's within 5.5%% after it, want ≤ 1.25×", sc.name, med(rAfter))
+			}
+		}
 	}
 }

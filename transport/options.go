@@ -198,10 +198,11 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 // fixed one, up to maxHedges extra attempts in flight: cfg.MaxExtraLoad is
 // the fraction of requests that may get a hedge (0.05: one in twenty), and
 // each host's delay is learned from its recent attempt latencies (time to
-// response headers): about the (1 − 0.8 × MaxExtraLoad) percentile, or just
-// above a fast band where the latencies show a gap, clamped to
+// response headers): about the (1 − 0.95 × MaxExtraLoad) percentile, or
+// just above a fast band where the latencies show a gap, clamped to
 // [cfg.MinDelay, cfg.MaxDelay], with a hard cap that keeps hedges within
-// MaxExtraLoad of the requests even when latency shifts suddenly. See
+// MaxExtraLoad of the requests plus a second's worth of credit, even when
+// latency shifts suddenly. See
 // resilience.AdaptiveHedging for the model, the cold start and the bounds.
 // A request whose Policy sets a HedgeDelay hedges after that instead; a
 // later WithHedging turns adaptive hedging off. It panics, naming the field,

@@ -1,5 +1,5 @@
 // Command peers benchmarks gotry side by side with go-retryablehttp,
-// failsafe-go, heimdall and otelhttp, and prints Markdown tables:
+// failsafe-go, heimdall, otelhttp and hedgedhttp, and prints Markdown tables:
 //
 //	cd bench && go run ./cmd/peers            # everything, 5 rounds (a few minutes)
 //	cd bench && go run ./cmd/peers -quick     # a few seconds, to check it works
