@@ -185,14 +185,18 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	}
 	r.mu.Unlock()
 	var ad admission
-	ok, p := r.admitHedgeRecovering(&ad)
+	ok, capped, p := r.admitHedgeRecovering(&ad)
 	r.mu.Lock()
 	r.admitting = false
 	r.cond.Broadcast()
 	if p != nil {
 		r.hedgePanic = p
 	}
-	if !ok || r.inline == nil {
+	// A hedge the adaptive cap refused is asked for again while the
+	// attempt is still out (see hedgeRecheck): the call is handed over as
+	// for a hedge, and the driver arms its timer instead of launching.
+	recheck := !ok && capped && p == nil
+	if (!ok && !recheck) || r.inline == nil {
 		// Refused (the call goes on unhedged, as after a refusal in the
 		// loop), or the caller's attempt answered meanwhile: no handover.
 		r.mu.Unlock()
@@ -203,20 +207,21 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	r.finished = make(chan struct{})
 	r.active = append(r.active, r.inline)
 	r.mu.Unlock()
-	r.drive(ad)
+	r.drive(ad, ok)
 }
 
 // admitHedgeRecovering is admitHedge on the hedge timer's goroutine: a
 // panic of a hook is recovered, having given back what ad held, and
 // returned for the caller's goroutine to re-raise.
-func (r *run[T]) admitHedgeRecovering(ad *admission) (ok bool, p *attemptPanic) {
+func (r *run[T]) admitHedgeRecovering(ad *admission) (ok, capped bool, p *attemptPanic) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.giveBack(ad)
-			ok, p = false, &attemptPanic{value: v}
+			ok, capped, p = false, false, &attemptPanic{value: v}
 		}
 	}()
-	return r.admitHedge(ad), nil
+	ok, capped = r.admitHedge(ad)
+	return ok, capped, nil
 }
 
 // waitAdmission waits, under mu, until no hedge is being admitted.
@@ -237,10 +242,11 @@ func (r *run[T]) goConcurrent() {
 }
 
 // drive runs the call from a hedge timer's goroutine: it launches the hedge
-// admitted into ad, then loops until the call ends, and hands the result
+// admitted into ad (launch set; else it arms the hedge timer to ask again,
+// see hedgeRecheck), then loops until the call ends, and hands the result
 // (or a panic) to the caller. From here this goroutine drives the call, so
 // r.held is its own; a panic gives back what it holds.
-func (r *run[T]) drive(ad admission) {
+func (r *run[T]) drive(ad admission, launch bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.giveBack(&r.held)
@@ -250,7 +256,11 @@ func (r *run[T]) drive(ad admission) {
 		close(r.finished)
 	}()
 	r.held = ad
-	r.launchHedge()
+	if launch {
+		r.launchHedge()
+	} else {
+		r.armHedge()
+	}
 	r.final = r.loop(false)
 }
 
@@ -376,30 +386,45 @@ func (r *run[T]) stopHedge() {
 }
 
 // hedge launches a hedge if the limits allow it (the driver, when its
-// timer fires).
+// timer fires); one the adaptive cap refused is asked for again one hedge
+// delay later (see hedgeRecheck).
 func (r *run[T]) hedge() {
-	if r.admitHedge(&r.held) {
+	ok, capped := r.admitHedge(&r.held)
+	switch {
+	case ok:
 		r.launchHedge()
+	case capped:
+		r.armHedge()
 	}
 }
 
+// hedgeRecheck: a hedge that adaptive hedging's cap refuses (its bucket is
+// empty) is asked for again one hedge delay later, and again, for as long
+// as the attempt is still out and the call could still hedge. Credit
+// accrues with every call, so when stalls come in a burst the ones the
+// bucket could not pay at once are hedged as soon as it can, in the order
+// their timers fire, rather than never: the cap decides how many hedges,
+// not which slow calls go without one. A refusal by the budget, the
+// breaker or the limit is final, as before: asking again would spend
+// their refusals (and their hooks) on a call that will not get one.
+
 // admitHedge reports whether a hedge may launch now, having taken its
 // admission into ad: within the limits, adaptive hedging's cap, the
-// budget and the breaker. A refusal gives back what was taken and does not
-// re-arm the timer: the next launch does.
-func (r *run[T]) admitHedge(ad *admission) bool {
+// budget and the breaker; capped reports a refusal by the cap alone (see
+// hedgeRecheck). A refusal gives back what was taken.
+func (r *run[T]) admitHedge(ad *admission) (ok, capped bool) {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
-		return false
+		return false, false
 	}
 	if r.hk != nil {
 		if !r.hk.take() {
 			r.hk.capped.Add(1) // the key's hard cap on extra load: no hedge now
-			return false
+			return false, true
 		}
 		ad.hk = r.hk
 	}
-	_, ok := r.admitNext(KindHedge, ad)
-	return ok
+	_, ok = r.admitNext(KindHedge, ad)
+	return ok, false
 }
 
 // launchHedge reports and launches the hedge admitted into r.held.
