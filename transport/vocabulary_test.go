@@ -69,8 +69,8 @@ var (
 		"WithMaxHosts":                "the Retrier's WithMaxKeys: a transport's keys are hosts",
 	}
 	retrierOnly = map[string]string{
-		"WithRetryIf":  "classifies errors; the transport's is WithClassifier",
-		"WithMaxKeys":  "the transport's WithMaxHosts",
+		"WithRetryIf": "classifies errors; the transport's is WithClassifier",
+		"WithMaxKeys": "the transport's WithMaxHosts",
 	}
 )
 
