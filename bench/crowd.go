@@ -217,16 +217,7 @@ func (s *crowdServer) serve(w http.ResponseWriter, r *http.Request) {
 
 // arrivalsPer returns the server's arrivals per window over [0, total).
 func (s *crowdServer) arrivalsPer(window, total time.Duration) []int64 {
-	per := int(window / arrivalBin)
-	var out []int64
-	for b := 0; b+per <= int(total/arrivalBin); b += per {
-		var n int64
-		for i := b; i < b+per; i++ {
-			n += s.arrivals[i].Load()
-		}
-		out = append(out, n)
-	}
-	return out
+	return perWindow(s.arrivals, window, total)
 }
 
 // crowdCandidate builds one client's transport over its own base.

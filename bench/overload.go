@@ -183,12 +183,17 @@ func (s *queueServer) serve(w http.ResponseWriter, r *http.Request) {
 // arrivalsPer returns the server's arrivals per window over [0, total),
 // windows aligned to t0.
 func (s *queueServer) arrivalsPer(window, total time.Duration) []int64 {
+	return perWindow(s.arrivals, window, total)
+}
+
+// perWindow sums counts kept per arrivalBin into windows over [0, total).
+func perWindow(bins []atomic.Int64, window, total time.Duration) []int64 {
 	per := int(window / arrivalBin)
 	var out []int64
 	for b := 0; b+per <= int(total/arrivalBin); b += per {
 		var n int64
 		for i := b; i < b+per; i++ {
-			n += s.arrivals[i].Load()
+			n += bins[i].Load()
 		}
 		out = append(out, n)
 	}
