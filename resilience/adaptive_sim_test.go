@@ -77,10 +77,9 @@ func simulate(cfg AdaptiveHedging, fixed time.Duration, model simModel, n, worke
 	k := newHedgeKey(&cfg)
 	free := make([]time.Duration, workers) // when each worker is next free
 	type pending struct {
-		at   time.Duration
-		dur  time.Duration
-		ok   bool
-		lost bool
+		at  time.Duration
+		dur time.Duration
+		ok  bool
 	}
 	last := make([]pending, workers)
 	var res simResult
