@@ -400,7 +400,7 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 	}
 	el := now.Sub(l.winStart)
 	filled := l.filled.Load()
-	if !l.algo.complete(el, w.results(), filled) {
+	if !l.algo.complete(el, w.results(), filled) && !l.algo.completeCold(el, *w, filled) {
 		return
 	}
 	w.elapsed, w.peak, w.filled = el, int(l.peak.Load()), filled

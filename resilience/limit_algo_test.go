@@ -50,6 +50,14 @@ func TestLimitAlgoNext(t *testing.T) {
 		{"a burst with no queue doubles the limit", []limitWindow{calm, full}, 40, 10 * ms},
 		{"a window with a queue holds the limit", []limitWindow{calm, full, queued}, 40, 10 * ms},
 		{"a queue does not move the no-load latency", []limitWindow{calm, queued, queued}, 20, 10 * ms},
+		{"a small share at the limit, two answers both slow (a queue or bad luck): one more, not twice",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 2, sum: 2 * 60 * ms, least: 50 * ms, peak: 20, filled: true}}, 21, 10 * ms},
+		{"a small share at the limit, two fast answers: twice",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 2, sum: 2 * 10 * ms, least: 9 * ms, peak: 20, filled: true}}, 40, 10 * ms},
+		{"a small share at the limit, one answer and one timeout: too few to cut or to grow on",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 1, overload: 1, sum: 10 * ms, least: 10 * ms, peak: 20, filled: true}}, 20, 10 * ms},
+		{"three slow answers at the limit are a queue: hold",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 3, sum: 3 * 60 * ms, least: 50 * ms, peak: 20, filled: true}}, 20, 10 * ms},
 		{"a huge rate saturates at MaxLimit",
 			[]limitWindow{{elapsed: 1, good: 1_000_000, sum: 1_000_000 * ms, least: ms, peak: 500, filled: true}, {elapsed: 1, good: 1_000_000, sum: 1_000_000 * ms, least: ms, peak: 500, filled: true}}, 1000, ms},
 		{"negative latencies (a clock stepped back) teach nothing",
@@ -148,6 +156,42 @@ func TestLimitWindowSummary(t *testing.T) {
 			}
 			if got := a.complete(c.w.elapsed, c.w.results(), true); got != c.complete {
 				t.Errorf("complete %v, want %v", got, c.complete)
+			}
+		})
+	}
+}
+
+// TestLimitAlgoClosesAColdBurstEarly: a key with no no-load latency yet
+// whose limit filled closes its first window once three good answers are
+// back and it has lasted the fastest one's latency, before the 50ms a
+// window lasts at least; not with fewer answers, not in less time, not
+// once the latency is known, not when the limit did not fill.
+func TestLimitAlgoClosesAColdBurstEarly(t *testing.T) {
+	ms := time.Millisecond
+	three := limitWindow{good: 3, sum: 3 * 12 * ms, least: 10 * ms}
+	for _, c := range []struct {
+		name   string
+		el     time.Duration
+		w      limitWindow
+		filled bool
+		known  bool // the no-load latency is known
+		want   bool
+	}{
+		{"three answers, one fastest latency long", 10 * ms, three, true, false, true},
+		{"three answers, shorter than the fastest", 9 * ms, three, true, false, false},
+		{"two answers", 20 * ms, limitWindow{good: 2, sum: 2 * 10 * ms, least: 10 * ms}, true, false, false},
+		{"three overload answers", 20 * ms, limitWindow{overload: 3}, true, false, false},
+		{"the limit did not fill", 20 * ms, three, false, false, false},
+		{"the no-load latency is known", 20 * ms, three, true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ConcurrencyLimit{}.withDefaults()
+			a := newLimitAlgo(&cfg)
+			if c.known {
+				a.base = 10 * ms
+			}
+			if got := a.completeCold(c.el, c.w, c.filled); got != c.want {
+				t.Errorf("completeCold %v, want %v", got, c.want)
 			}
 		})
 	}
