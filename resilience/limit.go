@@ -21,7 +21,9 @@ import (
 // The model, per key, updated once per window of results: at least 3
 // results and max(50ms, 4 × the no-load latency), or fewer results after
 // four times that; a window in which an attempt found the limit reached
-// ends after 4 no-load latencies once one is known, never in no time. It
+// ends after 4 no-load latencies once one is known, or, before one is (a
+// new key's first burst), once 3 good answers are back and it has lasted
+// the fastest one's latency, never in no time. It
 // is built to work where one client holds a small share of a downstream
 // (many replicas sharing a server), not only where it holds all of it;
 // the reason for each number is on its constant in limit_algo.go:
@@ -51,7 +53,14 @@ import (
 //     fast); it holds the limit where it is.
 //   - A window that filled the limit with good answers and no queue
 //     doubles it (at least to the floor), so a new or busier key, or one
-//     coming back after a cut, finds its level within a few windows.
+//     coming back after a cut, finds its level within a few windows. A
+//     window of fewer than 3 good answers (a client with a small share of
+//     a downstream sees a few per window) cannot tell a queue from bad
+//     luck: if its fastest answer was slow it raises the limit by one, so
+//     a fleet adds one attempt per client per window to a shared queue
+//     rather than doubling into it, and clients cut to different levels
+//     come back toward equal shares (additive increase); if it holds an
+//     overload answer it holds the limit.
 //   - Otherwise the limit only comes down: to twice the most in flight
 //     lately (a peak that halves every 10 s) plus 4, never below
 //     InitialLimit. It never goes back up by itself after a cut, so a
