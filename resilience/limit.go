@@ -23,7 +23,9 @@ import (
 // four times that; a window in which an attempt found the limit reached
 // ends after 4 no-load latencies once one is known, or, before one is (a
 // new key's first burst), once 3 good answers are back and it has lasted
-// the fastest one's latency, never in no time. It
+// the fastest one's latency; and at once when it holds 2 overload
+// answers that are over 10% of what a whole window brings at the key's
+// delivery rate (unless the window before it cut); never in no time. It
 // is built to work where one client holds a small share of a downstream
 // (many replicas sharing a server), not only where it holds all of it;
 // the reason for each number is on its constant in limit_algo.go:
@@ -409,7 +411,7 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 	}
 	el := now.Sub(l.winStart)
 	filled := l.filled.Load()
-	if !l.algo.complete(el, w.results(), filled) && !l.algo.completeCold(el, *w, filled) {
+	if !l.algo.complete(el, w.results(), filled) && !l.algo.completeCold(el, *w, filled) && !l.algo.completeOverloaded(el, *w, filled) {
 		return
 	}
 	w.elapsed, w.peak, w.filled = el, int(l.peak.Load()), filled

@@ -132,6 +132,7 @@ type limitAlgo struct {
 	base    time.Duration // the no-load latency: a typical window's mean (0: none yet)
 	least   time.Duration // a typical window's least latency (0: none yet)
 	high    float64       // the most in flight lately (see limitHighHalfLife)
+	cutLast bool          // the last window cut the limit on overload answers
 	rates   [limitRateWindows]float64
 }
 
@@ -169,6 +170,36 @@ func (a *limitAlgo) completeCold(el time.Duration, w limitWindow, filled bool) b
 	return a.base == 0 && filled && w.good >= limitMinSamples && w.least > 0 && el >= w.least
 }
 
+// completeOverloaded reports whether window w, el long, should close at
+// once on its overload answers: it holds limitMinOverload of them, more
+// than limitCongestedLoad of the results a whole window brings at the
+// key's delivery rate (or of those it has, if more), and the window
+// before it did not cut. A client with a small share of a downstream sees
+// a few results per window, and the window waiting out its span and its
+// limitMinSamples let the downstream's queue of attempts that will time
+// out grow for a span more; one with a large share needs as many overload
+// answers as would make its whole window overloaded, so closing early
+// changes when it cuts, not whether. Not right after a cut: the answers
+// then are to attempts sent before it, and cutting again on them would
+// cut twice for one overload.
+func (a *limitAlgo) completeOverloaded(el time.Duration, w limitWindow, filled bool) bool {
+	if el <= 0 || w.overload < limitMinOverload || a.cutLast {
+		return false
+	}
+	expect := max(a.rate()*a.span(filled).Seconds(), float64(w.results()))
+	return float64(w.overload) > limitCongestedLoad*expect
+}
+
+// rate is the delivery rate: the most good results per second over the
+// last limitRateWindows windows.
+func (a *limitAlgo) rate() float64 {
+	var rate float64
+	for _, r := range a.rates {
+		rate = max(rate, r)
+	}
+	return rate
+}
+
 // toLimit converts a limit computed in floating point to an int within
 // [MinLimit, MaxLimit], rounding up; NaN gives MinLimit.
 func (a *limitAlgo) toLimit(x float64) int {
@@ -187,6 +218,13 @@ func (a *limitAlgo) next(w limitWindow) int {
 	a.windows++
 	i := a.windows % limitRateWindows
 	a.rates[i] = w.rate()
+	if span := a.span(w.filled); w.elapsed > 0 && w.elapsed < span {
+		// A window that closed early (completeCold, completeOverloaded)
+		// is a rate over its span: a good answer or two in a few
+		// milliseconds is not the key's rate, and the floor of a cut
+		// would follow it up.
+		a.rates[i] = float64(w.good) / span.Seconds()
+	}
 	n := w.results()
 	// A queue at the downstream (this client's or a fleet's) shows as a
 	// window whose fastest answer was slow: over 1.5 times a typical window's
@@ -207,10 +245,7 @@ func (a *limitAlgo) next(w limitWindow) int {
 	if mean := w.mean(); mean > 0 && !queued && !overloaded {
 		a.learn(w, mean)
 	}
-	var rate float64
-	for _, r := range a.rates {
-		rate = max(rate, r)
-	}
+	rate := a.rate()
 	// The most in flight lately, halving every limitHighHalfLife.
 	a.high *= math.Exp2(-max(w.elapsed.Seconds(), 0) / limitHighHalfLife.Seconds())
 	a.high = max(a.high, float64(w.peak))
@@ -225,6 +260,7 @@ func (a *limitAlgo) next(w limitWindow) int {
 		floor = a.toLimit(limitGain * est)
 	}
 	lim := a.limit
+	a.cutLast = overloaded
 	switch {
 	case overloaded:
 		// An overload answer is a signal in its own right, whatever the

@@ -197,6 +197,47 @@ func TestLimitAlgoClosesAColdBurstEarly(t *testing.T) {
 	}
 }
 
+// TestLimitAlgoClosesOnOverloadAnswers: a window closes at once on
+// overload answers when they are more than a tenth of what a whole window
+// brings at the key's rate: two for a client that sees a few results per
+// window, more for one that sees many; not on one, not in no time, not
+// right after a cut.
+func TestLimitAlgoClosesOnOverloadAnswers(t *testing.T) {
+	ms := time.Millisecond
+	// small: 5 answers in 100ms (50/s); large: 100 in 100ms (1000/s).
+	// Both at 10ms: a window spans 50ms, where the large key has 50
+	// results and the small one 2.5.
+	small := limitWindow{elapsed: 100 * ms, good: 5, sum: 5 * 10 * ms, least: 8 * ms, peak: 2}
+	large := limitWindow{elapsed: 100 * ms, good: 100, sum: 100 * 10 * ms, least: 8 * ms, peak: 10}
+	for _, c := range []struct {
+		name   string
+		before []limitWindow
+		el     time.Duration
+		w      limitWindow
+		want   bool
+	}{
+		{"a small share, two timeouts", []limitWindow{small}, 5 * ms, limitWindow{overload: 2}, true},
+		{"a small share, one timeout", []limitWindow{small}, 5 * ms, limitWindow{overload: 1}, false},
+		{"a small share, two timeouts in no time", []limitWindow{small}, 0, limitWindow{overload: 2}, false},
+		{"a small share, two timeouts right after a cut",
+			[]limitWindow{small, {elapsed: 100 * ms, good: 1, overload: 3, sum: 10 * ms, least: 10 * ms, peak: 2}}, 5 * ms, limitWindow{overload: 2}, false},
+		{"a large share, two timeouts are a tail's", []limitWindow{large}, 5 * ms, limitWindow{good: 10, overload: 2}, false},
+		{"a large share, six timeouts are over a tenth of its window", []limitWindow{large}, 5 * ms, limitWindow{good: 10, overload: 6}, true},
+		{"a large share, six among a hundred results are not", []limitWindow{large}, 40 * ms, limitWindow{good: 94, overload: 6}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ConcurrencyLimit{}.withDefaults()
+			a := newLimitAlgo(&cfg)
+			for _, w := range c.before {
+				a.next(w)
+			}
+			if got := a.completeOverloaded(c.el, c.w, false); got != c.want {
+				t.Errorf("completeOverloaded %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 // TestLimitQueueOrder: waiters leave most critical first, in arrival order
 // within a criticality; a full queue takes a more critical waiter in place
 // of its newest least critical one and refuses one that is not more

@@ -369,3 +369,40 @@ func TestLimitFleetOf50ConvergesToShares(t *testing.T) {
 		t.Errorf("median fairness %.2f (of 5 seeds %.2f), want ≥ 0.5", fairs[2], fairs)
 	}
 }
+
+// TestLimitSmallShareCutsOnItsSecondTimeout: a client with a small share
+// of a downstream (an answer every 45ms, 2 in flight) that gets two
+// timeouts in a row cuts its limit at the second, not after a window of
+// three results and 50ms: waiting lets the shared downstream's queue of
+// attempts that will time out grow.
+func TestLimitSmallShareCutsOnItsSecondTimeout(t *testing.T) {
+	cfg := ConcurrencyLimit{MaxWait: -1}.withDefaults()
+	l := newLimiter(&cfg)
+	now := time.Unix(1_700_000_000, 0)
+	answer := func(res limitResult) {
+		if !l.tryAcquire(CriticalityDefault) {
+			t.Fatalf("no permit at limit %d with %d in flight", l.Limit(), l.inFlight())
+		}
+		l.release(now, 10*time.Millisecond, res)
+	}
+	// Two attempts stay in flight throughout.
+	l.tryAcquire(CriticalityDefault)
+	l.tryAcquire(CriticalityDefault)
+	for i := 0; i < 40 || l.algo.windows == 0; i++ {
+		now = now.Add(45 * time.Millisecond)
+		answer(limitGood)
+	}
+	// Go on until a window has just closed, so the timeouts open the next.
+	for w := l.algo.windows; l.algo.windows == w; {
+		now = now.Add(45 * time.Millisecond)
+		answer(limitGood)
+	}
+	before := l.Limit()
+	for range 2 {
+		now = now.Add(time.Millisecond)
+		answer(limitOverload)
+	}
+	if got := l.Limit(); got > 2 {
+		t.Errorf("limit %d (from %d) 2ms after two timeouts with 2 in flight, want it cut to ≤ 2", got, before)
+	}
+}
