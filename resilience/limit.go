@@ -88,12 +88,13 @@ import (
 // heavy tails and bursts).
 //
 // It is off by default, because it does not yet shed nothing in every
-// steady shape: in the simulation one client alone sheds 0.04% (lognormal
-// service times at 85% load), 0.2% (Pareto at 85%) and 0.4–0.5%
+// steady shape: in the simulation one client alone sheds 0.02% (lognormal
+// service times at 85% load), 0.14% (Pareto at 85%) and 0.2–0.4%
 // (microbursts at 70–90%) of requests the server would have served, mostly
-// while its limit grows in its first second; and 50 clients sharing a
-// server keep 60–76% of its capacity through a drop, not the 90% that 5
-// and 20 clients keep (BENCHMARKS.md §9, `go test -run 'TestLimit' ./resilience/`
+// in its first second, a burst over InitialLimit before its first answers;
+// and 50 clients sharing a server keep 77–87% of its capacity through a
+// drop (bench–simulation), not the 90% that 5 and 20 clients keep
+// (BENCHMARKS.md §9, `go test -run '^$' -bench LimitFigures ./resilience/`
 // and `cd bench && go run ./cmd/peers -only crowd`). Its state is a few
 // hundred bytes per key; admitting and releasing take one atomic
 // compare-and-swap and one uncontended lock, and allocate nothing unless
