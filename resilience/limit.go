@@ -21,9 +21,10 @@ import (
 // The model, per key, updated once per window of results: at least 3
 // results and max(50ms, 4 × the no-load latency), or fewer results after
 // four times that; a window in which an attempt found the limit reached
-// ends after 4 no-load latencies once one is known, or, before one is (a
-// new key's first burst), once 3 good answers are back and it has lasted
-// the fastest one's latency; and at once when it holds 2 overload
+// ends after 4 no-load latencies once one is known, or, while the key is
+// in its start (no latency known yet, or every window since has filled
+// the limit with answers and no queue: a first burst), once 3 good
+// answers are back and it has lasted the fastest one's latency; and at once when it holds 2 overload
 // answers that are over 10% of what a whole window brings at the key's
 // delivery rate (unless the window before it cut); never in no time. It
 // is built to work where one client holds a small share of a downstream

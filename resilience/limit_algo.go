@@ -133,6 +133,7 @@ type limitAlgo struct {
 	least   time.Duration // a typical window's least latency (0: none yet)
 	high    float64       // the most in flight lately (see limitHighHalfLife)
 	cutLast bool          // the last window cut the limit on overload answers
+	settled bool          // the key's start is over (see completeCold)
 	rates   [limitRateWindows]float64
 }
 
@@ -157,17 +158,20 @@ func (a *limitAlgo) complete(el time.Duration, n int, filled bool) bool {
 	return n > 0 && el >= span && el > 0 && (n >= limitMinSamples || el >= limitShortWindows*span)
 }
 
-// completeCold reports whether window w, el long, of a key with no
-// no-load latency yet should close before complete says so: the limit
-// filled (a first burst) and limitMinSamples good answers came back, over
-// at least the fastest one's latency. Waiting for limitMinWindow would keep
-// such a burst, as a new key's first traffic often is, at a limit set by
-// configuration rather than by the key, and shed what the downstream
-// would have served; a window as long as its fastest answer has answers
-// from attempts that were in flight together, so its rate is not the
-// overflow of a window that lasted no time.
+// completeCold reports whether window w, el long, of a key still in its
+// start (no no-load latency yet, or only windows that filled the limit
+// with fast answers since: a first burst) should close before complete
+// says so: the limit filled and limitMinSamples good answers came back,
+// over at least the fastest one's latency. Waiting for limitMinWindow, or
+// for limitWindowRTTs latencies, would keep such a burst, as a new key's
+// first traffic often is, at a limit set by configuration rather than by
+// the key while it doubles, and shed what the downstream would have
+// served; a window as long as its fastest answer has answers from
+// attempts that were in flight together, so its rate is not the overflow
+// of a window that lasted no time. The start ends at the first window
+// that did not fill the limit, showed a queue or cut.
 func (a *limitAlgo) completeCold(el time.Duration, w limitWindow, filled bool) bool {
-	return a.base == 0 && filled && w.good >= limitMinSamples && w.least > 0 && el >= w.least
+	return (a.base == 0 || !a.settled) && filled && w.good >= limitMinSamples && w.least > 0 && el >= w.least
 }
 
 // completeOverloaded reports whether window w, el long, should close at
@@ -261,6 +265,9 @@ func (a *limitAlgo) next(w limitWindow) int {
 	}
 	lim := a.limit
 	a.cutLast = overloaded
+	if !w.filled || overloaded || queued {
+		a.settled = true
+	}
 	switch {
 	case overloaded:
 		// An overload answer is a signal in its own right, whatever the

@@ -161,28 +161,31 @@ func TestLimitWindowSummary(t *testing.T) {
 	}
 }
 
-// TestLimitAlgoClosesAColdBurstEarly: a key with no no-load latency yet
-// whose limit filled closes its first window once three good answers are
-// back and it has lasted the fastest one's latency, before the 50ms a
+// TestLimitAlgoClosesAColdBurstEarly: a key in its start (no no-load
+// latency yet, or only windows that filled the limit since) whose limit
+// filled closes its window once three good answers are back and it has
+// lasted the fastest one's latency, before the 50ms (or 4 latencies) a
 // window lasts at least; not with fewer answers, not in less time, not
-// once the latency is known, not when the limit did not fill.
+// once a window did not fill the limit, not when this one did not.
 func TestLimitAlgoClosesAColdBurstEarly(t *testing.T) {
 	ms := time.Millisecond
 	three := limitWindow{good: 3, sum: 3 * 12 * ms, least: 10 * ms}
 	for _, c := range []struct {
-		name   string
-		el     time.Duration
-		w      limitWindow
-		filled bool
-		known  bool // the no-load latency is known
-		want   bool
+		name    string
+		el      time.Duration
+		w       limitWindow
+		filled  bool
+		known   bool // the no-load latency is known
+		settled bool // and a window did not fill the limit
+		want    bool
 	}{
-		{"three answers, one fastest latency long", 10 * ms, three, true, false, true},
-		{"three answers, shorter than the fastest", 9 * ms, three, true, false, false},
-		{"two answers", 20 * ms, limitWindow{good: 2, sum: 2 * 10 * ms, least: 10 * ms}, true, false, false},
-		{"three overload answers", 20 * ms, limitWindow{overload: 3}, true, false, false},
-		{"the limit did not fill", 20 * ms, three, false, false, false},
-		{"the no-load latency is known", 20 * ms, three, true, true, false},
+		{"three answers, one fastest latency long", 10 * ms, three, true, false, false, true},
+		{"three answers, shorter than the fastest", 9 * ms, three, true, false, false, false},
+		{"two answers", 20 * ms, limitWindow{good: 2, sum: 2 * 10 * ms, least: 10 * ms}, true, false, false, false},
+		{"three overload answers", 20 * ms, limitWindow{overload: 3}, true, false, false, false},
+		{"the limit did not fill", 20 * ms, three, false, false, false, false},
+		{"the latency is known, every window so far filled the limit", 20 * ms, three, true, true, false, true},
+		{"the key has settled", 20 * ms, three, true, true, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := ConcurrencyLimit{}.withDefaults()
@@ -190,6 +193,7 @@ func TestLimitAlgoClosesAColdBurstEarly(t *testing.T) {
 			if c.known {
 				a.base = 10 * ms
 			}
+			a.settled = c.settled
 			if got := a.completeCold(c.el, c.w, c.filled); got != c.want {
 				t.Errorf("completeCold %v, want %v", got, c.want)
 			}
