@@ -90,12 +90,12 @@ import (
 //
 // It is off by default, because it does not yet shed nothing in every
 // steady shape: in the simulation one client alone sheds 0.02% (lognormal
-// service times at 85% load), 0.14% (Pareto at 85%) and 0.2–0.4%
-// (microbursts at 70–90%) of requests the server would have served, mostly
-// in its first second, a burst over InitialLimit before its first answers;
-// and 50 clients sharing a server keep 77–87% of its capacity through a
-// drop (bench–simulation), not the 90% that 5 and 20 clients keep
-// (BENCHMARKS.md §9, `go test -run '^$' -bench LimitFigures ./resilience/`
+// service times at 85% load), 0.14% (Pareto at 85%, where a few very
+// slow answers time out and it cuts) and 0.1–0.16% (microbursts at 70–90%,
+// mostly a first burst over InitialLimit before its first answers) of
+// requests the server would have served; and 50 clients sharing a server
+// keep 77–87% of its capacity through a drop (bench–simulation), not the
+// 90% that 5 and 20 clients keep (BENCHMARKS.md §9, `go test -run '^$' -bench LimitFigures ./resilience/`
 // and `cd bench && go run ./cmd/peers -only crowd`). Its state is a few
 // hundred bytes per key; admitting and releasing take one atomic
 // compare-and-swap and one uncontended lock, and allocate nothing unless
