@@ -21,7 +21,12 @@ import (
 // The model, per key, updated once per window of results: at least 3
 // results and max(50ms, 4 × the no-load latency), or fewer results after
 // four times that; a window in which an attempt found the limit reached
-// ends after 4 no-load latencies once one is known, never in no time. It
+// ends after 4 no-load latencies once one is known, or, while the key is
+// in its start (no latency known yet, or every window since has filled
+// the limit with answers and no queue: a first burst), once 3 good
+// answers are back and it has lasted the fastest one's latency; and at once when it holds 2 overload
+// answers that are over 10% of what a whole window brings at the key's
+// delivery rate (unless the window before it cut); never in no time. It
 // is built to work where one client holds a small share of a downstream
 // (many replicas sharing a server), not only where it holds all of it;
 // the reason for each number is on its constant in limit_algo.go:
@@ -51,7 +56,14 @@ import (
 //     fast); it holds the limit where it is.
 //   - A window that filled the limit with good answers and no queue
 //     doubles it (at least to the floor), so a new or busier key, or one
-//     coming back after a cut, finds its level within a few windows.
+//     coming back after a cut, finds its level within a few windows. A
+//     window of fewer than 3 good answers (a client with a small share of
+//     a downstream sees a few per window) cannot tell a queue from bad
+//     luck: if its fastest answer was slow it raises the limit by one, so
+//     a fleet adds one attempt per client per window to a shared queue
+//     rather than doubling into it, and clients cut to different levels
+//     come back toward equal shares (additive increase); if it holds an
+//     overload answer it holds the limit.
 //   - Otherwise the limit only comes down: to twice the most in flight
 //     lately (a peak that halves every 10 s) plus 4, never below
 //     InitialLimit. It never goes back up by itself after a cut, so a
@@ -77,12 +89,13 @@ import (
 // heavy tails and bursts).
 //
 // It is off by default, because it does not yet shed nothing in every
-// steady shape: in the simulation one client alone sheds 0.04% (lognormal
-// service times at 85% load), 0.2% (Pareto at 85%) and 0.4–0.5%
-// (microbursts at 70–90%) of requests the server would have served, mostly
-// while its limit grows in its first second; and 50 clients sharing a
-// server keep 60–76% of its capacity through a drop, not the 90% that 5
-// and 20 clients keep (BENCHMARKS.md §9, `go test -run 'TestLimit' ./resilience/`
+// steady shape: in the simulation one client alone sheds 0.02% (lognormal
+// service times at 85% load), 0.14% (Pareto at 85%, where a few very
+// slow answers time out and it cuts) and 0.1–0.16% (microbursts at 70–90%,
+// mostly a first burst over InitialLimit before its first answers) of
+// requests the server would have served; and 50 clients sharing a server
+// keep 77–87% of its capacity through a drop (bench–simulation), not the
+// 90% that 5 and 20 clients keep (BENCHMARKS.md §9, `go test -run '^$' -bench LimitFigures ./resilience/`
 // and `cd bench && go run ./cmd/peers -only crowd`). Its state is a few
 // hundred bytes per key; admitting and releasing take one atomic
 // compare-and-swap and one uncontended lock, and allocate nothing unless
@@ -400,7 +413,7 @@ func (l *limiter) recordLocked(now time.Time, d time.Duration, res limitResult) 
 	}
 	el := now.Sub(l.winStart)
 	filled := l.filled.Load()
-	if !l.algo.complete(el, w.results(), filled) {
+	if !l.algo.complete(el, w.results(), filled) && !l.algo.completeCold(el, *w, filled) && !l.algo.completeOverloaded(el, *w, filled) {
 		return
 	}
 	w.elapsed, w.peak, w.filled = el, int(l.peak.Load()), filled

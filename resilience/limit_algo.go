@@ -61,6 +61,11 @@ const (
 	// once), above what a heavy tail's fastest answer in a window of a few
 	// varies by.
 	limitQueueRTT = 1.5
+	// limitSlowStep: a window of a few slow answers that filled the limit
+	// raises it by this many: the least step, so that a fleet of clients
+	// each taking it adds no more than one attempt each per window to a
+	// downstream that already has a queue.
+	limitSlowStep = 1
 	// limitCongestedLoad: overload answers over this share of a window's
 	// results is overload: a healthy downstream sheds or times out far
 	// fewer, while one in ten is already a tenth of the work lost.
@@ -127,6 +132,8 @@ type limitAlgo struct {
 	base    time.Duration // the no-load latency: a typical window's mean (0: none yet)
 	least   time.Duration // a typical window's least latency (0: none yet)
 	high    float64       // the most in flight lately (see limitHighHalfLife)
+	cutLast bool          // the last window cut the limit on overload answers
+	settled bool          // the key's start is over (see completeCold)
 	rates   [limitRateWindows]float64
 }
 
@@ -151,6 +158,52 @@ func (a *limitAlgo) complete(el time.Duration, n int, filled bool) bool {
 	return n > 0 && el >= span && el > 0 && (n >= limitMinSamples || el >= limitShortWindows*span)
 }
 
+// completeCold reports whether window w, el long, of a key still in its
+// start (no no-load latency yet, or only windows that filled the limit
+// with fast answers since: a first burst) should close before complete
+// says so: the limit filled and limitMinSamples good answers came back,
+// over at least the fastest one's latency. Waiting for limitMinWindow, or
+// for limitWindowRTTs latencies, would keep such a burst, as a new key's
+// first traffic often is, at a limit set by configuration rather than by
+// the key while it doubles, and shed what the downstream would have
+// served; a window as long as its fastest answer has answers from
+// attempts that were in flight together, so its rate is not the overflow
+// of a window that lasted no time. The start ends at the first window
+// that did not fill the limit, showed a queue or cut.
+func (a *limitAlgo) completeCold(el time.Duration, w limitWindow, filled bool) bool {
+	return (a.base == 0 || !a.settled) && filled && w.good >= limitMinSamples && w.least > 0 && el >= w.least
+}
+
+// completeOverloaded reports whether window w, el long, should close at
+// once on its overload answers: it holds limitMinOverload of them, more
+// than limitCongestedLoad of the results a whole window brings at the
+// key's delivery rate (or of those it has, if more), and the window
+// before it did not cut. A client with a small share of a downstream sees
+// a few results per window, and the window waiting out its span and its
+// limitMinSamples let the downstream's queue of attempts that will time
+// out grow for a span more; one with a large share needs as many overload
+// answers as would make its whole window overloaded, so closing early
+// changes when it cuts, not whether. Not right after a cut: the answers
+// then are to attempts sent before it, and cutting again on them would
+// cut twice for one overload.
+func (a *limitAlgo) completeOverloaded(el time.Duration, w limitWindow, filled bool) bool {
+	if el <= 0 || w.overload < limitMinOverload || a.cutLast {
+		return false
+	}
+	expect := max(a.rate()*a.span(filled).Seconds(), float64(w.results()))
+	return float64(w.overload) > limitCongestedLoad*expect
+}
+
+// rate is the delivery rate: the most good results per second over the
+// last limitRateWindows windows.
+func (a *limitAlgo) rate() float64 {
+	var rate float64
+	for _, r := range a.rates {
+		rate = max(rate, r)
+	}
+	return rate
+}
+
 // toLimit converts a limit computed in floating point to an int within
 // [MinLimit, MaxLimit], rounding up; NaN gives MinLimit.
 func (a *limitAlgo) toLimit(x float64) int {
@@ -169,13 +222,26 @@ func (a *limitAlgo) next(w limitWindow) int {
 	a.windows++
 	i := a.windows % limitRateWindows
 	a.rates[i] = w.rate()
+	if span := a.span(w.filled); w.elapsed > 0 && w.elapsed < span {
+		// A window that closed early (completeCold, completeOverloaded)
+		// is a rate over its span: a good answer or two in a few
+		// milliseconds is not the key's rate, and the floor of a cut
+		// would follow it up.
+		a.rates[i] = float64(w.good) / span.Seconds()
+	}
 	n := w.results()
 	// A queue at the downstream (this client's or a fleet's) shows as a
 	// window whose fastest answer was slow: over 1.5 times a typical window's
 	// fastest, and over the typical mean. The fastest, not the mean, so
-	// that a heavy tail's slow answers are not a queue.
+	// that a heavy tail's slow answers are not a queue. A window of fewer
+	// than limitMinSamples good answers cannot tell (its fastest may be one
+	// unlucky answer): it is slow, not queued.
 	queueAbove := max(limitQueueRTT*float64(a.least), float64(a.base))
-	queued := a.least > 0 && w.good >= limitMinSamples && float64(w.least) > queueAbove
+	slow := a.least > 0 && w.good > 0 && float64(w.least) > queueAbove
+	queued := slow && w.good >= limitMinSamples
+	// A window of fewer than limitMinSamples good answers with an overload
+	// answer among them is too few to be an overload, and too few to grow on.
+	few := w.good < limitMinSamples && w.overload > 0
 	// Overload answers (503, 429, per-attempt timeouts) over a tenth of
 	// the results, and at least two (one in a handful of answers is a
 	// heavy tail's, not an overload).
@@ -183,10 +249,7 @@ func (a *limitAlgo) next(w limitWindow) int {
 	if mean := w.mean(); mean > 0 && !queued && !overloaded {
 		a.learn(w, mean)
 	}
-	var rate float64
-	for _, r := range a.rates {
-		rate = max(rate, r)
-	}
+	rate := a.rate()
 	// The most in flight lately, halving every limitHighHalfLife.
 	a.high *= math.Exp2(-max(w.elapsed.Seconds(), 0) / limitHighHalfLife.Seconds())
 	a.high = max(a.high, float64(w.peak))
@@ -201,6 +264,10 @@ func (a *limitAlgo) next(w limitWindow) int {
 		floor = a.toLimit(limitGain * est)
 	}
 	lim := a.limit
+	a.cutLast = overloaded
+	if !w.filled || overloaded || queued {
+		a.settled = true
+	}
 	switch {
 	case overloaded:
 		// An overload answer is a signal in its own right, whatever the
@@ -212,13 +279,23 @@ func (a *limitAlgo) next(w limitWindow) int {
 		lim = min(lim, max(floor, a.toLimit(cut*float64(min(lim, w.peak)))))
 	case queued:
 		// A queue but answers in time: hold; growing would lengthen it.
-	case w.filled && w.good > 0:
+	case w.filled && w.good > 0 && !few && slow:
+		// At the limit with a few answers, all slow: a client with a
+		// small share of a downstream that has a queue, or a slow answer
+		// or two. Grow by a step, not twice: doubling refilled a shared
+		// downstream's queue faster than its timeouts cut it, holding
+		// kept a client cut to one in flight there while others held
+		// more; a step, the same for every client, brings clients that
+		// were cut to different levels toward equal shares (additive
+		// increase, as in TCP's congestion avoidance).
+		lim += limitSlowStep
+	case w.filled && w.good > 0 && !few:
 		// At the limit with answers and no queue: room to grow, twice as
 		// much per window, so a key that got busier finds its level
 		// within a few windows. (A queue shows in the next window, an
 		// overload in the one after: the next window holds or cuts.)
 		lim = max(2*lim, floor)
-	case w.filled: // at the limit with nothing good to learn from: hold
+	case w.filled: // at the limit with nothing (or too few) to learn from: hold
 	default:
 		// Below the limit: it comes down toward what is used, twice the
 		// most in flight lately plus headroom for a burst, but not below

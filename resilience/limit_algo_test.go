@@ -50,6 +50,14 @@ func TestLimitAlgoNext(t *testing.T) {
 		{"a burst with no queue doubles the limit", []limitWindow{calm, full}, 40, 10 * ms},
 		{"a window with a queue holds the limit", []limitWindow{calm, full, queued}, 40, 10 * ms},
 		{"a queue does not move the no-load latency", []limitWindow{calm, queued, queued}, 20, 10 * ms},
+		{"a small share at the limit, two answers both slow (a queue or bad luck): one more, not twice",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 2, sum: 2 * 60 * ms, least: 50 * ms, peak: 20, filled: true}}, 21, 10 * ms},
+		{"a small share at the limit, two fast answers: twice",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 2, sum: 2 * 10 * ms, least: 9 * ms, peak: 20, filled: true}}, 40, 10 * ms},
+		{"a small share at the limit, one answer and one timeout: too few to cut or to grow on",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 1, overload: 1, sum: 10 * ms, least: 10 * ms, peak: 20, filled: true}}, 20, 10 * ms},
+		{"three slow answers at the limit are a queue: hold",
+			[]limitWindow{share, {elapsed: 200 * ms, good: 3, sum: 3 * 60 * ms, least: 50 * ms, peak: 20, filled: true}}, 20, 10 * ms},
 		{"a huge rate saturates at MaxLimit",
 			[]limitWindow{{elapsed: 1, good: 1_000_000, sum: 1_000_000 * ms, least: ms, peak: 500, filled: true}, {elapsed: 1, good: 1_000_000, sum: 1_000_000 * ms, least: ms, peak: 500, filled: true}}, 1000, ms},
 		{"negative latencies (a clock stepped back) teach nothing",
@@ -148,6 +156,87 @@ func TestLimitWindowSummary(t *testing.T) {
 			}
 			if got := a.complete(c.w.elapsed, c.w.results(), true); got != c.complete {
 				t.Errorf("complete %v, want %v", got, c.complete)
+			}
+		})
+	}
+}
+
+// TestLimitAlgoClosesAColdBurstEarly: a key in its start (no no-load
+// latency yet, or only windows that filled the limit since) whose limit
+// filled closes its window once three good answers are back and it has
+// lasted the fastest one's latency, before the 50ms (or 4 latencies) a
+// window lasts at least; not with fewer answers, not in less time, not
+// once a window did not fill the limit, not when this one did not.
+func TestLimitAlgoClosesAColdBurstEarly(t *testing.T) {
+	ms := time.Millisecond
+	three := limitWindow{good: 3, sum: 3 * 12 * ms, least: 10 * ms}
+	for _, c := range []struct {
+		name    string
+		el      time.Duration
+		w       limitWindow
+		filled  bool
+		known   bool // the no-load latency is known
+		settled bool // and a window did not fill the limit
+		want    bool
+	}{
+		{"three answers, one fastest latency long", 10 * ms, three, true, false, false, true},
+		{"three answers, shorter than the fastest", 9 * ms, three, true, false, false, false},
+		{"two answers", 20 * ms, limitWindow{good: 2, sum: 2 * 10 * ms, least: 10 * ms}, true, false, false, false},
+		{"three overload answers", 20 * ms, limitWindow{overload: 3}, true, false, false, false},
+		{"the limit did not fill", 20 * ms, three, false, false, false, false},
+		{"the latency is known, every window so far filled the limit", 20 * ms, three, true, true, false, true},
+		{"the key has settled", 20 * ms, three, true, true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ConcurrencyLimit{}.withDefaults()
+			a := newLimitAlgo(&cfg)
+			if c.known {
+				a.base = 10 * ms
+			}
+			a.settled = c.settled
+			if got := a.completeCold(c.el, c.w, c.filled); got != c.want {
+				t.Errorf("completeCold %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestLimitAlgoClosesOnOverloadAnswers: a window closes at once on
+// overload answers when they are more than a tenth of what a whole window
+// brings at the key's rate: two for a client that sees a few results per
+// window, more for one that sees many; not on one, not in no time, not
+// right after a cut.
+func TestLimitAlgoClosesOnOverloadAnswers(t *testing.T) {
+	ms := time.Millisecond
+	// small: 5 answers in 100ms (50/s); large: 100 in 100ms (1000/s).
+	// Both at 10ms: a window spans 50ms, where the large key has 50
+	// results and the small one 2.5.
+	small := limitWindow{elapsed: 100 * ms, good: 5, sum: 5 * 10 * ms, least: 8 * ms, peak: 2}
+	large := limitWindow{elapsed: 100 * ms, good: 100, sum: 100 * 10 * ms, least: 8 * ms, peak: 10}
+	for _, c := range []struct {
+		name   string
+		before []limitWindow
+		el     time.Duration
+		w      limitWindow
+		want   bool
+	}{
+		{"a small share, two timeouts", []limitWindow{small}, 5 * ms, limitWindow{overload: 2}, true},
+		{"a small share, one timeout", []limitWindow{small}, 5 * ms, limitWindow{overload: 1}, false},
+		{"a small share, two timeouts in no time", []limitWindow{small}, 0, limitWindow{overload: 2}, false},
+		{"a small share, two timeouts right after a cut",
+			[]limitWindow{small, {elapsed: 100 * ms, good: 1, overload: 3, sum: 10 * ms, least: 10 * ms, peak: 2}}, 5 * ms, limitWindow{overload: 2}, false},
+		{"a large share, two timeouts are a tail's", []limitWindow{large}, 5 * ms, limitWindow{good: 10, overload: 2}, false},
+		{"a large share, six timeouts are over a tenth of its window", []limitWindow{large}, 5 * ms, limitWindow{good: 10, overload: 6}, true},
+		{"a large share, six among a hundred results are not", []limitWindow{large}, 40 * ms, limitWindow{good: 94, overload: 6}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ConcurrencyLimit{}.withDefaults()
+			a := newLimitAlgo(&cfg)
+			for _, w := range c.before {
+				a.next(w)
+			}
+			if got := a.completeOverloaded(c.el, c.w, false); got != c.want {
+				t.Errorf("completeOverloaded %v, want %v", got, c.want)
 			}
 		})
 	}

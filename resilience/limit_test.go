@@ -3,6 +3,7 @@ package resilience
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -301,6 +302,131 @@ func TestLimitShedsLittleUnderHeavyTailsAndBursts(t *testing.T) {
 			shed, offered := total(r.shed, 0, len(r.shed)), total(r.offered, 0, len(r.offered))
 			if float64(shed) > s.most*float64(offered) {
 				t.Errorf("%d of %d requests shed, want ≤ %.2f%%", shed, offered, 100*s.most)
+			}
+		})
+	}
+}
+
+// TestLimitColdBurstGrowsWithinALatency: a new key hit by a burst larger
+// than InitialLimit learns from its first answers: once three are back,
+// a latency after the fastest one, its limit has doubled, rather than
+// staying at InitialLimit for the 50ms a window lasts at least (shedding
+// a burst the downstream would have served).
+func TestLimitColdBurstGrowsWithinALatency(t *testing.T) {
+	cfg := ConcurrencyLimit{MaxWait: -1}.withDefaults()
+	l := newLimiter(&cfg)
+	t0 := time.Unix(1_700_000_000, 0)
+	held := 0
+	for range 30 {
+		if l.tryAcquire(CriticalityDefault) {
+			held++
+		}
+	}
+	if held != DefaultInitialLimit {
+		t.Fatalf("%d admitted of a burst of 30, want InitialLimit %d", held, DefaultInitialLimit)
+	}
+	// The downstream answers 10ms after the burst, then one more every
+	// 2ms (it serves a few at a time).
+	for i := range 6 {
+		now := t0.Add(10*time.Millisecond + time.Duration(i)*2*time.Millisecond)
+		l.release(now, now.Sub(t0), limitGood)
+	}
+	if got := l.Limit(); got < 2*DefaultInitialLimit {
+		t.Errorf("limit %d 20ms into a cold burst with 6 answers back, want ≥ %d", got, 2*DefaultInitialLimit)
+	}
+}
+
+// TestLimitFleetOf50ConvergesToShares: 50 clients sharing a server whose
+// capacity halves, each seeing a result every ~45ms: windows of one or
+// two answers do not double a limit when the answers are slow (a queue at
+// the shared server) or include a timeout; they add one, so clients cut
+// to different levels come back toward equal shares. Over five seeds the
+// median goodput during the drop is ≥ 82% of capacity and the median
+// least-served client gets ≥ half the best-served one's goodput (doubling
+// on such windows gave 79% and 0.49).
+func TestLimitFleetOf50ConvergesToShares(t *testing.T) {
+	var goods, fairs []float64
+	for seed := range uint64(5) {
+		m := fleetDrop(50, 100+seed)
+		r := m.run()
+		from, to := int(m.dropAt/time.Second), int((m.dropAt+m.dropFor)/time.Second)
+		dropCap := float64(m.workers) / (m.service.Seconds() * m.dropBy) * float64(to-from)
+		goods = append(goods, float64(total(r.good, from, to))/dropCap)
+		least, most := math.MaxInt, 0
+		for _, g := range r.goodBy {
+			n := total(g, from, to)
+			least, most = min(least, n), max(most, n)
+		}
+		fairs = append(fairs, float64(least)/float64(most))
+	}
+	slices.Sort(goods)
+	slices.Sort(fairs)
+	t.Logf("goodput during the drop %.3f, fairness %.2f", goods, fairs)
+	if goods[2] < 0.82 {
+		t.Errorf("median goodput during the drop %.1f%% of capacity (of 5 seeds %.3f), want ≥ 82%%", 100*goods[2], goods)
+	}
+	if fairs[2] < 0.5 {
+		t.Errorf("median fairness %.2f (of 5 seeds %.2f), want ≥ 0.5", fairs[2], fairs)
+	}
+}
+
+// TestLimitSmallShareCutsOnItsSecondTimeout: a client with a small share
+// of a downstream (an answer every 45ms, 2 in flight) that gets two
+// timeouts in a row cuts its limit at the second, not after a window of
+// three results and 50ms: waiting lets the shared downstream's queue of
+// attempts that will time out grow.
+func TestLimitSmallShareCutsOnItsSecondTimeout(t *testing.T) {
+	cfg := ConcurrencyLimit{MaxWait: -1}.withDefaults()
+	l := newLimiter(&cfg)
+	now := time.Unix(1_700_000_000, 0)
+	answer := func(res limitResult) {
+		if !l.tryAcquire(CriticalityDefault) {
+			t.Fatalf("no permit at limit %d with %d in flight", l.Limit(), l.inFlight())
+		}
+		l.release(now, 10*time.Millisecond, res)
+	}
+	// Two attempts stay in flight throughout.
+	l.tryAcquire(CriticalityDefault)
+	l.tryAcquire(CriticalityDefault)
+	for i := 0; i < 40 || l.algo.windows == 0; i++ {
+		now = now.Add(45 * time.Millisecond)
+		answer(limitGood)
+	}
+	// Go on until a window has just closed, so the timeouts open the next.
+	for w := l.algo.windows; l.algo.windows == w; {
+		now = now.Add(45 * time.Millisecond)
+		answer(limitGood)
+	}
+	before := l.Limit()
+	for range 2 {
+		now = now.Add(time.Millisecond)
+		answer(limitOverload)
+	}
+	if got := l.Limit(); got > 2 {
+		t.Errorf("limit %d (from %d) 2ms after two timeouts with 2 in flight, want it cut to ≤ 2", got, before)
+	}
+}
+
+// TestLimitOneClientGrowsThroughItsFirstBursts: one client whose traffic
+// comes in microbursts (3× as fast for 50ms in every 500ms, 90% and 70%
+// load, where a burst needs about twice InitialLimit in flight) sheds at
+// most 0.2% of its requests over 20 s, median of five seeds: its limit
+// doubles once a latency while every window fills it, rather than once
+// every 4 latencies after the first (0.36% and 0.23% then). What it still
+// sheds is the first burst's excess over InitialLimit before any answer.
+func TestLimitOneClientGrowsThroughItsFirstBursts(t *testing.T) {
+	for _, load := range []float64{0.9, 0.7} {
+		t.Run(fmt.Sprintf("load %.0f%%", 100*load), func(t *testing.T) {
+			var shed []float64
+			for seed := range uint64(5) {
+				m := fleetDrop(1, seed+1)
+				m.burst, m.load, m.dropBy, m.length = 3, load, 1, 20*time.Second
+				r := m.run()
+				shed = append(shed, float64(total(r.shed, 0, len(r.shed)))/float64(total(r.offered, 0, len(r.offered))))
+			}
+			slices.Sort(shed)
+			if shed[2] > 0.002 {
+				t.Errorf("median shed %.3f%% (of 5 seeds %.4f), want ≤ 0.2%%", 100*shed[2], shed)
 			}
 		})
 	}
