@@ -186,7 +186,7 @@ type hedgeKey struct {
 	// hedge than the cap pays for, as when the latency shifts.
 	calls, wants atomic.Uint64
 	surging      atomic.Bool
-	capped       atomic.Uint64 // hedge admissions the cap refused (a call that asks again counts again)
+	capped       atomic.Uint64 // hedges the cap held back
 }
 
 // record adds one result's latency, observed at now.

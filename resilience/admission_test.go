@@ -2,8 +2,6 @@ package resilience
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -199,48 +197,6 @@ func TestHookPanicKeepsNoPermit(t *testing.T) {
 			if n := inFlightOf(e, "k"); n != 0 {
 				t.Fatalf("in flight after the panic: %d, want 0 (a permit was lost for good)", n)
 			}
-		})
-	}
-}
-
-// A hedge the adaptive cap refuses is asked for again while the attempt is
-// still out: a slow call that met an empty bucket is hedged as soon as the
-// bucket pays (issue #31: after a burst of stalls, the ones that found the
-// bucket empty were never hedged).
-func TestCappedHedgeIsAskedForAgain(t *testing.T) {
-	for _, prompt := range []bool{true, false} {
-		t.Run(fmt.Sprintf("prompt=%v", prompt), func(t *testing.T) {
-			fc := fakeclock.New(t0)
-			const delay = 10 * time.Millisecond
-			e := newTestEngine(fc, nil, EngineConfig{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: delay, MaxDelay: delay}})
-			pol := Policy{MaxAttempts: 2, MaxHedges: 1, Adaptive: true}
-			// A first call makes the key's state; then its bucket is empty.
-			Execute(context.Background(), e, Call[int]{Key: "k", Op: &scripted{steps: []step{{v: 200}}}, Policy: pol})
-			hk := e.hosts.lookup("k").hedge.Load()
-			hk.tokens.Store(math.Float64bits(0))
-
-			gate := make(chan struct{})
-			op := &scripted{steps: []step{{gate: gate, v: 200}, {v: 201}}}
-			armed := fc.Armed()
-			done := runAsync(context.Background(), e, Call[int]{Key: "k", Op: promptly[int](op, prompt), Policy: pol})
-			if !fc.WaitForArmed(armed+1, 5*time.Second) {
-				t.Fatal("hedge timer never armed")
-			}
-			fc.Advance(delay) // the bucket is empty: refused
-			if !fc.WaitForArmed(armed+2, 5*time.Second) {
-				t.Fatal("no second ask was scheduled after the cap refused the hedge")
-			}
-			if n := op.Calls(); n != 1 {
-				t.Fatalf("%d attempts after the refusal, want 1", n)
-			}
-			hk.tokens.Store(math.Float64bits(1)) // calls paid in meanwhile
-			fc.Advance(delay)
-			res := <-done
-			close(gate)
-			if res.Err != nil || res.Value != 201 || res.Attempt != 2 {
-				t.Fatalf("result %+v, want the hedge's 201", res)
-			}
-			res.Finish(nil)
 		})
 	}
 }

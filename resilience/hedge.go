@@ -185,18 +185,14 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	}
 	r.mu.Unlock()
 	var ad admission
-	ok, capped, p := r.admitHedgeRecovering(&ad)
+	ok, p := r.admitHedgeRecovering(&ad)
 	r.mu.Lock()
 	r.admitting = false
 	r.cond.Broadcast()
 	if p != nil {
 		r.hedgePanic = p
 	}
-	// A hedge the adaptive cap refused is asked for again while the
-	// attempt is still out (see hedgeRecheck): the call is handed over as
-	// for a hedge, and the driver arms its timer instead of launching.
-	recheck := !ok && capped && p == nil
-	if (!ok && !recheck) || r.inline == nil {
+	if !ok || r.inline == nil {
 		// Refused (the call goes on unhedged, as after a refusal in the
 		// loop), or the caller's attempt answered meanwhile: no handover.
 		r.mu.Unlock()
@@ -207,21 +203,20 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	r.finished = make(chan struct{})
 	r.active = append(r.active, r.inline)
 	r.mu.Unlock()
-	r.drive(ad, ok)
+	r.drive(ad)
 }
 
 // admitHedgeRecovering is admitHedge on the hedge timer's goroutine: a
 // panic of a hook is recovered, having given back what ad held, and
 // returned for the caller's goroutine to re-raise.
-func (r *run[T]) admitHedgeRecovering(ad *admission) (ok, capped bool, p *attemptPanic) {
+func (r *run[T]) admitHedgeRecovering(ad *admission) (ok bool, p *attemptPanic) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.giveBack(ad)
-			ok, capped, p = false, false, &attemptPanic{value: v}
+			ok, p = false, &attemptPanic{value: v}
 		}
 	}()
-	ok, capped = r.admitHedge(ad)
-	return ok, capped, nil
+	return r.admitHedge(ad), nil
 }
 
 // waitAdmission waits, under mu, until no hedge is being admitted.
@@ -242,11 +237,10 @@ func (r *run[T]) goConcurrent() {
 }
 
 // drive runs the call from a hedge timer's goroutine: it launches the hedge
-// admitted into ad (launch set; else it arms the hedge timer to ask again,
-// see hedgeRecheck), then loops until the call ends, and hands the result
+// admitted into ad, then loops until the call ends, and hands the result
 // (or a panic) to the caller. From here this goroutine drives the call, so
 // r.held is its own; a panic gives back what it holds.
-func (r *run[T]) drive(ad admission, launch bool) {
+func (r *run[T]) drive(ad admission) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.giveBack(&r.held)
@@ -256,11 +250,7 @@ func (r *run[T]) drive(ad admission, launch bool) {
 		close(r.finished)
 	}()
 	r.held = ad
-	if launch {
-		r.launchHedge()
-	} else {
-		r.armHedge()
-	}
+	r.launchHedge()
 	r.final = r.loop(false)
 }
 
@@ -386,45 +376,30 @@ func (r *run[T]) stopHedge() {
 }
 
 // hedge launches a hedge if the limits allow it (the driver, when its
-// timer fires); one the adaptive cap refused is asked for again one hedge
-// delay later (see hedgeRecheck).
+// timer fires).
 func (r *run[T]) hedge() {
-	ok, capped := r.admitHedge(&r.held)
-	switch {
-	case ok:
+	if r.admitHedge(&r.held) {
 		r.launchHedge()
-	case capped:
-		r.armHedge()
 	}
 }
 
-// hedgeRecheck: a hedge that adaptive hedging's cap refuses (its bucket is
-// empty) is asked for again one hedge delay later, and again, for as long
-// as the attempt is still out and the call could still hedge. Credit
-// accrues with every call, so when stalls come in a burst the ones the
-// bucket could not pay at once are hedged as soon as it can, in the order
-// their timers fire, rather than never: the cap decides how many hedges,
-// not which slow calls go without one. A refusal by the budget, the
-// breaker or the limit is final, as before: asking again would spend
-// their refusals (and their hooks) on a call that will not get one.
-
 // admitHedge reports whether a hedge may launch now, having taken its
 // admission into ad: within the limits, adaptive hedging's cap, the
-// budget and the breaker; capped reports a refusal by the cap alone (see
-// hedgeRecheck). A refusal gives back what was taken.
-func (r *run[T]) admitHedge(ad *admission) (ok, capped bool) {
+// budget and the breaker. A refusal gives back what was taken and does not
+// re-arm the timer: the next launch does.
+func (r *run[T]) admitHedge(ad *admission) bool {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
-		return false, false
+		return false
 	}
 	if r.hk != nil {
 		if !r.hk.take() {
 			r.hk.capped.Add(1) // the key's hard cap on extra load: no hedge now
-			return false, true
+			return false
 		}
 		ad.hk = r.hk
 	}
-	_, ok = r.admitNext(KindHedge, ad)
-	return ok, false
+	_, ok := r.admitNext(KindHedge, ad)
+	return ok
 }
 
 // launchHedge reports and launches the hedge admitted into r.held.
