@@ -167,16 +167,7 @@ func (s *crowdServer) Close()      { s.srv.Close() }
 func (s *crowdServer) book(now time.Time) (end time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := 0
-	for i := range s.free {
-		if s.free[i].Before(s.free[w]) {
-			w = i
-		}
-	}
-	start := now
-	if s.free[w].After(start) {
-		start = s.free[w]
-	}
+	w, start := firstFree(s.free, now)
 	mean := s.cfg.Service
 	if off := start.Sub(s.t0); off >= s.dropFrom && off < s.dropTo {
 		mean = time.Duration(float64(mean) * s.cfg.Factor)

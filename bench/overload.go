@@ -149,22 +149,31 @@ func (s *queueServer) Close() { s.srv.Close() }
 func (s *queueServer) book(now time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := 0
-	for i := range s.free {
-		if s.free[i].Before(s.free[w]) {
-			w = i
-		}
-	}
-	start := now
-	if s.free[w].After(start) {
-		start = s.free[w]
-	}
+	w, start := firstFree(s.free, now)
 	d := s.service
 	if off := start.Sub(s.t0); off >= s.dropFrom && off < s.dropTo {
 		d = time.Duration(float64(d) * s.factor)
 	}
 	s.free[w] = start.Add(d)
 	return s.free[w]
+}
+
+// firstFree returns the worker that is free first and when a request
+// arriving at now starts on it: now, or when that worker frees up.
+func firstFree(free []time.Time, now time.Time) (w int, start time.Time) {
+	for i := range free {
+		if free[i].Before(free[w]) {
+			w = i
+		}
+	}
+	return w, maxTime(now, free[w])
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (s *queueServer) serve(w http.ResponseWriter, r *http.Request) {
