@@ -57,14 +57,8 @@ type BreakerConfig struct {
 // withDefaults validates c and fills zero fields; it panics naming the field
 // when a value makes no sense.
 func (c BreakerConfig) withDefaults() BreakerConfig {
-	if c.FailureThreshold < 0 {
-		panic(fmt.Sprintf("resilience: BreakerConfig.FailureThreshold must not be negative, got %d", c.FailureThreshold))
-	}
-	if c.OpenDuration < 0 {
-		panic(fmt.Sprintf("resilience: BreakerConfig.OpenDuration must not be negative, got %v", c.OpenDuration))
-	}
-	if c.HalfOpenProbes < 0 {
-		panic(fmt.Sprintf("resilience: BreakerConfig.HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes))
+	if err := c.Validate(); err != nil {
+		panic(err.Error())
 	}
 	if c.FailureThreshold == 0 {
 		c.FailureThreshold = DefaultFailureThreshold
@@ -76,6 +70,20 @@ func (c BreakerConfig) withDefaults() BreakerConfig {
 		c.HalfOpenProbes = DefaultHalfOpenProbes
 	}
 	return c
+}
+
+// Validate checks the configuration, naming the field it rejects: every
+// field must be zero (its default) or positive.
+func (c BreakerConfig) Validate() error {
+	switch {
+	case c.FailureThreshold < 0:
+		return fmt.Errorf("resilience: BreakerConfig.FailureThreshold must not be negative, got %d", c.FailureThreshold)
+	case c.OpenDuration < 0:
+		return fmt.Errorf("resilience: BreakerConfig.OpenDuration must not be negative, got %v", c.OpenDuration)
+	case c.HalfOpenProbes < 0:
+		return fmt.Errorf("resilience: BreakerConfig.HalfOpenProbes must not be negative, got %d", c.HalfOpenProbes)
+	}
+	return nil
 }
 
 // outcome is what one admitted attempt tells its breaker.

@@ -172,11 +172,8 @@ const maxReserve = 1000
 // argument. newRetryBudget(0, 0) returns nil: no budget, every retry
 // allowed.
 func newRetryBudget(ratio float64, reserve int) *retryBudget {
-	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
-		panic(fmt.Sprintf("resilience: budget ratio must be a finite number >= 0, got %v", ratio))
-	}
-	if reserve < 0 || reserve > maxReserve {
-		panic(fmt.Sprintf("resilience: budget reserve must be between 0 and %d, got %d", maxReserve, reserve))
+	if err := validateBudget(ratio, reserve); err != nil {
+		panic(err.Error())
 	}
 	if ratio == 0 && reserve == 0 {
 		return nil
@@ -188,6 +185,17 @@ func newRetryBudget(ratio float64, reserve int) *retryBudget {
 		return &i
 	}
 	return b
+}
+
+// validateBudget checks a budget's ratio and reserve.
+func validateBudget(ratio float64, reserve int) error {
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
+		return fmt.Errorf("resilience: budget ratio must be a finite number >= 0, got %v", ratio)
+	}
+	if reserve < 0 || reserve > maxReserve {
+		return fmt.Errorf("resilience: budget reserve must be between 0 and %d, got %d", maxReserve, reserve)
+	}
+	return nil
 }
 
 // epochOf numbers now's bucket: whole seconds since the Unix epoch, modulo

@@ -127,12 +127,30 @@ const (
 // withDefaults validates c and fills zero fields; it panics naming the field
 // when a value makes no sense.
 func (c ConcurrencyLimit) withDefaults() ConcurrencyLimit {
+	c, err := c.filled()
+	if err != nil {
+		panic(err.Error())
+	}
+	return c
+}
+
+// Validate checks the configuration, naming the field it rejects: no
+// field may be negative but MaxWait, and with the zero fields at their
+// defaults, MinLimit ≤ InitialLimit ≤ MaxLimit.
+func (c ConcurrencyLimit) Validate() error {
+	_, err := c.filled()
+	return err
+}
+
+// filled returns c with its zero fields at their defaults, or an error
+// naming the field that makes no sense.
+func (c ConcurrencyLimit) filled() (ConcurrencyLimit, error) {
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"InitialLimit", c.InitialLimit}, {"MinLimit", c.MinLimit}, {"MaxLimit", c.MaxLimit}} {
 		if f.v < 0 {
-			panic(fmt.Sprintf("resilience: ConcurrencyLimit.%s must not be negative, got %d", f.name, f.v))
+			return c, fmt.Errorf("resilience: ConcurrencyLimit.%s must not be negative, got %d", f.name, f.v)
 		}
 	}
 	if c.MinLimit == 0 {
@@ -145,12 +163,12 @@ func (c ConcurrencyLimit) withDefaults() ConcurrencyLimit {
 		c.InitialLimit = min(max(DefaultInitialLimit, c.MinLimit), c.MaxLimit)
 	}
 	if c.MinLimit > c.MaxLimit {
-		panic(fmt.Sprintf("resilience: ConcurrencyLimit.MinLimit %d is above MaxLimit %d", c.MinLimit, c.MaxLimit))
+		return c, fmt.Errorf("resilience: ConcurrencyLimit.MinLimit %d is above MaxLimit %d", c.MinLimit, c.MaxLimit)
 	}
 	if c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxLimit {
-		panic(fmt.Sprintf("resilience: ConcurrencyLimit.InitialLimit %d is outside [MinLimit %d, MaxLimit %d]", c.InitialLimit, c.MinLimit, c.MaxLimit))
+		return c, fmt.Errorf("resilience: ConcurrencyLimit.InitialLimit %d is outside [MinLimit %d, MaxLimit %d]", c.InitialLimit, c.MinLimit, c.MaxLimit)
 	}
-	return c
+	return c, nil
 }
 
 // Criticality orders calls under a concurrency limit: when the limit is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,9 +16,10 @@ import (
 // Hooks and give-up semantics. Build one per dependency and reuse it, so its
 // budget and breakers have memory. Safe for concurrent use.
 type Retrier struct {
-	engine  *Engine
-	policy  Policy
-	retryIf func(error) bool
+	engine   *Engine
+	settings Settings
+	policy   Policy // settings.Policy(), made once
+	retryIf  func(error) bool
 }
 
 // Defaults that the Retrier and the transport share (package transport's
@@ -46,8 +46,10 @@ func DefaultBackoff() Backoff { return ExponentialJitter(100*time.Millisecond, 5
 // with a message naming the option and the value, on one that makes no
 // sense; NewRetrier itself panics only where a WithHooksFor func does
 // (telemetry's, when one Retrier is given two different names), and
-// ignores nil options. The
-// options share their names and meanings with package transport's.
+// ignores nil options. The options the Retrier shares with package
+// transport set the fields of one Settings, under the same names, from the
+// same defaults, with the same validation (Retrier.Settings reads them
+// back).
 type Option interface{ apply(*retrierConfig) }
 
 type optionFunc func(*retrierConfig)
@@ -55,53 +57,41 @@ type optionFunc func(*retrierConfig)
 func (f optionFunc) apply(c *retrierConfig) { f(c) }
 
 type retrierConfig struct {
-	policy   Policy
-	adaptive *AdaptiveHedging
-	ratio    float64
-	reserve  int
-	breaker  *BreakerConfig
-	limit    *ConcurrencyLimit
-	maxKeys  int
+	settings Settings
 	hooks    []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
 	retryIf  func(error) bool
-	clock    clock.Clock // nil: the wall clock
+}
+
+// setting returns the option that applies set, after checking it (see
+// checkSetting).
+func setting(option string, set func(*Settings)) Option {
+	checkSetting(option, set)
+	return optionFunc(func(c *retrierConfig) { set(&c.settings) })
 }
 
 // WithMaxAttempts sets the attempt limit, retries and hedges together
 // (default DefaultMaxAttempts). It panics if n < 1.
 func WithMaxAttempts(n int) Option {
-	if n < 1 {
-		panic(fmt.Sprintf("resilience: WithMaxAttempts: attempts must be at least 1, got %d", n))
-	}
-	return optionFunc(func(c *retrierConfig) { c.policy.MaxAttempts = n })
+	return setting("WithMaxAttempts", func(s *Settings) { s.MaxAttempts = n })
 }
 
 // WithBackoff sets the delay between retries (default DefaultBackoff). It panics on nil.
 func WithBackoff(b Backoff) Option {
-	if isNil(b) {
-		panic("resilience: WithBackoff: backoff must not be nil (use Constant(0) for none)")
-	}
-	return optionFunc(func(c *retrierConfig) { c.policy.Backoff = b })
+	return setting("WithBackoff", func(s *Settings) { s.Backoff = b })
 }
 
 // WithPerAttemptTimeout bounds each attempt separately from the caller's
 // deadline (default none); a timed-out attempt is retried. It panics if d < 0.
 func WithPerAttemptTimeout(d time.Duration) Option {
-	if d < 0 {
-		panic(fmt.Sprintf("resilience: WithPerAttemptTimeout: timeout must not be negative, got %v", d))
-	}
-	return optionFunc(func(c *retrierConfig) { c.policy.PerAttemptTimeout = d })
+	return setting("WithPerAttemptTimeout", func(s *Settings) { s.PerAttemptTimeout = d })
 }
 
 // WithHedging launches another attempt when delay passes without a result,
-// up to maxHedges extra in flight (default off). It panics on negatives.
+// up to maxHedges extra in flight (default off; zero turns it off). It
+// panics on negatives.
 func WithHedging(delay time.Duration, maxHedges int) Option {
-	if delay < 0 || maxHedges < 0 {
-		panic(fmt.Sprintf("resilience: WithHedging: delay and maxHedges must not be negative, got %v, %d", delay, maxHedges))
-	}
-	return optionFunc(func(c *retrierConfig) {
-		c.adaptive, c.policy.Adaptive = nil, false
-		c.policy.HedgeDelay, c.policy.MaxHedges = delay, maxHedges
+	return setting("WithHedging", func(s *Settings) {
+		s.HedgeDelay, s.MaxHedges, s.AdaptiveHedging = delay, maxHedges, nil
 	})
 }
 
@@ -113,15 +103,8 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 // off. It panics, naming the field, when cfg makes no sense or
 // maxHedges < 1.
 func WithAdaptiveHedging(cfg AdaptiveHedging, maxHedges int) Option {
-	if err := cfg.Validate(); err != nil {
-		panic("resilience: WithAdaptiveHedging: " + strings.TrimPrefix(err.Error(), "resilience: "))
-	}
-	if maxHedges < 1 {
-		panic(fmt.Sprintf("resilience: WithAdaptiveHedging: maxHedges must be at least 1, got %d", maxHedges))
-	}
-	return optionFunc(func(c *retrierConfig) {
-		c.adaptive = &cfg
-		c.policy.Adaptive, c.policy.HedgeDelay, c.policy.MaxHedges = true, 0, maxHedges
+	return setting("WithAdaptiveHedging", func(s *Settings) {
+		s.AdaptiveHedging, s.HedgeDelay, s.MaxHedges = &cfg, 0, maxHedges
 	})
 }
 
@@ -130,10 +113,7 @@ func WithAdaptiveHedging(cfg AdaptiveHedging, maxHedges int) Option {
 // DefaultMaxRetryAfter, as the transport's); a longer one ends the call
 // with that error. 0 honours only a zero delay. It panics if d < 0.
 func WithMaxRetryAfter(d time.Duration) Option {
-	if d < 0 {
-		panic(fmt.Sprintf("resilience: WithMaxRetryAfter: duration must not be negative, got %v", d))
-	}
-	return optionFunc(func(c *retrierConfig) { c.policy.MaxRetryAfter = d })
+	return setting("WithMaxRetryAfter", func(s *Settings) { s.MaxRetryAfter = d })
 }
 
 // WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
@@ -145,9 +125,7 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // disables the budget. It panics on a negative, NaN or infinite ratio or a
 // reserve outside 0..1000.
 func WithRetryBudget(ratio float64, reserve int) Option {
-	defer renamePanic("WithRetryBudget")
-	newRetryBudget(ratio, reserve) // validates
-	return optionFunc(func(c *retrierConfig) { c.ratio, c.reserve = ratio, reserve })
+	return setting("WithRetryBudget", func(s *Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }
 
 // WithBudget sets the retry budget's ratio and, in place of the per-second
@@ -158,21 +136,17 @@ func WithRetryBudget(ratio float64, reserve int) Option {
 // WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
 // WithRetryBudget.
 func WithBudget(ratio float64, minPerSec int) Option {
-	defer renamePanic("WithBudget")
 	if minPerSec < 0 {
-		panic(fmt.Sprintf("resilience: budget minPerSec must not be negative, got %d", minPerSec))
+		panic(fmt.Sprintf("resilience: WithBudget: minPerSec must not be negative, got %d", minPerSec))
 	}
 	reserve := min(minPerSec, DefaultBudgetReserve)
-	newRetryBudget(ratio, reserve) // validates
-	return optionFunc(func(c *retrierConfig) { c.ratio, c.reserve = ratio, reserve })
+	return setting("WithBudget", func(s *Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }
 
 // WithBreaker turns on a breaker per call key (default off). Zero fields of
 // cfg take their defaults; it panics on negative fields.
 func WithBreaker(cfg BreakerConfig) Option {
-	defer renamePanic("WithBreaker")
-	cfg.withDefaults() // validates
-	return optionFunc(func(c *retrierConfig) { c.breaker = &cfg })
+	return setting("WithBreaker", func(s *Settings) { s.Breaker = &cfg })
 }
 
 // WithConcurrencyLimit turns on an adaptive concurrency limit per call key
@@ -182,28 +156,14 @@ func WithBreaker(cfg BreakerConfig) Option {
 // congestion is its per-attempt timeouts (WithPerAttemptTimeout) and the
 // latency of fn's results. It panics, naming the field, on nonsense.
 func WithConcurrencyLimit(cfg ConcurrencyLimit) Option {
-	defer renamePanic("WithConcurrencyLimit")
-	cfg.withDefaults() // validates
-	return optionFunc(func(c *retrierConfig) { c.limit = &cfg })
+	return setting("WithConcurrencyLimit", func(s *Settings) { s.ConcurrencyLimit = &cfg })
 }
 
 // WithMaxKeys bounds how many call keys the breakers and the concurrency
 // limit track, together (transport.WithMaxHosts for the transport). Default
 // DefaultMaxKeys. It panics when n < 1.
 func WithMaxKeys(n int) Option {
-	if n < 1 {
-		panic(fmt.Sprintf("resilience: WithMaxKeys: n must be at least 1, got %d", n))
-	}
-	return optionFunc(func(c *retrierConfig) { c.maxKeys = n })
-}
-
-// renamePanic, deferred by an option constructor, re-panics a validation
-// panic with the option's name in front, so the message names the option
-// the caller wrote.
-func renamePanic(option string) {
-	if r := recover(); r != nil {
-		panic(fmt.Sprintf("resilience: %s: %s", option, strings.TrimPrefix(fmt.Sprint(r), "resilience: ")))
-	}
+	return setting("WithMaxKeys", func(s *Settings) { s.MaxKeys = n })
 }
 
 // WithHooks adds hooks. Several WithHooks (and WithHooksFor) options
@@ -233,7 +193,7 @@ func WithHooksFor(f func(r *Retrier) Hooks) Option {
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(rc *retrierConfig) {
 		if c != nil {
-			rc.clock = c
+			rc.settings.Clock = c
 		}
 	})
 }
@@ -249,25 +209,24 @@ func WithRetryIf(f func(error) bool) Option {
 
 // NewRetrier returns a Retrier.
 func NewRetrier(opts ...Option) *Retrier {
-	c := retrierConfig{
-		policy: Policy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff(), MaxRetryAfter: DefaultMaxRetryAfter},
-		ratio:  DefaultBudgetRatio, reserve: DefaultBudgetReserve,
-		retryIf: DefaultRetryIf,
-	}
+	c := retrierConfig{settings: DefaultSettings(), retryIf: DefaultRetryIf}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
 		}
 	}
-	r := &Retrier{policy: c.policy, retryIf: c.retryIf}
-	var hooks Hooks
+	r := &Retrier{settings: c.settings, policy: c.settings.Policy(), retryIf: c.retryIf}
+	ec := c.settings.EngineConfig()
 	for _, f := range c.hooks {
-		hooks = Combine(hooks, f(r))
+		ec.Hooks = Combine(ec.Hooks, f(r))
 	}
-	r.engine = NewEngine(EngineConfig{BudgetRatio: c.ratio, BudgetReserve: c.reserve, Breaker: c.breaker,
-		Limit: c.limit, MaxKeys: c.maxKeys, Hooks: hooks, Clock: c.clock, Adaptive: c.adaptive})
+	r.engine = NewEngine(ec)
 	return r
 }
+
+// Settings returns the settings the Retrier was built with (a copy: changing
+// it changes nothing).
+func (r *Retrier) Settings() Settings { return r.settings.Clone() }
 
 // Stats returns a snapshot of the retrier's budget, breakers and limits (see
 // Engine.Stats; its Hosts are the call keys). For gauges: it allocates.

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -35,40 +34,23 @@ func DefaultBackoff() resilience.Backoff { return resilience.DefaultBackoff() }
 
 // config is a Transport's settings; options write it once at New.
 type config struct {
-	maxAttempts       int
-	backoff           resilience.Backoff
-	budgetRatio       float64
-	budgetReserve     int
-	hedgeDelay        time.Duration
-	maxHedges         int
-	adaptive          *resilience.AdaptiveHedging
-	breaker           *resilience.BreakerConfig
-	limit             *resilience.ConcurrencyLimit
-	maxHosts          int
-	hooks             []func(*Transport) Hooks // WithHooks and WithHooksFor, in order; New combines them
-	perAttemptTimeout time.Duration
-	headerTimeout     time.Duration // WithPerAttemptHeaderTimeout; 0 for none
-	classifier        Classifier
-	statuses          statusSet
-	maxRetryAfter     time.Duration
-	maxBufferedBody   int64
-	maxRetainedBody   int64
-	nonIdempotent     bool
-	clock             clock.Clock
-	attemptHeader     string // canonical name of the attempt header; "" for none
+	settings        resilience.Settings      // what the options shared with the Retrier set
+	hooks           []func(*Transport) Hooks // WithHooks and WithHooksFor, in order; New combines them
+	headerTimeout   time.Duration            // WithPerAttemptHeaderTimeout; 0 for none
+	classifier      Classifier
+	statuses        statusSet
+	maxBufferedBody int64
+	maxRetainedBody int64
+	nonIdempotent   bool
+	attemptHeader   string // canonical name of the attempt header; "" for none
 }
 
 func defaultConfig() config {
 	return config{
-		maxAttempts:     DefaultMaxAttempts,
-		backoff:         DefaultBackoff(),
-		budgetRatio:     DefaultBudgetRatio,
-		budgetReserve:   DefaultBudgetReserve,
+		settings:        resilience.DefaultSettings(),
 		statuses:        defaultStatuses,
-		maxRetryAfter:   DefaultMaxRetryAfter,
 		maxBufferedBody: DefaultMaxBufferedBody,
 		maxRetainedBody: DefaultMaxRetainedBody,
-		clock:           clock.Real(),
 	}
 }
 
@@ -80,10 +62,12 @@ func defaultConfig() config {
 // does (telemetry's, when one transport is given two different names), and
 // ignores nil options.
 // The options common to resilience's Retrier (WithMaxAttempts, WithBackoff,
-// WithBudget, WithHedging, WithAdaptiveHedging, WithBreaker,
+// WithRetryBudget, WithHedging, WithAdaptiveHedging, WithBreaker,
 // WithConcurrencyLimit, WithPerAttemptTimeout, WithMaxRetryAfter,
-// WithHooks, WithHooksFor, WithClock) have the same names, defaults and
-// meanings there; WithMaxHosts is the Retrier's WithMaxKeys.
+// WithClock, and WithMaxHosts, the Retrier's WithMaxKeys) each set a field
+// of one resilience.Settings, with the same defaults and the same
+// validation there (Transport.Settings reads them back); WithHooks and
+// WithHooksFor mean the same there too.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -93,6 +77,19 @@ func (f optionFunc) apply(c *config) { f(c) }
 // invalid panics with a message naming the option and the value.
 func invalid(option string, format string, args ...any) {
 	panic(fmt.Sprintf("transport: %s: %s", option, fmt.Sprintf(format, args...)))
+}
+
+// setting returns the option that applies set to the settings shared with
+// the Retrier, after checking, as the Retrier's options do, that it yields
+// valid settings from the defaults (resilience.Settings.Validate, whose
+// error names the field); it panics naming option otherwise.
+func setting(option string, set func(*resilience.Settings)) Option {
+	s := resilience.DefaultSettings()
+	set(&s)
+	if err := s.Validate(); err != nil {
+		invalid(option, "%s", strings.TrimPrefix(err.Error(), "resilience: "))
+	}
+	return optionFunc(func(c *config) { set(&c.settings) })
 }
 
 // WithMaxAttempts sets how many attempts a request may make, retries and
@@ -107,20 +104,14 @@ func invalid(option string, format string, args ...any) {
 // retries (an OTLP exporter's, the AWS SDK's) are new requests to gotry,
 // each with n attempts of its own: see the package's OTLP exporter example.
 func WithMaxAttempts(n int) Option {
-	if n < 1 {
-		invalid("WithMaxAttempts", "attempts must be at least 1, got %d", n)
-	}
-	return optionFunc(func(c *config) { c.maxAttempts = n })
+	return setting("WithMaxAttempts", func(s *resilience.Settings) { s.MaxAttempts = n })
 }
 
 // WithBackoff sets the delay between retries when nothing else is in flight
 // (default DefaultBackoff). It panics on nil; use resilience.Constant(0) to
 // retry without waiting.
 func WithBackoff(b resilience.Backoff) Option {
-	if nilBackoff(b) {
-		invalid("WithBackoff", "backoff must not be nil (use resilience.Constant(0) for no delay)")
-	}
-	return optionFunc(func(c *config) { c.backoff = b })
+	return setting("WithBackoff", func(s *resilience.Settings) { s.Backoff = b })
 }
 
 // WithRetryBudget sets the retry budget, which bounds the retries and
@@ -148,13 +139,7 @@ func WithBackoff(b resilience.Backoff) Option {
 // WithRetryBudget(0, 0) disables the budget. It panics on a negative, NaN
 // or infinite ratio or a reserve outside 0..1000.
 func WithRetryBudget(ratio float64, reserve int) Option {
-	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
-		invalid("WithRetryBudget", "ratio must be a finite number >= 0, got %v", ratio)
-	}
-	if reserve < 0 || reserve > 1000 {
-		invalid("WithRetryBudget", "reserve must be between 0 and 1000, got %d", reserve)
-	}
-	return optionFunc(func(c *config) { c.budgetRatio, c.budgetReserve = ratio, reserve })
+	return setting("WithRetryBudget", func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }
 
 // WithBudget sets the retry budget's ratio and, in place of the per-second
@@ -166,14 +151,11 @@ func WithRetryBudget(ratio float64, reserve int) Option {
 // WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
 // WithRetryBudget.
 func WithBudget(ratio float64, minPerSec int) Option {
-	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
-		invalid("WithBudget", "ratio must be a finite number >= 0, got %v", ratio)
-	}
 	if minPerSec < 0 {
 		invalid("WithBudget", "minPerSec must not be negative, got %d", minPerSec)
 	}
 	reserve := min(minPerSec, DefaultBudgetReserve)
-	return optionFunc(func(c *config) { c.budgetRatio, c.budgetReserve = ratio, reserve })
+	return setting("WithBudget", func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }
 
 // WithHedging launches another attempt when delay passes without a result, up
@@ -185,13 +167,9 @@ func WithBudget(ratio float64, minPerSec int) Option {
 // returned from it, so the base must honour the request's context (as
 // http.Transport does).
 func WithHedging(delay time.Duration, maxHedges int) Option {
-	if delay < 0 {
-		invalid("WithHedging", "delay must not be negative, got %v", delay)
-	}
-	if maxHedges < 0 {
-		invalid("WithHedging", "maxHedges must not be negative, got %d", maxHedges)
-	}
-	return optionFunc(func(c *config) { c.hedgeDelay, c.maxHedges, c.adaptive = delay, maxHedges, nil })
+	return setting("WithHedging", func(s *resilience.Settings) {
+		s.HedgeDelay, s.MaxHedges, s.AdaptiveHedging = delay, maxHedges, nil
+	})
 }
 
 // WithAdaptiveHedging hedges with a delay learned per host instead of a
@@ -208,13 +186,9 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 // later WithHedging turns adaptive hedging off. It panics, naming the field,
 // when cfg makes no sense or maxHedges < 1.
 func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
-	if err := cfg.Validate(); err != nil {
-		invalid("WithAdaptiveHedging", "%v", err)
-	}
-	if maxHedges < 1 {
-		invalid("WithAdaptiveHedging", "maxHedges must be at least 1, got %d", maxHedges)
-	}
-	return optionFunc(func(c *config) { c.adaptive, c.hedgeDelay, c.maxHedges = &cfg, 0, maxHedges })
+	return setting("WithAdaptiveHedging", func(s *resilience.Settings) {
+		s.AdaptiveHedging, s.HedgeDelay, s.MaxHedges = &cfg, 0, maxHedges
+	})
 }
 
 // WithBreaker turns on a circuit breaker per host (default off): per
@@ -224,13 +198,7 @@ func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
 // is "example.test"). Zero fields of cfg take resilience's defaults; it panics
 // on negative fields.
 func WithBreaker(cfg resilience.BreakerConfig) Option {
-	defer func() {
-		if r := recover(); r != nil {
-			invalid("WithBreaker", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
-		}
-	}()
-	resilience.NewEngine(resilience.EngineConfig{Breaker: &cfg}) // validates
-	return optionFunc(func(c *config) { c.breaker = &cfg })
+	return setting("WithBreaker", func(s *resilience.Settings) { s.Breaker = &cfg })
 }
 
 // WithConcurrencyLimit turns on an adaptive concurrency limit per host
@@ -250,13 +218,7 @@ func WithBreaker(cfg resilience.BreakerConfig) Option {
 // next to nothing. Zero fields of cfg take their defaults; it
 // panics, naming the field, on one that makes no sense.
 func WithConcurrencyLimit(cfg resilience.ConcurrencyLimit) Option {
-	defer func() {
-		if r := recover(); r != nil {
-			invalid("WithConcurrencyLimit", "%s", strings.TrimPrefix(fmt.Sprint(r), "resilience: "))
-		}
-	}()
-	resilience.NewEngine(resilience.EngineConfig{Limit: &cfg}) // validates
-	return optionFunc(func(c *config) { c.limit = &cfg })
+	return setting("WithConcurrencyLimit", func(s *resilience.Settings) { s.ConcurrencyLimit = &cfg })
 }
 
 // WithMaxHosts bounds how many hosts the per-host state (circuit breakers,
@@ -267,10 +229,7 @@ func WithConcurrencyLimit(cfg resilience.ConcurrencyLimit) Option {
 // end, or its OpenDuration does), and while every tracked host is such a
 // one a new host is served untracked (see Stats). It panics when n < 1.
 func WithMaxHosts(n int) Option {
-	if n < 1 {
-		invalid("WithMaxHosts", "n must be at least 1, got %d", n)
-	}
-	return optionFunc(func(c *config) { c.maxHosts = n })
+	return setting("WithMaxHosts", func(s *resilience.Settings) { s.MaxKeys = n })
 }
 
 // WithHooks adds observation hooks. Several WithHooks (and WithHooksFor)
@@ -312,10 +271,7 @@ func WithHooksFor(f func(t *Transport) Hooks) Option {
 // check closes the connection fails with "http2: client connection lost",
 // which is retried (ClassConnectionClosed), on a new connection.
 func WithPerAttemptTimeout(d time.Duration) Option {
-	if d < 0 {
-		invalid("WithPerAttemptTimeout", "timeout must not be negative, got %v", d)
-	}
-	return optionFunc(func(c *config) { c.perAttemptTimeout = d })
+	return setting("WithPerAttemptTimeout", func(s *resilience.Settings) { s.PerAttemptTimeout = d })
 }
 
 // WithPerAttemptHeaderTimeout bounds each attempt's wait for its response
@@ -370,10 +326,7 @@ func WithRetryableStatuses(codes ...int) Option {
 // (default 30s); a longer one ends the request with that response. 0 honours
 // only "Retry-After: 0". It panics if d < 0.
 func WithMaxRetryAfter(d time.Duration) Option {
-	if d < 0 {
-		invalid("WithMaxRetryAfter", "duration must not be negative, got %v", d)
-	}
-	return optionFunc(func(c *config) { c.maxRetryAfter = d })
+	return setting("WithMaxRetryAfter", func(s *resilience.Settings) { s.MaxRetryAfter = d })
 }
 
 // WithMaxBufferedBody sets how many bytes of a request body without GetBody
@@ -462,14 +415,7 @@ func validHeaderName(s string) bool {
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {
-			c.clock = cl
+			c.settings.Clock = cl
 		}
 	})
-}
-
-// nilBackoff reports whether b is nil, or a nil function wrapped in
-// resilience.BackoffFunc (which is not a nil interface).
-func nilBackoff(b resilience.Backoff) bool {
-	f, ok := b.(resilience.BackoffFunc)
-	return b == nil || ok && f == nil
 }

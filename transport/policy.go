@@ -70,10 +70,18 @@ func (p Policy) validate() error {
 		return fmt.Errorf("transport: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
 	case p.PerAttemptHeaderTimeout < 0:
 		return fmt.Errorf("transport: invalid Policy.PerAttemptHeaderTimeout %v: must not be negative", p.PerAttemptHeaderTimeout)
-	case p.Backoff != nil && nilBackoff(p.Backoff):
+	case nilBackoffFunc(p.Backoff):
 		return fmt.Errorf("transport: invalid Policy.Backoff: a nil BackoffFunc")
 	case p.Criticality < resilience.CriticalitySheddable || p.Criticality > resilience.CriticalityCritical:
 		return fmt.Errorf("transport: invalid Policy.Criticality %d: not one of resilience's criticalities", int(p.Criticality))
 	}
 	return nil
+}
+
+// nilBackoffFunc reports whether b is a nil function wrapped in
+// resilience.BackoffFunc, which is not a nil interface but would crash at
+// the first retry (a nil Backoff itself means "inherit").
+func nilBackoffFunc(b resilience.Backoff) bool {
+	f, ok := b.(resilience.BackoffFunc)
+	return ok && f == nil
 }

@@ -28,8 +28,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 
 // New wraps base (http.DefaultTransport when nil). With no options the
 // transport retries idempotent requests up to 3 attempts with full-jitter
-// backoff, under a budget of 10% of requests plus 10 retries per second; the
-// breaker and hedging are off. New never panics and ignores nil options; an
+// backoff, under a retry budget of 10% of requests and a reserve of 2
+// retries (see WithRetryBudget); the breaker, hedging and the concurrency
+// limit are off (resilience.DefaultSettings). New never panics and ignores nil options; an
 // option constructor panics, naming itself and the value, when given
 // nonsense (see Option).
 func New(base http.RoundTripper, opts ...Option) *Transport {
@@ -47,26 +48,10 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		t.hooks = resilience.Combine(t.hooks, f(t))
 	}
 	t.cfg.hooks = nil // made once: New's closures need not stay
-	ec := resilience.EngineConfig{
-		BudgetRatio:   cfg.budgetRatio,
-		BudgetReserve: cfg.budgetReserve,
-		Breaker:       cfg.breaker,
-		Hooks:         t.hooks,
-		Clock:         cfg.clock,
-		Adaptive:      cfg.adaptive,
-		Limit:         cfg.limit,
-		MaxKeys:       cfg.maxHosts,
-	}
+	ec := cfg.settings.EngineConfig()
+	ec.Hooks = t.hooks
 	t.engine = resilience.NewEngine(ec)
-	t.policy = resilience.Policy{
-		MaxAttempts:       cfg.maxAttempts,
-		MaxHedges:         cfg.maxHedges,
-		HedgeDelay:        cfg.hedgeDelay,
-		Adaptive:          cfg.adaptive != nil,
-		Backoff:           cfg.backoff,
-		PerAttemptTimeout: cfg.perAttemptTimeout,
-		MaxRetryAfter:     cfg.maxRetryAfter,
-	}
+	t.policy = cfg.settings.Policy()
 	return t
 }
 
@@ -75,6 +60,12 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 // resilience.Stats). It is what gauges read at each collection, and it
 // allocates: keep it off a request's path.
 func (t *Transport) Stats() resilience.Stats { return t.engine.Stats() }
+
+// Settings returns the settings shared with resilience's Retrier that the
+// transport was built with (a copy: changing it changes nothing), for a
+// service that logs its configuration at start-up. WithMaxHosts is its
+// MaxKeys.
+func (t *Transport) Settings() resilience.Settings { return t.cfg.settings.Clone() }
 
 // Unwrap returns the base transport.
 func (t *Transport) Unwrap() http.RoundTripper { return t.base }
@@ -339,7 +330,7 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
 	var ht *headerTimer
 	if c.headerTimeout > 0 {
-		ctx, ht = withHeaderTimeout(ctx, c.headerTimeout, cfg.clock)
+		ctx, ht = withHeaderTimeout(ctx, c.headerTimeout, cfg.settings.Clock)
 	}
 	out := req.WithContext(ctx)
 	out.Body = body

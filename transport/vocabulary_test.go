@@ -5,13 +5,16 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -123,8 +126,11 @@ func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
 			func() { resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) }},
 		{"WithMaxRetryAfter", func() { transport.WithMaxRetryAfter(-1) }, func() { resilience.WithMaxRetryAfter(-1) }},
 		{"WithMaxHosts", func() { transport.WithMaxHosts(0) }, func() { resilience.WithMaxKeys(0) }},
+		{"WithBudget", func() { transport.WithBudget(0.1, -1) }, func() { resilience.WithBudget(0.1, -1) }},
+		{"WithBudget", func() { transport.WithBudget(math.NaN(), 1) }, func() { resilience.WithBudget(math.NaN(), 1) }},
 	}
 	for _, c := range cases {
+		reasons := map[string]string{}
 		for side, f := range map[string]func(){"transport": c.transport, "resilience": c.retrier} {
 			msg := func() (msg string) {
 				defer func() { msg = fmt.Sprint(recover()) }()
@@ -135,9 +141,65 @@ func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
 			if side == "resilience" && c.name == "WithMaxHosts" {
 				want = "WithMaxKeys"
 			}
-			if !strings.Contains(msg, want) {
+			if !strings.HasPrefix(msg, side+": "+want+": ") {
 				t.Errorf("%s.%s with nonsense: panic %q, want one naming %s", side, want, msg, want)
 			}
+			reasons[side] = strings.TrimPrefix(msg, side+": "+want+": ")
 		}
+		if reasons["transport"] != reasons["resilience"] {
+			t.Errorf("%s: the transport says %q, the Retrier %q: one validation gives one reason", c.name, reasons["transport"], reasons["resilience"])
+		}
+	}
+}
+
+// One settings type: a shared option sets the same field of
+// resilience.Settings to the same value in both packages, from the same
+// defaults, which is what a service that logs its configuration reads.
+func TestOneSettingsType(t *testing.T) {
+	if tr, rs, def := transport.New(nil).Settings(), resilience.NewRetrier().Settings(), resilience.DefaultSettings(); !reflect.DeepEqual(tr, def) || !reflect.DeepEqual(rs, def) {
+		t.Fatalf("defaults differ:\ntransport %+v\nretrier   %+v\ndefaults  %+v", tr, rs, def)
+	}
+	fake := clock.NewFake(time.Unix(0, 0))
+	backoff := resilience.Constant(7 * time.Millisecond)
+	ah := resilience.AdaptiveHedging{MaxExtraLoad: 0.05}
+	cases := []struct {
+		name      string
+		transport transport.Option
+		retrier   resilience.Option
+		want      func(*resilience.Settings)
+	}{
+		{"WithMaxAttempts", transport.WithMaxAttempts(5), resilience.WithMaxAttempts(5), func(s *resilience.Settings) { s.MaxAttempts = 5 }},
+		{"WithBackoff", transport.WithBackoff(backoff), resilience.WithBackoff(backoff), func(s *resilience.Settings) { s.Backoff = backoff }},
+		{"WithPerAttemptTimeout", transport.WithPerAttemptTimeout(time.Second), resilience.WithPerAttemptTimeout(time.Second),
+			func(s *resilience.Settings) { s.PerAttemptTimeout = time.Second }},
+		{"WithHedging", transport.WithHedging(time.Millisecond, 2), resilience.WithHedging(time.Millisecond, 2),
+			func(s *resilience.Settings) { s.HedgeDelay, s.MaxHedges = time.Millisecond, 2 }},
+		{"WithAdaptiveHedging", transport.WithAdaptiveHedging(ah, 1), resilience.WithAdaptiveHedging(ah, 1),
+			func(s *resilience.Settings) { s.AdaptiveHedging, s.MaxHedges = &ah, 1 }},
+		{"WithRetryBudget", transport.WithRetryBudget(0.2, 5), resilience.WithRetryBudget(0.2, 5),
+			func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = 0.2, 5 }},
+		{"WithBreaker", transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}), resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}),
+			func(s *resilience.Settings) { s.Breaker = &resilience.BreakerConfig{FailureThreshold: 3} }},
+		{"WithConcurrencyLimit", transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: 50}), resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: 50}),
+			func(s *resilience.Settings) { s.ConcurrencyLimit = &resilience.ConcurrencyLimit{MaxLimit: 50} }},
+		{"WithMaxHosts", transport.WithMaxHosts(9), resilience.WithMaxKeys(9), func(s *resilience.Settings) { s.MaxKeys = 9 }},
+		{"WithMaxRetryAfter", transport.WithMaxRetryAfter(time.Second), resilience.WithMaxRetryAfter(time.Second),
+			func(s *resilience.Settings) { s.MaxRetryAfter = time.Second }},
+		{"WithClock", transport.WithClock(fake), resilience.WithClock(fake), func(s *resilience.Settings) { s.Clock = fake }},
+	}
+	for _, c := range cases {
+		want := resilience.DefaultSettings()
+		c.want(&want)
+		tr, rs := transport.New(nil, c.transport).Settings(), resilience.NewRetrier(c.retrier).Settings()
+		if !reflect.DeepEqual(tr, want) || !reflect.DeepEqual(rs, want) {
+			t.Errorf("%s:\ntransport %+v\nretrier   %+v\nwant      %+v", c.name, tr, rs, want)
+		}
+	}
+
+	// What Settings gives back is a copy.
+	tr := transport.New(nil, transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}))
+	tr.Settings().Breaker.FailureThreshold = 99
+	if got := tr.Settings().Breaker.FailureThreshold; got != 3 {
+		t.Errorf("changing a returned Settings changed the transport's: FailureThreshold %d", got)
 	}
 }
