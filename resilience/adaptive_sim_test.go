@@ -286,11 +286,24 @@ func newSimBursts() simModel {
 // held: a run whose stalls come faster than the cap refills early on (5%
 // of the calls so far plus the first 10 tokens) leaves some unhedged,
 // where a fixed delay, with no cap, hedges them all.
+//
+// The same rounds at 10,000 calls show that what misses in the stall
+// scenarios is the cold start, not the warm key: there the worst run of
+// random stalls is held within 1.2× of the best fixed delay (1.13× at
+// this writing, against 13× at 2,000 calls) and the median of stalls in
+// bursts within 1.2×, at the same 5.5% bound on extra load.
 func TestAdaptiveSimulationWorstRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation")
 	}
-	const n, workers, rounds = 2000, 4, 5
+	t.Run("2000 calls", func(t *testing.T) { simulateRounds(t, 2000) })
+	t.Run("10000 calls", func(t *testing.T) { simulateRounds(t, 10000) })
+}
+
+// simulateRounds runs TestAdaptiveSimulationWorstRun's rounds of n calls.
+func simulateRounds(t *testing.T, n int) {
+	const workers, rounds = 4, 5
+	warm := n >= 10000 // the key's first 2,000 calls are a small part of the run
 	fixed := []time.Duration{1500 * time.Microsecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond,
 		7800 * time.Microsecond, 10 * time.Millisecond, 15 * time.Millisecond, 20 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond}
 	type run struct {
@@ -368,17 +381,28 @@ func TestAdaptiveSimulationWorstRun(t *testing.T) {
 		if worst(loads) > 0.055 {
 			t.Errorf("%s: worst run's extra load %.2f%%, want ≤ 5.5%%", sc.name, 100*worst(loads))
 		}
+		switch {
+		case warm && sc.name == "stalls":
+			if worst(r99) > 1.2 {
+				t.Errorf("%s: worst run's p99 %.2f× the best fixed delay's within 5.5%%, want ≤ 1.2× once warm", sc.name, worst(r99))
+			}
+		case warm && sc.name == "bursts":
+			if med(r99) > 1.2 {
+				t.Errorf("%s: median run's p99 %.2f× the best fixed delay's within 5.5%%, want ≤ 1.2× once warm", sc.name, med(r99))
+			}
+		case warm: // logged, not held
+		}
 		switch sc.name {
 		case "lognormal", "bimodal":
 			if worst(r99) > 1.1 {
 				t.Errorf("%s: worst run's p99 %.2f× the best fixed delay's within 5.5%%, want ≤ 1.1×", sc.name, worst(r99))
 			}
 		case "stalls", "bursts":
-			if med(r99) > 1.2 {
+			if !warm && med(r99) > 1.2 {
 				t.Errorf("%s: median run's p99 %.2f× the best fixed delay's within 5.5%%, want ≤ 1.2×", sc.name, med(r99))
 			}
 		case "shift":
-			if med(rAfter) > 1.25 {
+			if !warm && med(rAfter) > 1.25 {
 				t.Errorf("%s: median run's p99 after the shift %.2f× the best fixed delay's within 5.5%% after it, want ≤ 1.25×", sc.name, med(rAfter))
 			}
 		}
