@@ -221,3 +221,18 @@ func ExampleTransport_Stats() {
 	// open
 	// true
 }
+
+// A service logs the settings its transport runs with at start-up: the
+// fields the transport shares with resilience's Retrier, after every
+// option and default.
+func ExampleTransport_Settings() {
+	t := transport.New(nil,
+		transport.WithMaxAttempts(4),
+		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 10}),
+	)
+	s := t.Settings()
+	fmt.Printf("attempts=%d budget=%.2f+%d breaker=%v limit=%v max_hosts=%d max_retry_after=%v\n",
+		s.MaxAttempts, s.BudgetRatio, s.BudgetReserve, s.Breaker != nil, s.ConcurrencyLimit != nil, s.MaxKeys, s.MaxRetryAfter)
+	// Output:
+	// attempts=4 budget=0.10+2 breaker=true limit=false max_hosts=10000 max_retry_after=30s
+}
