@@ -44,42 +44,45 @@ func SecondsOf(c Clock) *Seconds {
 
 // Unix returns the current Unix second (see Seconds for how current).
 func (s *Seconds) Unix() int64 {
+	sec, _, _ := s.Read()
+	return sec
+}
+
+// Read returns the current Unix second (see Seconds for how current) and,
+// when finding it took a read of the clock (a Seconds that reads on every
+// call, or one whose refresh had stopped), the exact time that read: a
+// caller that wants the exact time too need not read it again.
+func (s *Seconds) Read() (sec int64, now time.Time, exact bool) {
 	if s.direct {
-		return s.c.Now().Unix()
+		now = s.c.Now()
+		return now.Unix(), now, true
 	}
 	if s.ticking.Load() {
 		if !s.used.Load() { // a store only once a second: readers on many cores share the line
 			s.used.Store(true)
 		}
-		return s.sec.Load()
+		return s.sec.Load(), time.Time{}, false
 	}
-	return s.start()
+	now = s.start()
+	return now.Unix(), now, true
 }
 
-// Time returns the start of the current second as a time.Time, for code
-// that takes one; with a clock read on every call (see SecondsOf), the
-// clock's exact time.
-func (s *Seconds) Time() time.Time {
-	if s.direct {
-		return s.c.Now()
-	}
-	return time.Unix(s.Unix(), 0)
-}
+// Now reads the exact time from the clock s is on.
+func (s *Seconds) Now() time.Time { return s.c.Now() }
 
 // Ticking reports whether the refresh timer is scheduled (for tests).
 func (s *Seconds) Ticking() bool { return s.ticking.Load() }
 
 // start reads the clock, publishes its second and, unless another reader
-// beat it to it, schedules the refreshes.
-func (s *Seconds) start() int64 {
+// beat it to it, schedules the refreshes. It returns the time it read.
+func (s *Seconds) start() time.Time {
 	now := s.c.Now()
-	sec := now.Unix()
-	s.sec.Store(sec)
+	s.sec.Store(now.Unix())
 	if s.ticking.CompareAndSwap(false, true) {
 		s.used.Store(true)
 		s.arm(now)
 	}
-	return sec
+	return now
 }
 
 // arm schedules the next refresh just after the second that follows now.
