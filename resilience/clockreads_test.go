@@ -105,3 +105,39 @@ func TestClockReadsOfASuccessfulCall(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkEngineSuccess measures one successful call on the real clock:
+// with the defaults (the budget alone), and armed with a breaker, adaptive
+// hedging, a concurrency limit and a per-attempt timeout, where the reads
+// of the clock that TestClockReadsOfASuccessfulCall counts are a visible
+// share of the call.
+func BenchmarkEngineSuccess(b *testing.B) {
+	budget := EngineConfig{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve}
+	armed := budget
+	armed.Breaker = &BreakerConfig{}
+	armed.Adaptive = &AdaptiveHedging{MaxExtraLoad: 0.05}
+	armed.Limit = &ConcurrencyLimit{}
+	cases := []struct {
+		name string
+		cfg  EngineConfig
+		p    Policy
+	}{
+		{"defaults", budget, Policy{MaxAttempts: 3}},
+		{"armed", armed, Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true, PerAttemptTimeout: 5 * time.Second}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			e := NewEngine(c.cfg)
+			ctx := context.Background()
+			call := Call[int]{Key: "api.internal", Policy: c.p, Op: okOp{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				res := Execute(ctx, e, call)
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+				res.Finish(nil)
+			}
+		})
+	}
+}

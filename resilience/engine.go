@@ -43,7 +43,7 @@ type Engine struct {
 	breakers *breakerSet       // nil when breaking is off
 	adaptive *AdaptiveHedging  // nil when adaptive hedging is off
 	limit    *ConcurrencyLimit // nil without a concurrency limit
-	seconds  *clock.Seconds    // the current second, for the budget's deposits (see clock.Seconds)
+	seconds  *clock.Seconds    // the current second, and through it the clock: where a decision's instant reads (see instant)
 	// timed: something wants each call's start time (a call hook);
 	// otherwise a call reads no clock before its admission needs one (the
 	// budget and a closed breaker make do with the second: see instant).

@@ -39,6 +39,10 @@ type instant struct {
 // instant returns a decision's time on e's clock, nothing read yet.
 func (e *Engine) instant() instant { return instant{src: e.seconds} }
 
+// second returns the current second, for a decision that wants nothing
+// else (an instant read once: the plain path's deposit and success).
+func (e *Engine) second() time.Time { return time.Unix(e.seconds.Unix(), 0) }
+
 // instantAt returns the instant of a decision whose exact time is known
 // already.
 func instantAt(now time.Time) instant {
@@ -48,23 +52,40 @@ func instantAt(now time.Time) instant {
 // now returns the decision's exact time, reading the clock the first time.
 func (in *instant) now() time.Time {
 	if !in.hasAt {
-		in.at, in.hasAt = in.src.Now(), true
-		if !in.hasSec {
-			in.sec, in.hasSec = in.at.Unix(), true
-		}
+		in.readNow()
 	}
 	return in.at
 }
 
-// second returns the start of the decision's Unix second, for the budget.
-func (in *instant) second() time.Time {
+func (in *instant) readNow() {
+	in.at, in.hasAt = in.src.Now(), true
 	if !in.hasSec {
-		var now time.Time
-		in.sec, now, in.hasAt = in.src.Read()
-		if in.hasAt {
-			in.at = now
-		}
-		in.hasSec = true
+		in.sec, in.hasSec = in.at.Unix(), true
 	}
-	return time.Unix(in.sec, 0)
+}
+
+// second returns the start of the decision's Unix second, for the budget.
+// (It and now are small enough to inline: a call's success path runs
+// them.)
+func (in *instant) second() time.Time { return time.Unix(in.unix(), 0) }
+
+// unix returns the decision's Unix second.
+func (in *instant) unix() int64 {
+	if !in.hasSec {
+		in.readSecond()
+	}
+	return in.sec
+}
+
+func (in *instant) readSecond() {
+	if sec, ok := in.src.Coarse(); ok {
+		in.sec, in.hasSec = sec, true
+		return
+	}
+	var now time.Time
+	in.sec, now, in.hasAt = in.src.Read()
+	if in.hasAt {
+		in.at = now
+	}
+	in.hasSec = true
 }

@@ -176,8 +176,8 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // executePlain runs a call on a plain engine (see Engine.plain) whose policy
 // neither hedges nor times attempts out: the common case, made cheap. The
 // first attempt runs with nothing but locals: no run state, no clock read
-// (the budget's deposit and success take the current second from
-// e.seconds), and a result that is not retryable returns at once, exactly
+// (the budget's deposit and success take the current second, an instant's
+// coarse one), and a result that is not retryable returns at once, exactly
 // as the general path would return it. Only a retryable first result takes a run state, which
 // carries on from there as the general path does after a first attempt.
 func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
@@ -196,19 +196,17 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		limit, limitReason = max(1, n), why
 	}
 	if e.budget != nil {
-		launched := e.instant()
-		e.budget.Deposit(launched.second())
+		e.budget.Deposit(e.second()) // the launch's one use of its time
 	}
 	info := AttemptInfo{Number: 1, Kind: KindInitial}
 	v, err := c.Op.Do(ctx, info)
-	end := e.instant()
 	verd := c.Op.Classify(v, err, info)
 	if !verd.Retryable {
 		recycle(c.Op) // every attempt ran here: nothing else holds c.Op
 		switch {
 		case err == nil:
 			if !verd.Overload && e.budget != nil { // an answer that says the server is overloaded is no success
-				e.budget.Succeed(end.second())
+				e.budget.Succeed(e.second()) // the end's one use of its time
 			}
 			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
@@ -219,7 +217,7 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx
 	r.maxAttempts, r.limitReason, r.launched, r.inflight = limit, limitReason, 1, 1
-	r.first = attempt[T]{info: info, ctx: ctx, end: end, v: v, err: err, verd: verd}
+	r.first = attempt[T]{info: info, ctx: ctx, end: e.instant(), v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.carryOn()
 	if r.poolable() {

@@ -44,6 +44,9 @@ func SecondsOf(c Clock) *Seconds {
 
 // Unix returns the current Unix second (see Seconds for how current).
 func (s *Seconds) Unix() int64 {
+	if sec, ok := s.Coarse(); ok {
+		return sec
+	}
 	sec, _, _ := s.Read()
 	return sec
 }
@@ -53,18 +56,30 @@ func (s *Seconds) Unix() int64 {
 // call, or one whose refresh had stopped), the exact time that read: a
 // caller that wants the exact time too need not read it again.
 func (s *Seconds) Read() (sec int64, now time.Time, exact bool) {
+	if sec, ok := s.Coarse(); ok {
+		return sec, time.Time{}, false
+	}
+	if s.ticking.Load() { // (never, for one that reads on every call)
+		// A store only once a second: readers on many cores share the line.
+		s.used.Store(true)
+		return s.sec.Load(), time.Time{}, false
+	}
 	if s.direct {
 		now = s.c.Now()
 		return now.Unix(), now, true
 	}
-	if s.ticking.Load() {
-		if !s.used.Load() { // a store only once a second: readers on many cores share the line
-			s.used.Store(true)
-		}
-		return s.sec.Load(), time.Time{}, false
-	}
 	now = s.start()
 	return now.Unix(), now, true
+}
+
+// Coarse is Read's common path, small enough to inline: the current second
+// when it is being refreshed and was read already in this second, or false
+// (then call Read).
+func (s *Seconds) Coarse() (int64, bool) {
+	if s.ticking.Load() && s.used.Load() {
+		return s.sec.Load(), true
+	}
+	return 0, false
 }
 
 // Now reads the exact time from the clock s is on.
