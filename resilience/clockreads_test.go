@@ -72,6 +72,12 @@ func TestClockReadsOfASuccessfulCall(t *testing.T) {
 	armed.Breaker = &BreakerConfig{}
 	armed.Adaptive = &AdaptiveHedging{MaxExtraLoad: 0.05}
 	armed.Limit = &ConcurrencyLimit{}
+	hooked := budget
+	hooked.Hooks = Hooks{
+		OnCallStart:  func(ctx context.Context, _ CallStartEvent) context.Context { return ctx },
+		OnCallEnd:    func(CallEndEvent) {},
+		OnAttemptEnd: func(AttemptEndEvent) {},
+	}
 	cases := []struct {
 		name    string
 		cfg     EngineConfig
@@ -94,6 +100,10 @@ func TestClockReadsOfASuccessfulCall(t *testing.T) {
 		// closed breaker and a tracked key want no time at all.
 		{"armed", armed, Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true, PerAttemptTimeout: 5 * time.Second}, true, 2},
 		{"armed/fake", armed, Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true, PerAttemptTimeout: 5 * time.Second}, false, 2},
+		// The hooks' events (telemetry's): the call's start (its
+		// admission's time too), the attempt's start and its end (the
+		// call's end too: the call ends with the attempt it returns).
+		{"hooks", hooked, Policy{MaxAttempts: 3}, true, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -102,6 +112,47 @@ func TestClockReadsOfASuccessfulCall(t *testing.T) {
 			if got > c.max {
 				t.Errorf("a successful call read the clock %d times, want at most %d", got, c.max)
 			}
+		})
+	}
+}
+
+// TestClockReadsOfARetry pins how often a call whose first attempt fails
+// and whose retry, after a backoff of half a second, succeeds reads the clock,
+// under a deadline, with the defaults (the budget alone): the first
+// attempt's end (the deadline's comparison, which the budget's second and
+// the start of the delay share), the sleep's start (what retaining the
+// failed result took counts against the delay) and its end (how long it
+// slept; the retry's admission). The budget's other seconds are coarse.
+func TestClockReadsOfARetry(t *testing.T) {
+	for _, ticking := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ticking", false: "fake"}[ticking], func(t *testing.T) {
+			cc := &countingClock{Clock: fakeclock.New(time.Unix(1_000_000, 0))}
+			e := NewEngine(EngineConfig{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve, Clock: cc})
+			if ticking {
+				e.seconds = clock.NewSeconds(cc)
+				e.seconds.Unix() // started: the refresh's own reads are not the call's
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // (the fake clock's time is long before it)
+			defer cancel()
+			armed := cc.Armed()
+			cc.reads.Store(0)
+			done := runAsync(ctx, e, Call[int]{Op: &scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}},
+				Policy: Policy{MaxAttempts: 2, Backoff: Constant(500 * time.Millisecond)}})
+			if !cc.WaitForArmed(armed+1, 5*time.Second) {
+				t.Fatal("the backoff never started")
+			}
+			cc.Advance(500 * time.Millisecond) // within the second: the refresh does not run
+			res := <-done
+			if res.Err != nil || res.Value != 200 || res.Attempt != 2 {
+				t.Fatalf("call = %+v, want the retry's 200", res)
+			}
+			// On a fake clock the deposit's second (the launch) and the
+			// success's (the retry's end) are reads too.
+			want := map[bool]int64{true: 3, false: 5}[ticking]
+			if got := cc.reads.Load(); got > want {
+				t.Errorf("the call read the clock %d times, want at most %d", got, want)
+			}
+			t.Logf("%d clock reads", cc.reads.Load())
 		})
 	}
 }
@@ -139,5 +190,47 @@ func BenchmarkEngineSuccess(b *testing.B) {
 				res.Finish(nil)
 			}
 		})
+	}
+}
+
+// TestReserveRefillsOnTheTickingSecond: the engine on the coarse second
+// production runs (a timer of the clock refreshes it; see clock.Seconds),
+// driven by a fake clock: the reserve refills once in a second, whatever
+// the successes, and again once the refresh has published the next
+// second.
+func TestReserveRefillsOnTheTickingSecond(t *testing.T) {
+	fc := fakeclock.New(t0.Add(500 * time.Millisecond))
+	e := newTestEngine(fc, nil, EngineConfig{BudgetReserve: 1})
+	e.seconds = clock.NewSeconds(fc)
+	fail := step{v: 503, retryable: true}
+	attempts := func(steps ...step) int {
+		op := &scripted{steps: steps}
+		Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
+		return op.Calls()
+	}
+	if n := attempts(fail, step{v: 200}); n != 2 { // the retry spends the reserve; its success refills it
+		t.Fatalf("%d attempts with a full reserve, want 2", n)
+	}
+	if n := attempts(fail); n != 2 {
+		t.Fatalf("%d attempts after a retry succeeded, want 2", n)
+	}
+	attempts(step{v: 200}) // a success in the same second: no second refill
+	if n := attempts(fail); n != 1 {
+		t.Fatalf("%d attempts after a second success in the same second, want 1", n)
+	}
+	if !e.seconds.Ticking() {
+		t.Fatal("the engine's reads did not start the refresh")
+	}
+	fc.Advance(500 * time.Millisecond) // the next second: the refresh publishes it
+	deadline := time.Now().Add(10 * time.Second)
+	for e.seconds.Unix() != t0.Unix()+1 { // the refresh runs on its own goroutine
+		if time.Now().After(deadline) {
+			t.Fatalf("the coarse second stayed %d", e.seconds.Unix())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	attempts(step{v: 200})
+	if n := attempts(fail); n != 2 {
+		t.Fatalf("%d attempts after a success in the next second, want 2", n)
 	}
 }

@@ -35,6 +35,22 @@ var realSeconds = NewSeconds(Real())
 // the whole process; for any other (a fake clock in a test), one that reads c
 // on every call, so the test's timers are only its own and time moves
 // exactly when the test moves it.
+//
+// A fake clock does not drive the refreshing timer, for two reasons that
+// both break tests. A fake clock runs an AfterFunc callback on a goroutine
+// of its own after Advance returns, so a refreshed second would lag
+// Advance by a goroutine's scheduling: a test that moves the clock past a
+// budget's window and calls at once would see the old second or the new
+// one by chance, and could only wait in real time for the refresh (as this
+// package's own tests of the refresh do). And the refresh timer would be
+// one of the clock's timers, which tests, users' included, count
+// (Pending, Armed, WaitForTimers) to know that the code under test has
+// reached a backoff sleep or armed a hedge: the first call of every engine
+// would arm it, and each second Advance crossed would re-arm it. (With a
+// ticking Seconds on every fake clock, 17 tests of resilience and transport
+// failed and telemetry's hung.) The refresh itself is tested on a fake
+// clock in coarse_test.go, and the engine's use of a Seconds is the same
+// code either way (Read, Coarse).
 func SecondsOf(c Clock) *Seconds {
 	if isReal(c) {
 		return realSeconds
