@@ -176,10 +176,11 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // executePlain runs a call on a plain engine (see Engine.plain) whose policy
 // neither hedges nor times attempts out: the common case, made cheap. The
 // first attempt runs with nothing but locals: no run state, no clock read
-// (the budget's deposit and success take the current second, an instant's
-// coarse one), and a result that is not retryable returns at once, exactly
-// as the general path would return it. Only a retryable first result takes a run state, which
-// carries on from there as the general path does after a first attempt.
+// (the budget's deposit and success each take the current second from the
+// coarse clock: see Engine.second), and a result that is not retryable
+// returns at once, exactly as the general path would return it. Only a
+// retryable first result takes a run state, which carries on from there as
+// the general path does after a first attempt.
 func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if err := ctx.Err(); err != nil {
 		recycle(c.Op)
