@@ -6,7 +6,10 @@
 // A Fake drives the same code the wall clock does: gotry reads the time and
 // arms its timers (backoff sleeps, hedge delays, per-attempt timeouts,
 // breaker and budget windows) through the Clock it is given, and does
-// nothing differently on a fake one.
+// nothing differently on a fake one, with one exception: the current
+// second, which gotry's bookkeeping reads on the wall clock from a word a
+// timer refreshes, it reads from a Fake directly, so that it moves exactly
+// when Advance returns and no timer of gotry's own shows among the Fake's.
 package clock
 
 import "time"

@@ -198,11 +198,11 @@ func TestAdaptiveHedgingValidate(t *testing.T) {
 // read the cached delay, pay the call's tokens) allocates nothing.
 func BenchmarkAdaptiveRecord(b *testing.B) {
 	cfg := AdaptiveHedging{MaxExtraLoad: 0.05}
-	hosts := newHostTable(0, nil)
+	hosts := newHostTable(0)
 	now := adaptiveStart
 	b.ReportAllocs()
 	for b.Loop() {
-		k := hosts.get("payments.internal", now).hedgeState(&cfg)
+		k := hosts.get("payments.internal", when(now)).hedgeState(&cfg)
 		k.deposit()
 		_ = k.current(now)
 		k.record(now, 3*time.Millisecond)

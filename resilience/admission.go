@@ -47,7 +47,8 @@ func (r *run[T]) giveBack(ad *admission) {
 		if t.probe {
 			r.probeHeld = false // (a probe is only ever the driving goroutine's: hedges are never probes)
 		}
-		r.report(r.e.breakers.done(t, outcomeIgnore, r.e.seconds.Time()))
+		in := r.e.instant() // never read: an ignored outcome moves no breaker
+		r.report(r.e.breakers.done(t, outcomeIgnore, &in))
 	}
 }
 
@@ -68,8 +69,9 @@ func (r *run[T]) unwind() {
 	}
 	if r.probeHeld {
 		r.probeHeld = false
-		r.e.breakers.done(r.first.ticket, outcomeIgnore, r.e.seconds.Time()) // no transition: the outcome is ignored
-		r.first.own.cancel(ErrAttemptLost)                                   // the probe's attempt, if it had its own context
+		in := r.e.instant()
+		r.e.breakers.done(r.first.ticket, outcomeIgnore, &in) // no transition: the outcome is ignored
+		r.first.own.cancel(ErrAttemptLost)                    // the probe's attempt, if it had its own context
 	}
 }
 
@@ -82,17 +84,18 @@ func (r *run[T]) driven() bool {
 }
 
 // admit finds the call's host and asks its breaker to admit the call into
-// r.held; it reports false with the call's result when the call ends here.
-func (r *run[T]) admit() (transition, Result[T], bool) {
+// r.held, at in (the admission's time); it reports false with the call's
+// result when the call ends here.
+func (r *run[T]) admit(in *instant) (transition, Result[T], bool) {
 	e, c := r.e, r.c
 	var tr transition
 	if e.hosts != nil {
-		if r.host = e.hosts.get(c.Key, e.seconds.Time()); r.host == nil {
+		if r.host = e.hosts.get(c.Key, in); r.host == nil {
 			e.hosts.untrackedCall()
 		}
 	}
 	if e.breakers != nil {
-		t, trn, err := e.breakers.allow(r.host, c.Key, e.seconds.Time(), true)
+		t, trn, err := e.breakers.allow(r.host, c.Key, in, true)
 		if err != nil {
 			r.report(trn)
 			if h := e.hooks.OnBreakerReject; h != nil {
@@ -100,7 +103,7 @@ func (r *run[T]) admit() (transition, Result[T], bool) {
 				errors.As(err, &coe)
 				h(BreakerRejectEvent{Event: r.event(), State: coe.State})
 			}
-			return transition{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen), false
+			return transition{}, r.end(Result[T]{Err: err}, ReasonCircuitOpen, in), false
 		}
 		r.held.ticket, tr = t, trn
 	}
@@ -112,24 +115,25 @@ func (r *run[T]) admit() (transition, Result[T], bool) {
 }
 
 // prepare reports the breaker's transition of admit (tr), takes the first
-// attempt's permit of the concurrency limit into r.held (before anything
-// is read of the request, so a shed call costs nothing) and lets the
-// operation prepare the call; it reports false with the call's result when
-// the call ends here, having given back what it held.
-func (r *run[T]) prepare(tr transition) (Result[T], bool) {
+// attempt's permit of the concurrency limit into r.held at in (the
+// admission's time; before anything is read of the request, so a shed call
+// costs nothing) and lets the operation prepare the call; it reports false
+// with the call's result when the call ends here, having given back what
+// it held.
+func (r *run[T]) prepare(tr transition, in *instant) (Result[T], bool) {
 	c := r.c
 	r.report(tr)
 	if l := r.limiter(); l != nil {
-		if err := r.admitFirst(l); err != nil {
+		if err := r.admitFirst(l, in); err != nil {
 			r.giveBack(&r.held)
-			return r.end(Result[T]{Err: err}, ReasonOverloaded), false
+			return r.end(Result[T]{Err: err}, ReasonOverloaded, nil), false
 		}
 	}
 	r.limitReason = ReasonAttemptsExhausted
 	n, why, err := c.Op.Prepare(r.maxAttempts)
 	if err != nil {
 		r.giveBack(&r.held)
-		return r.end(Result[T]{Err: err}, ReasonNotRetryable), false
+		return r.end(Result[T]{Err: err}, ReasonNotRetryable, nil), false
 	}
 	if n < r.maxAttempts {
 		r.maxAttempts = max(1, n)
@@ -151,16 +155,16 @@ func (r *run[T]) limiter() *limiter {
 }
 
 // admitFirst takes a permit for the call's first attempt into r.held,
-// waiting for one if the limit allows (see ConcurrencyLimit.MaxWait), or
-// returns the *OverloadError the call ends with.
-func (r *run[T]) admitFirst(l *limiter) error {
+// waiting for one from in if the limit allows (see ConcurrencyLimit.MaxWait),
+// or returns the *OverloadError the call ends with.
+func (r *run[T]) admitFirst(l *limiter, in *instant) error {
 	p := &r.c.Policy
 	if p.NoLimit {
 		l.force()
 		r.held.lim = l
 		return nil
 	}
-	ok, waited := l.acquire(r.parent, p.Criticality, r.e.clock)
+	ok, waited := l.acquire(r.parent, p.Criticality, in, r.e.clock)
 	if ok {
 		r.held.lim = l // held before OnLimitWait can run
 		if h := r.e.hooks.OnLimitWait; h != nil && waited > 0 {
@@ -209,14 +213,15 @@ func (r *run[T]) report(tr transition) {
 }
 
 // admitNext asks the budget, then the breaker, then the concurrency limit,
-// for one more attempt of kind k, taking what each grants into ad. It
-// reports the reason when one refuses, having given back all of ad.
-func (r *run[T]) admitNext(k AttemptKind, ad *admission) (EndReason, bool) {
+// for one more attempt of kind k at in (the admission's time), taking what
+// each grants into ad. It reports the reason when one refuses, having
+// given back all of ad.
+func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant) (EndReason, bool) {
 	switch {
-	case !r.spend(k, ad):
+	case !r.spend(k, ad, in):
 		r.giveBack(ad)
 		return ReasonBudgetExhausted, false
-	case !r.admitBreaker(ad):
+	case !r.admitBreaker(ad, in):
 		r.giveBack(ad)
 		return ReasonCircuitOpen, false
 	case !r.admitLimit(k, ad):
@@ -226,10 +231,13 @@ func (r *run[T]) admitNext(k AttemptKind, ad *admission) (EndReason, bool) {
 	return 0, true
 }
 
-// spend takes one token from the budget into ad for an attempt of kind k,
-// reporting a refusal to OnBudgetExhausted.
-func (r *run[T]) spend(k AttemptKind, ad *admission) bool {
-	tok, ok := r.e.budget.take(r.e.clock.Now())
+// spend takes one token from the budget into ad for an attempt of kind k
+// at in, reporting a refusal to OnBudgetExhausted.
+func (r *run[T]) spend(k AttemptKind, ad *admission, in *instant) bool {
+	if r.e.budget == nil {
+		return true // no budget: no time to read
+	}
+	tok, ok := r.e.budget.take(in.second())
 	if !ok {
 		if h := r.e.hooks.OnBudgetExhausted; h != nil {
 			h(BudgetEvent{Event: r.event(), Attempt: r.launched + 1, Kind: k})
@@ -240,14 +248,14 @@ func (r *run[T]) spend(k AttemptKind, ad *admission) bool {
 	return true
 }
 
-// admitBreaker asks the breaker to admit one more attempt into ad,
+// admitBreaker asks the breaker to admit one more attempt into ad at in,
 // reporting a refusal to OnBreakerReject.
-func (r *run[T]) admitBreaker(ad *admission) bool {
+func (r *run[T]) admitBreaker(ad *admission, in *instant) bool {
 	e := r.e
 	if e.breakers == nil {
 		return true
 	}
-	t, tr, err := e.breakers.allow(r.host, r.c.Key, e.seconds.Time(), false)
+	t, tr, err := e.breakers.allow(r.host, r.c.Key, in, false)
 	if err == nil {
 		ad.ticket = t
 	}

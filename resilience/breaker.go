@@ -217,15 +217,11 @@ func (br *breaker) moveLocked(old breakerWord, s BreakerState, since time.Time) 
 func newBreakerSet(cfg BreakerConfig, hosts *hostTable) *breakerSet {
 	cfg = cfg.withDefaults()
 	if hosts == nil {
-		hosts = newHostTable(0, nil)
+		hosts = newHostTable(0)
 	}
 	hosts.openFor = cfg.OpenDuration
 	return &breakerSet{cfg: cfg, threshold: uint32(min(cfg.FailureThreshold, maxFailures+1)), hosts: hosts}
 }
-
-// exact returns the exact time for a transition, given now as the caller
-// passed it.
-func (b *breakerSet) exact(now time.Time) time.Time { return b.hosts.exact(now) }
 
 // stateOf returns br's state at now and when it entered it: a breaker
 // whose open period ended is half-open since it ended, before any admission
@@ -247,8 +243,9 @@ func (b *breakerSet) stateOf(br *breaker, now time.Time) (BreakerState, time.Tim
 // attempts at once (a half-open breaker's probes are whole calls, not
 // retries). A nil h (an untracked key) admits with nothing recorded. The
 // returned transition (if Changed) must be reported by the caller after
-// allow returns.
-func (b *breakerSet) allow(h *host, key string, now time.Time, admission bool) (ticket, transition, error) {
+// allow returns. The time of the admission, in, is read only when the
+// breaker is not closed.
+func (b *breakerSet) allow(h *host, key string, in *instant, admission bool) (ticket, transition, error) {
 	if h == nil {
 		return ticket{}, transition{Key: key}, nil // served untracked: as if closed, nothing recorded
 	}
@@ -256,13 +253,12 @@ func (b *breakerSet) allow(h *host, key string, now time.Time, admission bool) (
 	if w := br.load(); w.state() == BreakerClosed {
 		return ticket{b: br, gen: w.gen()}, transition{Key: key}, nil
 	}
-	return b.allowLocked(br, now, admission)
+	return b.allowLocked(br, in.now(), admission)
 }
 
 // allowLocked is allow for a breaker that was not closed when it looked:
 // open ones may turn half-open, half-open ones admit probes.
 func (b *breakerSet) allowLocked(br *breaker, now time.Time, admission bool) (ticket, transition, error) {
-	now = b.exact(now)
 	br.mu.Lock()
 	defer br.mu.Unlock()
 	w := br.load()
@@ -285,16 +281,17 @@ func (b *breakerSet) allowLocked(br *breaker, now time.Time, admission bool) (ti
 	return ticket{}, tr, &CircuitOpenError{Key: br.key, State: w.state()}
 }
 
-// Done reports the outcome of an admitted attempt. Results from a previous
-// generation (the breaker changed state since the ticket was issued) are
-// dropped. A probe's slot is released whatever the outcome.
-func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
+// Done reports the outcome of an admitted attempt, at in (the attempt's
+// end; read only when the breaker may change state). Results from a
+// previous generation (the breaker changed state since the ticket was
+// issued) are dropped. A probe's slot is released whatever the outcome.
+func (b *breakerSet) done(t ticket, o outcome, in *instant) transition {
 	br := t.b
 	if br == nil {
 		return transition{}
 	}
 	if t.probe {
-		return b.doneLocked(t, o, now)
+		return b.doneLocked(t, o, in)
 	}
 	// A ticket that is not a probe was issued by a closed breaker: while the
 	// generation is still the ticket's, the breaker is closed.
@@ -310,7 +307,7 @@ func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 			}
 		case outcomeFailure:
 			if w.failures()+1 >= b.threshold {
-				return b.doneLocked(t, o, now) // this failure opens the breaker
+				return b.doneLocked(t, o, in) // this failure opens the breaker
 			}
 			if br.cas(w, w.withFailures(w.failures()+1)) {
 				return transition{Key: br.key}
@@ -323,8 +320,11 @@ func (b *breakerSet) done(t ticket, o outcome, now time.Time) transition {
 
 // doneLocked is done for a probe, and for the failure that may open a
 // closed breaker, with br.mu held.
-func (b *breakerSet) doneLocked(t ticket, o outcome, now time.Time) transition {
-	now = b.exact(now)
+func (b *breakerSet) doneLocked(t ticket, o outcome, in *instant) transition {
+	var now time.Time
+	if o != outcomeIgnore { // only an outcome moves a breaker
+		now = in.now() // before mu: its holders do not wait on a clock
+	}
 	br := t.b
 	br.mu.Lock()
 	defer br.mu.Unlock()

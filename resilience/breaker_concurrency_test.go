@@ -63,7 +63,7 @@ func TestBreakerHammeredAcrossTransitions(t *testing.T) {
 				if tk.Probe() {
 					inFlight.Add(-1)
 				}
-				report(b.done(tk, o, t0.Add(time.Duration(clock.Load()))))
+				report(b.done(tk, o, when(t0.Add(time.Duration(clock.Load())))))
 			}
 		}()
 	}
@@ -119,7 +119,7 @@ func TestBreakerOpensOnceUnderConcurrentFailures(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if tr := b.done(tk, outcomeFailure, t0); tr.Changed() {
+			if tr := b.done(tk, outcomeFailure, when(t0)); tr.Changed() {
 				if tr != (transition{Key: "h", From: BreakerClosed, To: BreakerOpen}) {
 					t.Errorf("transition %+v", tr)
 				}
@@ -150,11 +150,11 @@ func TestBreakerStaleSuccessKeepsNewFailures(t *testing.T) {
 	if err != nil || !p.Probe() {
 		t.Fatalf("probe: %v", err)
 	}
-	if tr := b.done(p, outcomeSuccess, later); tr.To != BreakerClosed {
+	if tr := b.done(p, outcomeSuccess, when(later)); tr.To != BreakerClosed {
 		t.Fatalf("probe success: %+v", tr)
 	}
 	fail(t, b, "h", later)
-	if tr := b.done(old, outcomeSuccess, later); tr.Changed() {
+	if tr := b.done(old, outcomeSuccess, when(later)); tr.Changed() {
 		t.Fatalf("stale success changed state: %+v", tr)
 	}
 	if trs := fail(t, b, "h", later); trs[1].To != BreakerOpen {

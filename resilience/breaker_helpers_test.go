@@ -39,15 +39,23 @@ func (b *breakerSet) Each(now time.Time, fn func(key string, state BreakerState,
 // admit and admitRetry are allow for a key (the engine calls allow itself,
 // having found the host once for the whole call).
 func (b *breakerSet) admit(key string, now time.Time) (ticket, transition, error) {
-	h := b.hosts.get(key, now)
+	in := when(now)
+	h := b.hosts.get(key, in)
 	if h == nil {
 		b.hosts.untrackedCall()
 	}
-	return b.allow(h, key, now, true)
+	return b.allow(h, key, in, true)
 }
 
 func (b *breakerSet) admitRetry(key string, now time.Time) (ticket, transition, error) {
-	return b.allow(b.hosts.lookup(key), key, now, false)
+	return b.allow(b.hosts.lookup(key), key, when(now), false)
+}
+
+// when is the instant of a decision at now, for the tests of the parts,
+// which pass the time rather than read a clock.
+func when(now time.Time) *instant {
+	in := instantAt(now)
+	return &in
 }
 
 // Len returns the number of tracked keys.

@@ -51,7 +51,7 @@ func fail(t *testing.T, b *breakerSet, key string, now time.Time) []transition {
 	if err != nil {
 		t.Fatalf("Admit: %v", err)
 	}
-	return []transition{tr, b.done(tk, outcomeFailure, now)}
+	return []transition{tr, b.done(tk, outcomeFailure, when(now))}
 }
 
 func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
@@ -60,7 +60,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	fail(t, b, "h", t0)
 	// A success resets the count.
 	tk, _, _ := b.admit("h", t0)
-	b.done(tk, outcomeSuccess, t0)
+	b.done(tk, outcomeSuccess, when(t0))
 	fail(t, b, "h", t0)
 	fail(t, b, "h", t0)
 	if s := b.State("h", t0); s != BreakerClosed {
@@ -80,7 +80,7 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 func TestBreakerIgnoredOutcomesDoNotCount(t *testing.T) {
 	b := newBreakerSet(BreakerConfig{FailureThreshold: 1}, nil)
 	tk, _, _ := b.admit("h", t0)
-	b.done(tk, outcomeIgnore, t0)
+	b.done(tk, outcomeIgnore, when(t0))
 	if s := b.State("h", t0); s != BreakerClosed {
 		t.Fatalf("state = %v", s)
 	}
@@ -106,16 +106,16 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 		t.Fatalf("a retry was admitted while half-open: %v", err)
 	}
 	// An ignored probe frees its slot without deciding.
-	b.done(p2, outcomeIgnore, later)
+	b.done(p2, outcomeIgnore, when(later))
 	p3, _, err := b.admit("h", later)
 	if err != nil || !p3.Probe() {
 		t.Fatalf("freed slot not reusable: %v", err)
 	}
-	if tr := b.done(p1, outcomeSuccess, later); tr.To != BreakerClosed {
+	if tr := b.done(p1, outcomeSuccess, when(later)); tr.To != BreakerClosed {
 		t.Fatalf("probe success: %+v", tr)
 	}
 	// p3 belonged to the half-open generation: its late failure is stale.
-	if tr := b.done(p3, outcomeFailure, later); tr.Changed() || b.State("h", later) != BreakerClosed {
+	if tr := b.done(p3, outcomeFailure, when(later)); tr.Changed() || b.State("h", later) != BreakerClosed {
 		t.Fatalf("stale probe result changed state: %+v", tr)
 	}
 }
@@ -125,7 +125,7 @@ func TestBreakerProbeFailureReopens(t *testing.T) {
 	fail(t, b, "h", t0)
 	at := t0.Add(time.Second)
 	p, _, _ := b.admit("h", at)
-	if tr := b.done(p, outcomeFailure, at); tr.To != BreakerOpen {
+	if tr := b.done(p, outcomeFailure, when(at)); tr.To != BreakerOpen {
 		t.Fatalf("probe failure: %+v", tr)
 	}
 	if _, _, err := b.admit("h", at.Add(999*time.Millisecond)); err == nil {
@@ -137,16 +137,16 @@ func TestBreakerStaleClosedResultsIgnored(t *testing.T) {
 	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}, nil)
 	old, _, _ := b.admit("h", t0)
 	fail(t, b, "h", t0) // opens
-	if tr := b.done(old, outcomeSuccess, t0); tr.Changed() || b.State("h", t0) != BreakerOpen {
+	if tr := b.done(old, outcomeSuccess, when(t0)); tr.Changed() || b.State("h", t0) != BreakerOpen {
 		t.Fatalf("a result from before the breaker opened closed it: %+v", tr)
 	}
 }
 
 func TestBreakersAreBounded(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{}, newHostTable(1000, nil))
+	b := newBreakerSet(BreakerConfig{}, newHostTable(1000))
 	for i := 0; i < 100000; i++ {
 		tk, _, _ := b.admit(fmt.Sprintf("host-%d", i), t0.Add(time.Duration(i)))
-		b.done(tk, outcomeSuccess, t0)
+		b.done(tk, outcomeSuccess, when(t0))
 	}
 	if n := b.Len(); n > 1000 {
 		t.Fatalf("tracking %d breakers, bound 1000", n)
@@ -154,7 +154,7 @@ func TestBreakersAreBounded(t *testing.T) {
 }
 
 func TestBreakersEvictIdleClosedBeforeOpen(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, newHostTable(8, nil))
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, newHostTable(8))
 	fail(t, b, "bad", t0)
 	for i := 0; i < 100; i++ {
 		if _, _, err := b.admit(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i+1))); err != nil {
@@ -243,7 +243,7 @@ func TestBreakerProperties(t *testing.T) {
 				tk := held[j]
 				held = append(held[:j], held[j+1:]...)
 				o := outcome(rapid.IntRange(0, 2).Draw(t, "outcome"))
-				tr := b.done(tk, o, now)
+				tr := b.done(tk, o, when(now))
 				switch {
 				case tr.To == BreakerOpen && tr.From != BreakerOpen:
 					openedAt = now
@@ -254,7 +254,7 @@ func TestBreakerProperties(t *testing.T) {
 				now = now.Add(time.Duration(rapid.IntRange(0, 4000).Draw(t, "ms")) * time.Millisecond)
 			}
 			probes := 0
-			br := &b.hosts.get("k", now).br
+			br := &b.hosts.get("k", when(now)).br
 			br.mu.Lock()
 			if br.load().state() == BreakerHalfOpen {
 				probes = br.probes
@@ -268,7 +268,7 @@ func TestBreakerProperties(t *testing.T) {
 }
 
 func TestBreakersConcurrentUse(t *testing.T) {
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond}, newHostTable(64, nil))
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 3, OpenDuration: time.Millisecond}, newHostTable(64))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -278,7 +278,7 @@ func TestBreakersConcurrentUse(t *testing.T) {
 				now := t0.Add(time.Duration(i) * time.Millisecond)
 				tk, _, err := b.admit(fmt.Sprintf("h%d", (g*i)%100), now)
 				if err == nil {
-					b.done(tk, outcome(i%3), now)
+					b.done(tk, outcome(i%3), when(now))
 				}
 			}
 		}(g)
@@ -294,7 +294,7 @@ func TestBreakersConcurrentUse(t *testing.T) {
 // that still rejects; once an OpenDuration ends, room is made as usual.
 func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 	fc := fakeclock.New(t0)
-	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}, newHostTable(2, nil))
+	b := newBreakerSet(BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}, newHostTable(2))
 	fail(t, b, "a", fc.Now())
 	fc.Advance(time.Second)
 	fail(t, b, "b", fc.Now())
@@ -305,7 +305,7 @@ func TestBreakersNeverEvictOpenBeforeOpenDuration(t *testing.T) {
 		if err != nil || tr.Changed() {
 			t.Fatalf("Admit(c) with every breaker open: %v, %+v; want admitted untracked", err, tr)
 		}
-		if tr := b.done(tk, outcomeFailure, fc.Now()); tr.Changed() {
+		if tr := b.done(tk, outcomeFailure, when(fc.Now())); tr.Changed() {
 			t.Fatalf("an untracked key's failure changed a breaker: %+v", tr)
 		}
 	}

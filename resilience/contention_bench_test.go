@@ -26,7 +26,7 @@ func BenchmarkBreakerAdmitDone(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s.done(tk, outcomeSuccess, now)
+			s.done(tk, outcomeSuccess, when(now))
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
@@ -39,7 +39,7 @@ func BenchmarkBreakerAdmitDone(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				s.done(tk, outcomeSuccess, now)
+				s.done(tk, outcomeSuccess, when(now))
 			}
 		})
 	})

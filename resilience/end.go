@@ -5,11 +5,11 @@ import "fmt"
 // How a call ends: with a winner (endWith), with what it kept or its last
 // error (endWithout), and always through end, which fires OnCallEnd.
 
-// endWith ends the call with a's non-retryable result.
+// endWith ends the call with a's non-retryable result, at a's end.
 func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 	if r.parent.Err() != nil && a.err != nil {
 		r.settle(a, AttemptCancelled, outcomeIgnore)
-		return r.endWithout(ReasonCanceled)
+		return r.endWithout(ReasonCanceled, &a.end)
 	}
 	o, reason := AttemptSuccess, ReasonSuccess
 	if a.err != nil {
@@ -21,12 +21,12 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 	if a.err != nil {
 		r.errs.add(a.err)
 		a.own.cancel(nil)
-		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason)
+		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason, &a.end)
 	}
-	if !a.verd.Overload { // an answer that says the server is overloaded is no success
-		r.e.budget.Succeed(r.e.seconds.Time())
+	if !a.verd.Overload && r.e.budget != nil { // an answer that says the server is overloaded is no success
+		r.e.budget.Succeed(a.end.second())
 	}
-	return r.end(r.resultOf(a), reason)
+	return r.end(r.resultOf(a), reason, &a.end)
 }
 
 // resultOf returns a's result, to be finished by the caller.
@@ -38,18 +38,18 @@ func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
 	return res
 }
 
-// endWithout ends the call without a winner: with the retained result, if
-// any, else the last error.
-func (r *run[T]) endWithout(reason EndReason) Result[T] {
+// endWithout ends the call without a winner, at in (nil: now): with the
+// retained result, if any, else the last error.
+func (r *run[T]) endWithout(reason EndReason, in *instant) Result[T] {
 	r.decide()
 	if err := r.parent.Err(); err != nil {
 		r.release(r.retained)
 		r.retained = nil
-		return r.end(Result[T]{Err: err}, ReasonCanceled)
+		return r.end(Result[T]{Err: err}, ReasonCanceled, in)
 	}
 	if a := r.retained; a != nil {
 		r.retained = nil
-		return r.end(r.resultOf(a), reason)
+		return r.end(r.resultOf(a), reason, in)
 	}
 	last := r.errs.last()
 	if last == nil {
@@ -58,7 +58,7 @@ func (r *run[T]) endWithout(reason EndReason) Result[T] {
 			last = fmt.Errorf("resilience: %s gave up without a result (%s)", r.c.Key, reason)
 		}
 	}
-	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason)
+	return r.end(Result[T]{Err: r.wrap(last, reason)}, reason, in)
 }
 
 // wrap wraps a final error in *Error when more than one attempt launched.
@@ -70,10 +70,16 @@ func (r *run[T]) wrap(err error, reason EndReason) error {
 }
 
 // end fires OnCallEnd and returns res: every way out of a call passes here.
-func (r *run[T]) end(res Result[T], reason EndReason) Result[T] {
+// The call ends at in: the time of the decision that ended it (the end of
+// the attempt it returns, say), or, for nil, now.
+func (r *run[T]) end(res Result[T], reason EndReason, in *instant) Result[T] {
 	r.decide()
 	if h := r.e.hooks.OnCallEnd; h != nil {
-		now := r.e.clock.Now()
+		if in == nil {
+			fresh := r.e.instant()
+			in = &fresh
+		}
+		now := in.now()
 		h(CallEndEvent{Event: r.event(), Start: r.start,
 			Duration: now.Sub(r.start), Attempts: r.launched, Retries: r.retries, Hedges: r.hedges,
 			Backoff: r.slept, Code: res.Code, Err: res.Err, Reason: reason, Probe: r.probe, Returned: res.Attempt})

@@ -43,10 +43,10 @@ type Engine struct {
 	breakers *breakerSet       // nil when breaking is off
 	adaptive *AdaptiveHedging  // nil when adaptive hedging is off
 	limit    *ConcurrencyLimit // nil without a concurrency limit
-	seconds  *clock.Seconds    // the current second, for the budget's deposits (see clock.Seconds)
-	// timed: something wants each call's start time (a call hook,
-	// adaptive hedging); otherwise a call reads no clock on its success
-	// path (the budget and a closed breaker make do with the second).
+	seconds  *clock.Seconds    // the current second, and through it the clock: where a decision's instant reads (see instant)
+	// timed: something wants each call's start time (a call hook);
+	// otherwise a call reads no clock before its admission needs one (the
+	// budget and a closed breaker make do with the second: see instant).
 	timed bool
 	// plain: no hook can fire before a call's first result is judged or
 	// when it ends, and there is no breaker or adaptive state, so a call's
@@ -141,7 +141,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		panic("resilience: EngineConfig.MaxKeys must not be negative, got " + strconv.Itoa(cfg.MaxKeys))
 	}
 	if cfg.Breaker != nil || cfg.Adaptive != nil || cfg.Limit != nil {
-		e.hosts = newHostTable(cfg.MaxKeys, cfg.Clock)
+		e.hosts = newHostTable(cfg.MaxKeys)
 	}
 	if cfg.Breaker != nil {
 		e.breakers = newBreakerSet(*cfg.Breaker, e.hosts)
@@ -162,7 +162,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		e.hooks = Combine(e.hooks, cfg.HooksFor(e))
 	}
 	h := &e.hooks
-	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil || e.adaptive != nil
+	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil
 	e.plain = !e.timed && e.hosts == nil && h.OnAttemptStart == nil && h.OnAttemptEnd == nil && h.OnResultDone == nil
 	return e
 }

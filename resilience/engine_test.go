@@ -555,8 +555,9 @@ func TestEngineNeverExceedsMaxAttempts(t *testing.T) {
 			steps[i] = step{v: i, retryable: rapid.Bool().Draw(t, "retryable")}
 		}
 		var calls atomic.Int32
-		op := &countingOp{scripted: &scripted{steps: steps}, calls: &calls, delay: time.Duration(rapid.IntRange(0, 200).Draw(t, "us")) * time.Microsecond}
-		e := NewEngine(EngineConfig{})
+		fc := fakeclock.New(t0)
+		op := &countingOp{scripted: &scripted{steps: steps}, calls: &calls, clock: fc, delay: time.Duration(rapid.IntRange(0, 200).Draw(t, "us")) * time.Microsecond}
+		e := newTestEngine(fc, nil, EngineConfig{})
 		cancelable := rapid.Bool().Draw(t, "cancelable")
 		Execute[int](context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: maxAttempts, MaxHedges: hedges, HedgeDelay: 50 * time.Microsecond}})
 		if c := int(calls.Load()); c > maxAttempts {
@@ -565,15 +566,20 @@ func TestEngineNeverExceedsMaxAttempts(t *testing.T) {
 	})
 }
 
+// countingOp counts its attempts, each of which takes delay on the fake
+// clock: it moves the clock on by delay, so hedge timers fall due during
+// the attempt and their callbacks (on goroutines of their own) race its
+// return.
 type countingOp struct {
 	*scripted
 	calls *atomic.Int32
+	clock *fakeclock.Clock
 	delay time.Duration
 }
 
 func (c *countingOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
 	c.calls.Add(1)
-	time.Sleep(c.delay)
+	c.clock.Advance(c.delay)
 	return c.scripted.Do(ctx, a)
 }
 

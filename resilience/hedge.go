@@ -185,7 +185,8 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	}
 	r.mu.Unlock()
 	var ad admission
-	ok, p := r.admitHedgeRecovering(&ad)
+	in := r.e.instant() // the hedge's admission
+	ok, p := r.admitHedgeRecovering(&ad, &in)
 	r.mu.Lock()
 	r.admitting = false
 	r.cond.Broadcast()
@@ -203,20 +204,20 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	r.finished = make(chan struct{})
 	r.active = append(r.active, r.inline)
 	r.mu.Unlock()
-	r.drive(ad)
+	r.drive(ad, &in)
 }
 
 // admitHedgeRecovering is admitHedge on the hedge timer's goroutine: a
 // panic of a hook is recovered, having given back what ad held, and
 // returned for the caller's goroutine to re-raise.
-func (r *run[T]) admitHedgeRecovering(ad *admission) (ok bool, p *attemptPanic) {
+func (r *run[T]) admitHedgeRecovering(ad *admission, in *instant) (ok bool, p *attemptPanic) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.giveBack(ad)
 			ok, p = false, &attemptPanic{value: v}
 		}
 	}()
-	return r.admitHedge(ad), nil
+	return r.admitHedge(ad, in), nil
 }
 
 // waitAdmission waits, under mu, until no hedge is being admitted.
@@ -237,10 +238,10 @@ func (r *run[T]) goConcurrent() {
 }
 
 // drive runs the call from a hedge timer's goroutine: it launches the hedge
-// admitted into ad, then loops until the call ends, and hands the result
-// (or a panic) to the caller. From here this goroutine drives the call, so
-// r.held is its own; a panic gives back what it holds.
-func (r *run[T]) drive(ad admission) {
+// admitted into ad at in, then loops until the call ends, and hands the
+// result (or a panic) to the caller. From here this goroutine drives the
+// call, so r.held is its own; a panic gives back what it holds.
+func (r *run[T]) drive(ad admission, in *instant) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.giveBack(&r.held)
@@ -250,7 +251,7 @@ func (r *run[T]) drive(ad admission) {
 		close(r.finished)
 	}()
 	r.held = ad
-	r.launchHedge()
+	r.launchHedge(in)
 	r.final = r.loop(false)
 }
 
@@ -378,16 +379,17 @@ func (r *run[T]) stopHedge() {
 // hedge launches a hedge if the limits allow it (the driver, when its
 // timer fires).
 func (r *run[T]) hedge() {
-	if r.admitHedge(&r.held) {
-		r.launchHedge()
+	in := r.e.instant()
+	if r.admitHedge(&r.held, &in) {
+		r.launchHedge(&in)
 	}
 }
 
-// admitHedge reports whether a hedge may launch now, having taken its
+// admitHedge reports whether a hedge may launch at in, having taken its
 // admission into ad: within the limits, adaptive hedging's cap, the
 // budget and the breaker. A refusal gives back what was taken and does not
 // re-arm the timer: the next launch does.
-func (r *run[T]) admitHedge(ad *admission) bool {
+func (r *run[T]) admitHedge(ad *admission, in *instant) bool {
 	if r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		return false
 	}
@@ -398,17 +400,17 @@ func (r *run[T]) admitHedge(ad *admission) bool {
 		}
 		ad.hk = r.hk
 	}
-	_, ok := r.admitNext(KindHedge, ad)
+	_, ok := r.admitNext(KindHedge, ad, in)
 	return ok
 }
 
-// launchHedge reports and launches the hedge admitted into r.held.
-func (r *run[T]) launchHedge() {
+// launchHedge reports and launches the hedge admitted into r.held at in.
+func (r *run[T]) launchHedge(in *instant) {
 	if h := r.e.hooks.OnHedge; h != nil {
 		h(HedgeEvent{Event: r.event(), Attempt: r.launched + 1, InFlight: r.inflight + 1,
 			Delay: r.hedgeDelay, Adaptive: r.hk != nil})
 	}
-	r.launch(KindHedge)
+	r.launch(KindHedge, in)
 }
 
 // decide marks the call decided, cancels the attempts in flight and releases

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // DefaultMaxKeys is how many keys (hosts, for the transport) an engine
@@ -48,11 +46,6 @@ const DefaultMaxKeys = 10000
 // is paid for by that many additions.
 type hostTable struct {
 	max int
-	// clk, when set (by the engine), is read for the exact time wherever a
-	// host or a breaker changes: callers may then pass a coarse time (the
-	// current second), which only lock-free paths use. Without it (tests of
-	// the parts) the times passed are exact.
-	clk clock.Clock
 	// openFor is the breakers' OpenDuration (0 without breakers): a host
 	// whose breaker opened less than openFor ago is not evicted.
 	openFor time.Duration
@@ -94,20 +87,12 @@ func (t *hostTable) touch(h *host) {
 }
 
 // newHostTable returns an empty table bounded by max (DefaultMaxKeys when
-// 0), reading exact times from clk (see hostTable.clk).
-func newHostTable(max int, clk clock.Clock) *hostTable {
+// 0).
+func newHostTable(max int) *hostTable {
 	if max == 0 {
 		max = DefaultMaxKeys
 	}
-	return &hostTable{max: max, clk: clk}
-}
-
-// exact returns the exact time, given now as a caller passed it.
-func (t *hostTable) exact(now time.Time) time.Time {
-	if t.clk != nil {
-		return t.clk.Now()
-	}
-	return now
+	return &hostTable{max: max}
 }
 
 // lookup returns key's host, or nil if it is not tracked. It takes no lock.
@@ -119,13 +104,12 @@ func (t *hostTable) lookup(key string) *host {
 }
 
 // get returns key's host, adding it (and evicting to make room) if needed,
-// and records the use at now. It returns nil when the key is served
-// untracked. now may be coarse (the current second); the exact time is
-// read wherever it matters.
-func (t *hostTable) get(key string, now time.Time) *host {
+// and records the use. It returns nil when the key is served untracked.
+// The time of the admission, in, is read only to add a key.
+func (t *hostTable) get(key string, in *instant) *host {
 	h := t.lookup(key)
 	if h == nil {
-		if h = t.add(key, now); h == nil {
+		if h = t.add(key, in); h == nil {
 			return nil
 		}
 	}
@@ -134,13 +118,13 @@ func (t *hostTable) get(key string, now time.Time) *host {
 }
 
 // add is get's slow path: key was not found.
-func (t *hostTable) add(key string, now time.Time) *host {
+func (t *hostTable) add(key string, in *instant) *host {
+	now := in.now() // before mu: its holders do not wait on a clock
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if h := t.lookup(key); h != nil {
 		return h
 	}
-	now = t.exact(now)
 	if t.n >= t.max {
 		if t.full.Load() && now.Before(t.fullUntil) {
 			return nil

@@ -17,9 +17,9 @@ func TestHostTableBoundIsExact(t *testing.T) {
 		{64, 60, 60}, // below the bound: nothing evicted
 		{64, 1000, 64},
 	} {
-		tbl := newHostTable(c.max, nil)
+		tbl := newHostTable(c.max)
 		for i := range c.keys {
-			if h := tbl.get(fmt.Sprintf("h%d", i), t0.Add(time.Duration(i)*time.Millisecond)); h == nil {
+			if h := tbl.get(fmt.Sprintf("h%d", i), when(t0.Add(time.Duration(i)*time.Millisecond))); h == nil {
 				t.Fatalf("max %d: key %d untracked with nothing pinned", c.max, i)
 			}
 			if n := tbl.Len(); n > c.max {
@@ -37,14 +37,14 @@ func TestHostTableBoundIsExact(t *testing.T) {
 // breaker counting failures), least recently used first.
 func TestHostTableEvictsIdleLeastRecentlyUsedFirst(t *testing.T) {
 	cfg := ConcurrencyLimit{}.withDefaults()
-	tbl := newHostTable(8, nil)
+	tbl := newHostTable(8)
 	tbl.newLimit = func() *limiter { return newLimiter(&cfg) }
-	busy := tbl.get("busy", t0) // oldest, but with an attempt in flight
+	busy := tbl.get("busy", when(t0)) // oldest, but with an attempt in flight
 	busy.lim.force()
 	for i := range 7 {
-		tbl.get(fmt.Sprintf("idle%d", i), t0.Add(time.Duration(i+1)*time.Millisecond))
+		tbl.get(fmt.Sprintf("idle%d", i), when(t0.Add(time.Duration(i+1)*time.Millisecond)))
 	}
-	tbl.get("new", t0.Add(time.Second)) // full: evicts max/8 = 1
+	tbl.get("new", when(t0.Add(time.Second))) // full: evicts max/8 = 1
 	if tbl.lookup("busy") == nil {
 		t.Error("the busy host was evicted before idle ones")
 	}
@@ -93,12 +93,12 @@ func (*countOp) Release(int)                                  {}
 // second.
 func TestHostTableRecencyIsExact(t *testing.T) {
 	for trial := range 20 {
-		tbl := newHostTable(4, nil)
+		tbl := newHostTable(4)
 		for _, k := range []string{"a", "b", "c", "d"} {
-			tbl.get(k, t0)
+			tbl.get(k, when(t0))
 		}
-		tbl.get("a", t0) // a is now the most recent; b the least
-		tbl.get("e", t0)
+		tbl.get("a", when(t0)) // a is now the most recent; b the least
+		tbl.get("e", when(t0))
 		if tbl.lookup("b") != nil {
 			t.Fatalf("trial %d: b, the least recently used, is still tracked", trial)
 		}
@@ -114,12 +114,12 @@ func TestHostTableRecencyIsExact(t *testing.T) {
 // exactly one host, however large the table (a batch would drop hosts that
 // nothing needed gone).
 func TestHostTableEvictsOneHostForOne(t *testing.T) {
-	tbl := newHostTable(64, nil)
+	tbl := newHostTable(64)
 	for i := range 64 {
-		tbl.get(fmt.Sprintf("h%d", i), t0)
+		tbl.get(fmt.Sprintf("h%d", i), when(t0))
 	}
 	for i := range 20 {
-		tbl.get(fmt.Sprintf("new%d", i), t0)
+		tbl.get(fmt.Sprintf("new%d", i), when(t0))
 		if n := tbl.Len(); n != 64 {
 			t.Fatalf("after adding new%d: %d hosts tracked, want 64", i, n)
 		}

@@ -259,16 +259,19 @@ func TestCancelableHedgeRefusedLeavesTheCallToTheCaller(t *testing.T) {
 }
 
 // TestCancelableTimerRacingTheAnswer: hedge timers of 20µs race attempts
-// of about as long, so timers fire as attempts answer (stale callbacks),
-// during them (handovers) and not at all, across a retry. Whatever wins
-// each race, every call returns the one 200 its script can give, within
-// MaxAttempts; the race detector (make unit runs it) and goleak watch the
-// hand-offs, and a lost result would hang the call.
+// of 10 to 30µs on the fake clock, so timers fire not at all, or during an
+// attempt, their callbacks racing its return: some find the attempt
+// answered (stale callbacks), some take the call over (handovers), across
+// a retry. Whatever wins each race, every call returns the one 200 its
+// script can give, within MaxAttempts; the race detector (make unit runs
+// it) and goleak watch the hand-offs, and a lost result would hang the
+// call.
 func TestCancelableTimerRacingTheAnswer(t *testing.T) {
-	e := NewEngine(EngineConfig{})
+	fc := fakeclock.New(t0)
+	e := newTestEngine(fc, nil, EngineConfig{})
 	for i := range 300 {
 		op := &countingOp{scripted: &scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}},
-			calls: new(atomic.Int32), delay: 20 * time.Microsecond}
+			calls: new(atomic.Int32), clock: fc, delay: time.Duration(10+10*(i%3)) * time.Microsecond}
 		res := Execute[int](context.Background(), e, Call[int]{Op: promptOp[int]{op},
 			Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 20 * time.Microsecond}})
 		res.Finish(nil)
@@ -311,9 +314,10 @@ func TestCancelableLateTimeoutKeepsItsLength(t *testing.T) {
 	first, hedge := op.ctxs[0], op.ctxs[1]
 	op.mu.Unlock()
 	fc.Advance(2*time.Second - time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
-	if first.Err() != nil {
-		t.Fatalf("first attempt ended %v before its 3s", context.Cause(first))
+	// A timer that fell due would have left the pending ones during
+	// Advance: no need to wait and see whether its callback runs.
+	if n := fc.Pending(); n != 2 || first.Err() != nil {
+		t.Fatalf("%d timers pending, first attempt ended %v: a timeout fell due before its 3s", n, context.Cause(first))
 	}
 	fc.Advance(time.Millisecond) // 3s after the first attempt started
 	select {

@@ -312,8 +312,10 @@ func (l *limiter) notePeak(n int32) {
 // to the configured wait (bounded by ctx) when none is free. It reports
 // whether it got one and how long it waited. At most as many attempts wait
 // as the limit; when that many do, a more critical attempt takes the place
-// of the newest least critical waiter, which is shed.
-func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (bool, time.Duration) {
+// of the newest least critical waiter, which is shed. The wait runs from
+// the time of the admission, in (read only when the attempt waits), and
+// its end is read from clk, which arms the wait's timer.
+func (l *limiter) acquire(ctx context.Context, c Criticality, in *instant, clk clock.Clock) (bool, time.Duration) {
 	if l.tryAcquire(c) {
 		return true, 0
 	}
@@ -322,7 +324,7 @@ func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (
 		return false, 0
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, dl.Sub(clk.Now()))
+		wait = min(wait, dl.Sub(in.now()))
 		if wait <= 0 {
 			return false, 0
 		}
@@ -341,7 +343,7 @@ func (l *limiter) acquire(ctx context.Context, c Criticality, clk clock.Clock) (
 	l.grantLocked() // a permit may have been released since tryAcquire
 	l.mu.Unlock()
 
-	start := clk.Now()
+	start := in.now() // read before the wait, which it measures
 	t := clk.NewTimer(wait)
 	select {
 	case <-w.ready:

@@ -76,7 +76,7 @@ func TestLimitCriticalDisplacesAWaiter(t *testing.T) {
 	}
 	done := make(chan outcome, 3)
 	wait := func(c Criticality) {
-		ok, _ := l.acquire(ctx, c, fc)
+		ok, _ := l.acquire(ctx, c, when(fc.Now()), fc)
 		done <- outcome{c, ok}
 	}
 	armed := fc.Armed()

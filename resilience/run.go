@@ -24,7 +24,8 @@ type attempt[T any] struct {
 	ht                  *hedgeTimer[T]
 	lateTimeout, handed bool
 	ticket              ticket
-	start               time.Time
+	start               time.Time // read at launch, when the attempt is timed (see timed)
+	end                 instant   // the attempt's end, as Do returned: what decides on its result reads it
 	dur                 time.Duration
 	v                   T
 	err                 error
@@ -175,10 +176,11 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // executePlain runs a call on a plain engine (see Engine.plain) whose policy
 // neither hedges nor times attempts out: the common case, made cheap. The
 // first attempt runs with nothing but locals: no run state, no clock read
-// (the budget's deposit takes the current second from e.seconds), and a
-// result that is not retryable returns at once, exactly as the general path
-// would return it. Only a retryable first result takes a run state, which
-// carries on from there as the general path does after a first attempt.
+// (the budget's deposit and success each take the current second from the
+// coarse clock: see Engine.second), and a result that is not retryable
+// returns at once, exactly as the general path would return it. Only a
+// retryable first result takes a run state, which carries on from there as
+// the general path does after a first attempt.
 func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if err := ctx.Err(); err != nil {
 		recycle(c.Op)
@@ -194,7 +196,9 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if n < limit {
 		limit, limitReason = max(1, n), why
 	}
-	e.budget.Deposit(e.seconds.Time())
+	if e.budget != nil {
+		e.budget.Deposit(e.second()) // the launch's one use of its time
+	}
 	info := AttemptInfo{Number: 1, Kind: KindInitial}
 	v, err := c.Op.Do(ctx, info)
 	verd := c.Op.Classify(v, err, info)
@@ -202,8 +206,8 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		recycle(c.Op) // every attempt ran here: nothing else holds c.Op
 		switch {
 		case err == nil:
-			if !verd.Overload { // an answer that says the server is overloaded is no success
-				e.budget.Succeed(e.seconds.Time())
+			if !verd.Overload && e.budget != nil { // an answer that says the server is overloaded is no success
+				e.budget.Succeed(e.second()) // the end's one use of its time
 			}
 			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
@@ -214,7 +218,7 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, *c, ctx, ctx
 	r.maxAttempts, r.limitReason, r.launched, r.inflight = limit, limitReason, 1, 1
-	r.first = attempt[T]{info: info, ctx: ctx, v: v, err: err, verd: verd}
+	r.first = attempt[T]{info: info, ctx: ctx, end: e.instant(), v: v, err: err, verd: verd}
 	r.ready = &r.first
 	res := r.carryOn()
 	if r.poolable() {
@@ -257,18 +261,27 @@ func (r *run[T]) execute() Result[T] {
 		r.ctx = h(ctx, CallStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject}, Start: r.start})
 	}
 	if err := ctx.Err(); err != nil {
-		return r.end(Result[T]{Err: err}, ReasonCanceled)
+		return r.end(Result[T]{Err: err}, ReasonCanceled, nil)
 	}
 
 	defer r.unwind() // whatever a panic leaves taken (see admission)
-	tr, res, ok := r.admit()
+	admitted := e.instant()
+	if e.timed {
+		admitted = instantAt(r.start) // (nothing slow since: OnCallStart only)
+	}
+	tr, res, ok := r.admit(&admitted)
 	if !ok {
 		return res
 	}
-	if res, ok := r.prepare(tr); !ok {
+	if res, ok := r.prepare(tr, &admitted); !ok {
 		return res
 	}
-	e.budget.Deposit(e.seconds.Time())
+	// Prepare may have taken a while (it may read the request): the first
+	// attempt's launch is a decision of its own.
+	launched := e.instant()
+	if e.budget != nil {
+		e.budget.Deposit(launched.second())
+	}
 	if r.c.Policy.adaptive(e) && r.host != nil {
 		r.hk = r.host.hedgeState(e.adaptive)
 	}
@@ -276,24 +289,24 @@ func (r *run[T]) execute() Result[T] {
 	r.hedgeDelay = r.c.Policy.HedgeDelay
 	if r.hedging && r.hk != nil {
 		r.hk.deposit()
-		r.hedgeDelay = r.hk.current(r.start)
+		r.hedgeDelay = r.hk.current(launched.now())
 	}
 	if _, ok := r.c.Op.(prompt); r.hedging && !ok {
 		// Attempts that may ignore their cancellation run on goroutines
 		// of their own from the start, with the caller as the driver.
 		r.goConcurrent()
 	}
-	r.launch(KindInitial)
+	r.launch(KindInitial, &launched)
 	return r.loop(true)
 }
 
 // event is the part every call event shares.
 func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subject: r.c.Subject} }
 
-// launch starts attempt number launched+1 of kind k, handing it the
-// admission taken for it (r.held): the attempt holds its ticket from now
-// on, and the tokens are spent.
-func (r *run[T]) launch(k AttemptKind) {
+// launch starts attempt number launched+1 of kind k at in (the time of its
+// admission), handing it the admission taken for it (r.held): the attempt
+// holds its ticket from now on, and the tokens are spent.
+func (r *run[T]) launch(k AttemptKind, in *instant) {
 	t := r.held.ticket
 	r.held = admission{}
 	r.launched++
@@ -312,6 +325,9 @@ func (r *run[T]) launch(k AttemptKind) {
 	// pointer slot again under the write barrier.
 	a.ticket = t
 	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
+	if r.timed(a) {
+		a.start = in.now()
+	}
 	ctx := r.ctx
 	if r.hedging || r.c.Policy.PerAttemptTimeout > 0 {
 		ctx, a.own = newOwnCtx(r.ctx)
@@ -343,12 +359,6 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	if a.ticket.lim != nil {
 		defer r.unwound(a) // a permit must not leak if Do or a hook panics
 	}
-	// Timing costs two clock reads; only hooks, adaptive hedging and the
-	// concurrency limit want it.
-	timed := e.hooks.OnAttemptEnd != nil || r.hk != nil || a.ticket.lim != nil
-	if timed {
-		a.start = e.clock.Now()
-	}
 	if h := e.hooks.OnAttemptStart; h != nil {
 		if cr, ok := r.c.Op.(carrier); ok {
 			a.info.Carrier = cr.NewCarrier(a.info)
@@ -358,9 +368,10 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		a.ctx = ctx
 	}
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
+	a.end = e.instant()
 	var now time.Time
-	if timed {
-		now = e.clock.Now()
+	if r.timed(a) {
+		now = a.end.now()
 		a.dur = now.Sub(a.start)
 		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
 			// The key's latency is its calls' first attempts: what a call
@@ -400,6 +411,13 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	a.ticket.releasePermit(now, a.dur, r.limitResult(a))
 }
 
+// timed reports whether attempt a is timed: its start and end read
+// exactly, for its duration. Only the attempt hooks, adaptive hedging and
+// the concurrency limit want it.
+func (r *run[T]) timed(a *attempt[T]) bool {
+	return r.e.hooks.OnAttemptEnd != nil || r.hk != nil || a.ticket.lim != nil
+}
+
 // limitResult says what a finished attempt teaches the concurrency limit:
 // a per-attempt timeout or an overload answer is congestion; an error, a
 // cancellation or a loss to a hedge says nothing of the downstream's
@@ -417,9 +435,9 @@ func (r *run[T]) limitResult(a *attempt[T]) limitResult {
 }
 
 // unwound returns a's permit if exec did not get to (Do or a hook
-// panicked); the panic goes on.
+// panicked); the panic goes on. (An ignored result wants no time.)
 func (r *run[T]) unwound(a *attempt[T]) {
-	a.ticket.releasePermit(r.e.clock.Now(), 0, limitIgnore)
+	a.ticket.releasePermit(time.Time{}, 0, limitIgnore)
 }
 
 // outcome maps a classified attempt to its breaker outcome.
@@ -433,13 +451,14 @@ func (a *attempt[T]) outcome() outcome {
 	return outcomeIgnore
 }
 
-// settle reports a finished attempt to its breaker and to OnAttemptEnd.
+// settle reports a finished attempt to its breaker, at its end, and to
+// OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 	if a.ticket.b != nil {
 		if a.ticket.probe {
 			r.probeHeld = false
 		}
-		r.report(r.e.breakers.done(a.ticket, bo, r.e.seconds.Time()))
+		r.report(r.e.breakers.done(a.ticket, bo, &a.end))
 	}
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
 		var v any
@@ -500,7 +519,7 @@ func (r *run[T]) loop(caller bool) Result[T] {
 				r.timer = nil
 				r.hedge()
 			case <-r.parent.Done():
-				return r.endWithout(ReasonCanceled)
+				return r.endWithout(ReasonCanceled, nil)
 			}
 			continue
 		}

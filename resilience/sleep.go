@@ -8,11 +8,13 @@ import "time"
 
 // retry handles a retryable result: it schedules the next attempt (at once
 // when another is in flight, else after the delay) or ends the call, and
-// reports done with the final result when the call ends.
+// reports done with the final result when the call ends. What it decides
+// on a's result it decides at a's end (a.end): the failure's second, the
+// deadline, the budget, and where the delay runs from.
 func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	r.settle(a, AttemptRetryable, outcomeFailure)
-	if r.parent.Err() == nil { // the caller's own end is no failure of the server's
-		r.e.budget.Fail(r.e.seconds.Time(), timedOut(a.err))
+	if r.parent.Err() == nil && r.e.budget != nil { // the caller's own end is no failure of the server's
+		r.e.budget.Fail(a.end.second(), timedOut(a.err))
 	}
 	if a.err != nil {
 		r.errs.add(a.err)
@@ -39,9 +41,10 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	if r.inflight > 0 {
 		// Another attempt is still running: replace this one at once.
 		keep()
-		if _, ok := r.admitNext(KindRetry, &r.held); ok {
+		in := r.e.instant() // after keep, which may take a while
+		if _, ok := r.admitNext(KindRetry, &r.held, &in); ok {
 			r.onRetry(a, 0, false)
-			r.launch(KindRetry)
+			r.launch(KindRetry, &in)
 		}
 		return Result[T]{}, false
 	}
@@ -56,49 +59,57 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	} else if delay != nil {
 		d = clampDelay(delay.Delay(r.backoffRetries+1, r.prevDelay))
 	}
-	now := r.e.clock.Now()
-	if dl, ok := r.parent.Deadline(); ok && now.Add(d).After(dl) {
+	if dl, ok := r.parent.Deadline(); ok && a.end.now().Add(d).After(dl) {
 		return r.endAfter(a, ReasonPastDeadline), true
 	}
 	// The budget is asked before the sleep, so an exhausted budget ends the
 	// call at once, and the token is refunded if the retry does not launch.
-	if !r.spend(KindRetry, &r.held) {
+	if !r.spend(KindRetry, &r.held, &a.end) {
 		return r.endAfter(a, ReasonBudgetExhausted), true
 	}
 	if !fromServer {
 		r.backoffRetries++
 		r.prevDelay = d
 	}
+	var from time.Time
+	if d > 0 {
+		from = a.end.now() // the delay runs from the attempt's end
+	}
 	keep() // the retry follows: free what a holds before sleeping
 	r.onRetry(a, d, fromServer)
+	in := r.e.instant() // the retry's admission: now, or the sleep's end
 	if d > 0 {
-		// Time spent retaining counts against the delay.
-		rest := d - r.e.clock.Now().Sub(now)
-		if !r.sleep(max(rest, 0), d, fromServer) {
+		// Time spent since the attempt's end (retaining, the hooks)
+		// counts against the delay.
+		start := r.e.clock.Now()
+		ok, woke := r.sleep(start, max(d-start.Sub(from), 0), d, fromServer)
+		in = instantAt(woke)
+		if !ok {
 			r.giveBack(&r.held)
-			return r.endWithout(ReasonCanceled), true
+			return r.endWithout(ReasonCanceled, &in), true
 		}
 	}
-	if !r.admitBreaker(&r.held) {
+	if !r.admitBreaker(&r.held, &in) {
 		r.giveBack(&r.held)
-		return r.endWithout(ReasonCircuitOpen), true
+		return r.endWithout(ReasonCircuitOpen, &in), true
 	}
 	if !r.admitLimit(KindRetry, &r.held) {
 		r.giveBack(&r.held)
-		return r.endWithout(ReasonOverloaded), true
+		return r.endWithout(ReasonOverloaded, &in), true
 	}
-	r.launch(KindRetry)
+	r.launch(KindRetry, &in)
 	return Result[T]{}, false
 }
 
-// endAfter ends the call after a's retryable result with nothing else in
-// flight: a is returned as it is (never retained), or its error wrapped.
+// endAfter ends the call, at a's end, after a's retryable result with
+// nothing else in flight: a is returned as it is (never retained), or its
+// error wrapped.
 func (r *run[T]) endAfter(a *attempt[T], reason EndReason) Result[T] {
 	if a.err == nil {
 		r.release(r.retained)
 		r.retained = a
 	}
-	return r.endWithout(reason)
+	return r.endWithout(reason, &a.end)
 }
 
 func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
@@ -108,12 +119,12 @@ func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
 	}
 }
 
-// sleep waits wait (the part of the backoff delay d still to go) unless the
-// caller's context ends first; it reports whether the full delay passed. The
-// hedge timer is paused (nothing is in flight).
-func (r *run[T]) sleep(wait, d time.Duration, fromServer bool) bool {
+// sleep waits wait (the part of the backoff delay d still to go), from
+// start, unless the caller's context ends first; it reports whether the
+// full delay passed, and the time it woke at. The hedge timer is paused
+// (nothing is in flight).
+func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) (bool, time.Time) {
 	r.stopHedge()
-	start := r.e.clock.Now()
 	ok := true
 	if wait > 0 {
 		t := r.e.clock.NewTimer(wait)
@@ -126,7 +137,8 @@ func (r *run[T]) sleep(wait, d time.Duration, fromServer bool) bool {
 	} else {
 		ok = r.parent.Err() == nil
 	}
-	slept := r.e.clock.Now().Sub(start)
+	woke := r.e.clock.Now()
+	slept := woke.Sub(start)
 	if ok {
 		slept = max(slept, wait)
 	}
@@ -135,5 +147,5 @@ func (r *run[T]) sleep(wait, d time.Duration, fromServer bool) bool {
 		h(BackoffEvent{Event: r.event(), Retry: r.retries + 1,
 			Start: start, Delay: d, Slept: slept, FromRetryAfter: fromServer, Interrupted: !ok})
 	}
-	return ok
+	return ok, woke
 }

@@ -35,6 +35,22 @@ var realSeconds = NewSeconds(Real())
 // the whole process; for any other (a fake clock in a test), one that reads c
 // on every call, so the test's timers are only its own and time moves
 // exactly when the test moves it.
+//
+// A fake clock does not drive the refreshing timer, for two reasons that
+// both break tests. A fake clock runs an AfterFunc callback on a goroutine
+// of its own after Advance returns, so a refreshed second would lag
+// Advance by a goroutine's scheduling: a test that moves the clock past a
+// budget's window and calls at once would see the old second or the new
+// one by chance, and could only wait in real time for the refresh (as this
+// package's own tests of the refresh do). And the refresh timer would be
+// one of the clock's timers, which tests, users' included, count
+// (Pending, Armed, WaitForTimers) to know that the code under test has
+// reached a backoff sleep or armed a hedge: the first call of every engine
+// would arm it, and each second Advance crossed would re-arm it. (With a
+// ticking Seconds on every fake clock, 17 tests of resilience and transport
+// failed and telemetry's hung.) The refresh itself is tested on a fake
+// clock in coarse_test.go, and the engine's use of a Seconds is the same
+// code either way (Read, Coarse).
 func SecondsOf(c Clock) *Seconds {
 	if isReal(c) {
 		return realSeconds
@@ -44,42 +60,60 @@ func SecondsOf(c Clock) *Seconds {
 
 // Unix returns the current Unix second (see Seconds for how current).
 func (s *Seconds) Unix() int64 {
-	if s.direct {
-		return s.c.Now().Unix()
+	if sec, ok := s.Coarse(); ok {
+		return sec
 	}
-	if s.ticking.Load() {
-		if !s.used.Load() { // a store only once a second: readers on many cores share the line
-			s.used.Store(true)
-		}
-		return s.sec.Load()
-	}
-	return s.start()
+	sec, _, _ := s.Read()
+	return sec
 }
 
-// Time returns the start of the current second as a time.Time, for code
-// that takes one; with a clock read on every call (see SecondsOf), the
-// clock's exact time.
-func (s *Seconds) Time() time.Time {
-	if s.direct {
-		return s.c.Now()
+// Read returns the current Unix second (see Seconds for how current) and,
+// when finding it took a read of the clock (a Seconds that reads on every
+// call, or one whose refresh had stopped), the exact time that read: a
+// caller that wants the exact time too need not read it again.
+func (s *Seconds) Read() (sec int64, now time.Time, exact bool) {
+	if sec, ok := s.Coarse(); ok {
+		return sec, time.Time{}, false
 	}
-	return time.Unix(s.Unix(), 0)
+	if s.ticking.Load() { // (never, for one that reads on every call)
+		// A store only once a second: readers on many cores share the line.
+		s.used.Store(true)
+		return s.sec.Load(), time.Time{}, false
+	}
+	if s.direct {
+		now = s.c.Now()
+		return now.Unix(), now, true
+	}
+	now = s.start()
+	return now.Unix(), now, true
 }
+
+// Coarse is Read's common path, small enough to inline: the current second
+// when it is being refreshed and was read already in this second, or false
+// (then call Read).
+func (s *Seconds) Coarse() (int64, bool) {
+	if s.ticking.Load() && s.used.Load() {
+		return s.sec.Load(), true
+	}
+	return 0, false
+}
+
+// Now reads the exact time from the clock s is on.
+func (s *Seconds) Now() time.Time { return s.c.Now() }
 
 // Ticking reports whether the refresh timer is scheduled (for tests).
 func (s *Seconds) Ticking() bool { return s.ticking.Load() }
 
 // start reads the clock, publishes its second and, unless another reader
-// beat it to it, schedules the refreshes.
-func (s *Seconds) start() int64 {
+// beat it to it, schedules the refreshes. It returns the time it read.
+func (s *Seconds) start() time.Time {
 	now := s.c.Now()
-	sec := now.Unix()
-	s.sec.Store(sec)
+	s.sec.Store(now.Unix())
 	if s.ticking.CompareAndSwap(false, true) {
 		s.used.Store(true)
 		s.arm(now)
 	}
-	return sec
+	return now
 }
 
 // arm schedules the next refresh just after the second that follows now.

@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +93,83 @@ func TestSecondsOfSharesTheRealOne(t *testing.T) {
 	now := time.Now().Unix()
 	if got := clock.SecondsOf(clock.Real()).Unix(); got < now-1 || got > now+1 {
 		t.Errorf("real Seconds = %d, time.Now = %d", got, now)
+	}
+}
+
+// TestSecondsReadSaysWhenItReadTheClock: Read reports the exact time when
+// finding the second took a read of the clock (the first read, which
+// starts the refresh; every read of a fake clock's SecondsOf), and only
+// then, so a caller that wants the exact time too reads the clock at most
+// once; Coarse answers alone once the refresh runs and the second was read.
+func TestSecondsReadSaysWhenItReadTheClock(t *testing.T) {
+	start := time.Unix(3000, 250e6)
+	fc := fakeclock.New(start)
+	s := clock.NewSeconds(fc)
+	if _, ok := s.Coarse(); ok {
+		t.Fatal("Coarse answered before anything started the refresh")
+	}
+	if sec, now, exact := s.Read(); sec != 3000 || !exact || !now.Equal(start) {
+		t.Fatalf("first Read = %d, %v, %v; want 3000 and the clock's time, read", sec, now, exact)
+	}
+	if sec, ok := s.Coarse(); !ok || sec != 3000 {
+		t.Fatalf("Coarse after the first read = %d, %v; want 3000 from the refresh", sec, ok)
+	}
+	if !fc.WaitForTimers(1, 5*time.Second) {
+		t.Fatal("no refresh armed")
+	}
+	fc.Advance(750 * time.Millisecond) // the boundary: the refresh publishes 3001
+	waitSecond(t, s, 3001)
+	if sec, _, exact := s.Read(); sec != 3001 || exact {
+		t.Fatalf("Read while refreshed = %d, exact %v; want 3001 with no read of the clock", sec, exact)
+	}
+
+	direct := clock.SecondsOf(fc)
+	fc.Advance(400 * time.Millisecond)
+	if _, ok := direct.Coarse(); ok {
+		t.Fatal("a fake clock's SecondsOf answered without reading the clock")
+	}
+	if sec, now, exact := direct.Read(); sec != 3001 || !exact || !now.Equal(fc.Now()) {
+		t.Fatalf("a fake clock's Read = %d, %v, %v; want 3001 and the clock's time, read", sec, now, exact)
+	}
+}
+
+// TestSecondsStartsOnce: readers that find the refresh stopped all read
+// the clock, but only one of them arms the refresh timer.
+func TestSecondsStartsOnce(t *testing.T) {
+	fc := fakeclock.New(time.Unix(4000, 0))
+	s := clock.NewSeconds(fc)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := s.Unix(); got != 4000 {
+				t.Errorf("Unix() = %d, want 4000", got)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fc.Armed(); n != 1 {
+		t.Fatalf("%d refresh timers armed by 8 concurrent first reads, want 1", n)
+	}
+	// Stopped again (a second with no reader), it restarts once, reusing
+	// its timer.
+	fc.Advance(time.Second) // used during 4000: re-armed
+	if !fc.WaitForArmed(2, 5*time.Second) {
+		t.Fatal("refresh not re-armed")
+	}
+	fc.Advance(time.Second) // unused during 4001: stops
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Ticking() {
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh kept ticking with no readers")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Unix()
+	s.Unix()
+	if n, p := fc.Armed(), fc.Pending(); n != 3 || p != 1 {
+		t.Fatalf("after a restart: %d timers ever armed, %d pending; want 3 and 1", n, p)
 	}
 }
 
