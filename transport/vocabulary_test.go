@@ -126,8 +126,9 @@ func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
 			func() { resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) }},
 		{"WithMaxRetryAfter", func() { transport.WithMaxRetryAfter(-1) }, func() { resilience.WithMaxRetryAfter(-1) }},
 		{"WithMaxHosts", func() { transport.WithMaxHosts(0) }, func() { resilience.WithMaxKeys(0) }},
-		{"WithBudget", func() { transport.WithBudget(0.1, -1) }, func() { resilience.WithBudget(0.1, -1) }},
-		{"WithBudget", func() { transport.WithBudget(math.NaN(), 1) }, func() { resilience.WithBudget(math.NaN(), 1) }},
+		// The deprecated WithBudget still rejects nonsense alike.
+		{"WithBudget", func() { transport.WithBudget(0.1, -1) }, func() { resilience.WithBudget(0.1, -1) }},             //nolint:staticcheck // deprecated on purpose
+		{"WithBudget", func() { transport.WithBudget(math.NaN(), 1) }, func() { resilience.WithBudget(math.NaN(), 1) }}, //nolint:staticcheck // deprecated on purpose
 	}
 	for _, c := range cases {
 		reasons := map[string]string{}
