@@ -13,10 +13,6 @@ const budgetWindow = 10 * time.Second
 
 const (
 	budgetBuckets = 10 // one-second buckets across budgetWindow
-	// recentSeconds is how many seconds, the current one included, must
-	// have earned a retry paid from deposits, besides the whole window: a
-	// second pays out no more than these have earned.
-	recentSeconds = 1
 	countBits     = 32 // low bits of a bucket word hold a count (4 billion a second is out of reach)
 	countMask     = 1<<countBits - 1
 	// epochMod is how many seconds a bucket's epoch counts before it wraps:
@@ -27,104 +23,117 @@ const (
 	// a bucket.
 	epochMod = (1 << (64 - countBits)) / budgetBuckets * budgetBuckets
 
-	// requestStripes is how many counters each second's requests are
+	// successStripes is how many counters each second's successes are
 	// spread over, so that concurrent deposits seldom write the same word.
 	stripeBits     = 3
-	requestStripes = 1 << stripeBits
+	successStripes = 1 << stripeBits
 )
 
-// retryBudget caps how many retries (and hedges) a client may add on top of its
+// retryBudget caps the retries (and hedges) a client may add on top of its
 // own traffic, so that a fleet's retries cannot amplify an outage however
-// many replicas it has.
+// many replicas it has, while retries that work, against failures a retry
+// fixes, cost it nothing.
 //
-// It pays from two sources. The deposits: every original request deposits
-// ratio tokens, which expire after budgetWindow, in whole seconds (the
-// current second and the nine before it); each retry or hedge that launches
-// spends one. And the reserve: a handful of retries (reserve, default 2:
-// one request's retries at the default of 3 attempts) that a client holds
-// while its downstream is healthy, so that a quiet client, whose deposits
-// earn less than a retry, still absorbs an isolated transient failure. A
-// retry is paid from the deposits if they can, else from the reserve.
+// It learns whether retries work from their results, as the AWS SDKs'
+// retry quota does. A retry or hedge pays one token as it launches and
+// gets it back if it succeeds (its answer was no retryable failure and no
+// overload): a retry that turned a failure into a success added no load
+// that bought nothing. A retry that fails keeps its token spent. So what a
+// budget bounds is the wasted work, the retries that fail, and it bounds
+// them by what succeeds. It pays from two sources:
 //
-// The reserve is refilled by successes only: an attempt the server answered
-// without a retryable failure (Succeed) puts one retry back, at most one a
-// second, up to reserve. It starts full. During an outage nothing succeeds,
-// so a client spends its reserve once and then has none, however long the
-// outage lasts: the reserve is a per-client constant that does not grow with
-// an outage's length, unlike a floor of retries a second, which every
-// replica of a fleet spends every second (ten quiet replicas with a floor
-// of 10 a second may add 100 retries a second to a downstream that is
-// down). The one-a-second pace keeps a busy client's retries and hedges on
-// its ratio: the reserve may add one a second, not one per success. An
-// attempt that times out costs the reserve one retry as well, the price of
-// the retry it asks for, as it costs the deposits a whole token (below): a
-// host too slow to answer is likely still working on it, so the reserve
-// absorbs one timed-out attempt where it absorbs two failed ones (at a slow
-// host whose service time doubles, the default reserve adds one retry, not
-// two, to the second in which its queue starts to grow).
+//   - The reserve: a handful of retries (reserve, default 2: one request's
+//     retries at the default of 3 attempts), paid first. It starts full, is
+//     refilled by successes, at most one a second, up to reserve, and gets
+//     back the token of a retry it paid for that succeeded. A quiet client
+//     lives on it alone.
+//   - The deposits: every call that ends with a success deposits ratio
+//     tokens (default 0.25), which expire after budgetWindow, in whole
+//     seconds (the current second and the nine before it). A call that
+//     fails deposits nothing, so in an outage nothing is earned.
 //
-// Failures cost deposits, so that the deposits stop paying when failures
-// dominate: an attempt that fails with a retryable error takes back one
-// request's deposit (ratio tokens), and one that timed out costs a whole
-// token, the price of the retry it asks for: a server too slow to answer is
-// likely still working on the request, and a retry adds to its queue (the
-// shape of the AWS SDKs' retry quota; gRPC's retry throttling likewise
-// charges failures and pays for successes). Once the window's failures cost
-// more than its deposits, the deposits pay nothing. At the steady state that
-// is when more than ratio/(1+ratio) of attempts fail with errors (9% at the
-// default 0.1), or more than ratio/2 time out (5%). And the deposits saved
-// in a calm window never pay out at once: a retry is paid from deposits
-// only if its own second has earned it too, by the same count, so a second
-// whose failures outnumber its requests (every second of an outage) pays
-// nothing from deposits.
+// The deposits pay only a client that earns at least its reserve a second
+// (reserve/ratio = 8 successful calls a second by default), only while
+// retries work (over the last second, retries and hedges that failed number
+// at most twice those that succeeded, plus the reserve), and only what the
+// last second earned as well as the window: the deposits saved in a calm
+// window never pay out at once. An attempt that times out costs a whole
+// token more, from the deposits and the reserve alike: a server too slow
+// to answer is likely still working on the request, and a retry adds to
+// its queue (the AWS SDKs likewise charge a timeout double).
 //
-// Exactly, with seconds being whole seconds of the times passed in: a retry
-// is paid from deposits if, counting it, at most ⌊ratio × (requests −
-// errors) − timeouts⌋ were paid from deposits in its window (requests,
-// errors and timeouts counted in the same window) and at most ⌈ratio ×
-// (requests − errors) − timeouts⌉ (rounded up, so that a client with little
-// traffic gets one) in its own second, counted in that second; failing that,
-// from the reserve if it holds one; failing both, it does not launch.
+// What a client gets, at the default 3 attempts, when each attempt fails
+// independently with probability p (retries fix it), from the simulation
+// in budget_ladder_test.go (60 s, five seeds): a busy client (100 calls a
+// second) retries every failure up to p = 30%, so 1 − p³ succeed (99.9%
+// at 10%, 99.2% at 20%, 97.3% at 30%): its failed retries, p² + p³ a
+// request, stay below the 0.25 × (1 − p³) it earns while p < 40%. A quiet
+// client (1 call a second) retries every failure but when a request follows
+// one whose attempts all failed and fails too, with its reserve spent:
+// about p⁴ of requests (0.02% at 10%, 0.2% at 20%, 1.3% at 30%, so 96.3%
+// succeed there). When retries fail with the first attempt (an outage, a
+// host shedding everything), nothing succeeds, nothing is earned or
+// refunded, the deposits stop within a second, and a client spends its
+// reserve once and stops: about 1.0 attempts a request for a busy client
+// (1.01 over an 8 s outage), 1 + 2/n for a quiet one with n requests in
+// the outage, however long it lasts.
+//
+// Exactly, with seconds being whole seconds of the times passed in and the
+// last second estimated from the current one-second bucket and a share of
+// the previous one (the part of it within a second of now), as a
+// sliding-window counter does: a retry is paid from the reserve if it
+// holds one; failing that, from the deposits if the last second earned at
+// least reserve tokens, its failed retries number at most twice its
+// successful ones plus reserve, and, counting it, at most ⌊ratio ×
+// successes − timeouts⌋ tokens paid from deposits are spent (launched and
+// not refunded) in the window and in the last second, each counted over
+// its own span; failing both, it does not launch.
 //
 // The bound, for a fleet of N clients (replicas, or transports) sharing a
 // downstream, over any interval I of any length: the retries and hedges
-// launched in I number at most
+// launched in I that do not succeed number at most
 //
-//	ratio × R + N × reserve + P
+//	ratio × S + N × reserve + P
 //
-// where R counts the fleet's requests from nine seconds before I's first
-// second through its last second, and P the refills: at most one per client
-// per second of I, and no more than the successes in I. (Deposits: the
-// windows that end at each client's last deposit-paid launches, taken
-// backwards and disjoint, each pay at most ratio × their requests; reserve:
-// each client enters I with at most reserve and gains one per refill.) In an
-// outage, where nothing succeeds, P is 0: the fleet adds at most ratio × R +
-// N × reserve retries however long the outage lasts, and since every second
-// of it counts at least as many failures as requests, the deposits stop
-// paying within a second of its start, which leaves N × reserve. A request
-// never makes more attempts than its policy's MaxAttempts either.
+// where S counts the fleet's successful calls from nine seconds before I's
+// first second through its last second, and P the refills: at most one per
+// client per second of I, and no more than the successes in I. (Deposits:
+// the windows that end at each client's last deposit-paid launches, taken
+// backwards and disjoint, each hold at most ratio × their successes of
+// tokens spent and not refunded; reserve: each client enters I with at
+// most reserve and gains one per refill or refund, and a refund is a retry
+// that succeeded.) The retries that do succeed are bounded not by the
+// budget but by the failures they fix: each follows a failed attempt of a
+// request, and a request never makes more attempts than its policy's
+// MaxAttempts. In an outage, where nothing succeeds, P is 0, and S holds
+// only what succeeded before it, of which the last second's share can be
+// paid: the fleet adds at most N × reserve retries and a second's deposits
+// of its busy clients, however long the outage lasts.
 //
-// Beside its anchors: Finagle's RetryBudget has the floor this budget
-// dropped (a minimum of retries a second, for every replica); Envoy's retry
-// budget bounds concurrent retries with a floor of 3, so a quiet client
-// retries every failure; the AWS SDKs' retry quota (500 tokens, 5 a retry,
-// 10 a timeout, given back by successes) and gRPC's retry throttling (a
-// bucket that starts full, loses a token a failure, gains a fraction a
-// success, and retries while more than half full) have no floor, but a
-// per-client constant (100 retries for AWS, half the bucket for gRPC) that
-// successes refill at no pace, where this reserve is 2, one a second.
-// A server's pushback, as gRPC's grpc-retry-pushback-ms, is the transport's
-// (see transport.Middleware).
+// Beside its anchors: the AWS SDKs' retry quota (500 tokens, 5 a retry, 10
+// a timeout, a retry's cost given back when it succeeds, 1 token a success
+// without retry) learns as this does, but its per-client constant is 100
+// retries, spent in full by every replica of a fleet in each outage, where
+// this reserve is 2. gRPC's retry throttling (a bucket that loses a token
+// a failure, gains a fraction a success, and retries while more than half
+// full), and this budget's previous design, which took a deposit back for
+// every failure, stop retrying once about a tenth of attempts fail: they
+// count a failure a retry fixes as they count an outage. Finagle's
+// RetryBudget and Envoy's retry budget have a floor of retries a second (or
+// concurrent retries) for every replica, which a fleet multiplies. The SRE
+// book's per-client ratio of 10% bounds all retries; this bounds the ones
+// that fail. A server's pushback, as gRPC's grpc-retry-pushback-ms, is the
+// transport's (see transport.Middleware).
 //
 // Time is a parameter of every method (the engine passes its clock), and the
 // bookkeeping is lock-free: per-second buckets of atomic counters and one
 // word for the reserve, so concurrent requests never queue on a mutex. Every
-// request deposits, so its counter is spread further: each second's
-// requests are counted in requestStripes words on cache lines of their own,
-// a deposit adds to one (see Deposit), and a retry or a failure (far rarer)
-// sums them all. A success costs its deposit and one load of the reserve's
-// word (written only while the reserve is not full). A budget takes about
-// 1.5 KiB. A nil *retryBudget allows everything. Safe for concurrent use.
+// successful call deposits, so its counter is spread further: each second's
+// successes are counted in successStripes words on cache lines of their
+// own, a success adds to one (see Succeed), and a retry (far rarer) sums
+// them all. A success costs its deposit and one load of the reserve's word
+// (written only while the reserve is not full). A budget takes about 1.7
+// KiB. A nil *retryBudget allows everything. Safe for concurrent use.
 type retryBudget struct {
 	ratio   float64 // immutable, read by every deposit
 	reserve uint64  // immutable: the reserve's capacity
@@ -147,17 +156,18 @@ type retryBudget struct {
 	// (low countBits bits). A word whose epoch is stale
 	// reads as zero and is reset by the next writer. The padding around
 	// these keeps the writes of retries off the lines deposits use.
-	spent    [budgetBuckets]atomic.Uint64  // retries paid from deposits per second
-	errors   [budgetBuckets]atomic.Uint64  // attempts failed with a retryable error per second
-	timeouts [budgetBuckets]atomic.Uint64  // attempts failed by timing out per second
-	_        [64]byte                      //
-	requests [requestStripes]requestStripe // original requests per second, the sum of the stripes
+	spent     [budgetBuckets]atomic.Uint64  // retries paid from deposits per second, less those refunded
+	timeouts  [budgetBuckets]atomic.Uint64  // attempts failed by timing out per second
+	won       [budgetBuckets]atomic.Uint64  // retries and hedges that succeeded per second
+	lost      [budgetBuckets]atomic.Uint64  // retries and hedges that failed per second
+	_         [64]byte                      //
+	successes [successStripes]successStripe // successful calls per second, the sum of the stripes
 }
 
-// requestStripe is one share of the per-second request counts: its buckets
+// successStripe is one share of the per-second success counts: its buckets
 // are words like the other buckets'. The padding keeps two stripes' words
 // off one cache line whatever the alignment.
-type requestStripe struct {
+type successStripe struct {
 	buckets [budgetBuckets]atomic.Uint64
 	_       [64]byte
 }
@@ -181,7 +191,7 @@ func newRetryBudget(ratio float64, reserve int) *retryBudget {
 	b := &retryBudget{ratio: ratio, reserve: uint64(reserve)}
 	b.held.Store(uint64(reserve)) // full; its epoch (0) matters only to the first refill
 	b.stripes.New = func() any {
-		i := int(b.nextStripe.Add(1) % requestStripes)
+		i := int(b.nextStripe.Add(1) % successStripes)
 		return &i
 	}
 	return b
@@ -252,42 +262,46 @@ func sum(ws *[budgetBuckets]atomic.Uint64, epoch uint64, n int) int64 {
 	return total
 }
 
-// requestsIn returns the requests deposited in the n seconds up to and
+// successesIn returns the successes deposited in the n seconds up to and
 // including epoch's: the sum over every stripe.
-func (b *retryBudget) requestsIn(epoch uint64, n int) int64 {
+func (b *retryBudget) successesIn(epoch uint64, n int) int64 {
 	var total int64
 	for i := range uint64(n) {
 		e := (epoch + epochMod - i) % epochMod
-		for s := range b.requests {
-			total += read(&b.requests[s].buckets[e%budgetBuckets], e)
+		for s := range b.successes {
+			total += read(&b.successes[s].buckets[e%budgetBuckets], e)
 		}
 	}
 	return total
 }
 
 // earned returns what the n seconds up to and including epoch's have
-// earned for retries, spent or not: ratio tokens a request, less what their
-// failures cost (ratio an error, one a timeout). It may be negative.
+// earned for retries, spent or not: ratio tokens a success, less a token a
+// timeout. It may be negative.
 func (b *retryBudget) earned(epoch uint64, n int) float64 {
-	return b.ratio*float64(b.requestsIn(epoch, n)-sum(&b.errors, epoch, n)) - float64(sum(&b.timeouts, epoch, n))
+	return b.ratio*float64(b.successesIn(epoch, n)) - float64(sum(&b.timeouts, epoch, n))
 }
 
-// Deposit records one original request at now, in one of the second's
-// stripes: the one of the processor (P) that runs it, as b.stripes hands
-// them out. When two deposits meet on a stripe anyway, the one whose
-// compare-and-swap fails moves to the next stripe rather than retry the word
-// it lost. Every stripe counts the same.
-func (b *retryBudget) Deposit(now time.Time) {
-	if b == nil || b.ratio == 0 {
-		return
-	}
-	e := epochOf(now)
-	p := b.stripes.Get().(*int)
-	i := *p
-	for !addOnce(&b.requests[i].buckets[e%budgetBuckets], e, 1) {
-		i = (i + 1) % requestStripes
-	}
-	b.stripes.Put(p)
+// past returns the share of the second before now's that lies in the
+// second up to now: the weight a sliding one-second window gives the
+// previous bucket, as a sliding-window counter estimates it from two fixed
+// ones.
+func past(now time.Time) float64 {
+	return 1 - float64(now.Nanosecond())/float64(time.Second)
+}
+
+// recentEarned is what the second up to now has earned (see earned),
+// estimated from now's bucket, e, and the one before it.
+func (b *retryBudget) recentEarned(now time.Time, e uint64) float64 {
+	prev := (e + epochMod - 1) % epochMod
+	return b.earned(e, 1) + past(now)*b.earned(prev, 1)
+}
+
+// recent is what ws counted in the second up to now, estimated as
+// recentEarned is.
+func (b *retryBudget) recent(ws *[budgetBuckets]atomic.Uint64, now time.Time, e uint64) float64 {
+	prev := (e + epochMod - 1) % epochMod
+	return float64(sum(ws, e, 1)) + past(now)*float64(sum(ws, prev, 1))
 }
 
 // Withdraw spends one token for a retry or hedge about to launch at now and
@@ -306,11 +320,12 @@ type budgetToken struct {
 	reserve uint64         // the reserve's capacity when paid from it; 0 when paid from deposits
 }
 
-// Refund gives the token back, for a retry that was paid for but did not
-// launch (its sleep was interrupted, or the breaker refused it). A token
-// whose second has left the window is already forgotten: nothing to give
-// back; a reserve that has since been refilled to full stays full. Refund a
-// token at most once.
+// Refund gives the token back: for a retry that was paid for but did not
+// launch (its sleep was interrupted, or the breaker refused it), and for a
+// retry or hedge that succeeded (see retryBudget). A token whose second has
+// left the window is already forgotten: nothing to give back; a reserve
+// that has since been refilled to full stays full. Refund a token at most
+// once.
 func (t budgetToken) Refund() {
 	switch {
 	case t.w == nil:
@@ -327,57 +342,76 @@ func (t budgetToken) Refund() {
 }
 
 // Take is Withdraw returning the token it spent, so that a retry that does
-// not launch after all can Refund it.
+// not launch after all, or succeeds, can Refund it.
 func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	if b == nil {
 		return budgetToken{}, true
 	}
-	e := epochOf(now)
-	if b.ratio > 0 {
-		w := &b.spent[e%budgetBuckets]
-		add(w, e, 1)
-		if float64(sum(&b.spent, e, recentSeconds)) <= math.Ceil(b.earned(e, recentSeconds)) &&
-			float64(sum(&b.spent, e, budgetBuckets)) <= math.Floor(b.earned(e, budgetBuckets)) {
-			return budgetToken{w: w, epoch: e}, true
-		}
-		add(w, e, -1)
-	}
 	for {
 		old := b.held.Load()
 		if old&countMask == 0 {
-			return budgetToken{}, false
+			break
 		}
 		if b.held.CompareAndSwap(old, old-1) {
 			return budgetToken{w: &b.held, reserve: b.reserve}, true
 		}
 	}
+	if b.ratio == 0 {
+		return budgetToken{}, false
+	}
+	e := epochOf(now)
+	lost, won := b.recent(&b.lost, now, e), b.recent(&b.won, now, e)
+	if lost > 2*won+float64(b.reserve) {
+		return budgetToken{}, false // retries are not working: the deposits pay nothing
+	}
+	earned := b.recentEarned(now, e)
+	if earned < float64(b.reserve) {
+		return budgetToken{}, false // a quiet client: its reserve pays alone
+	}
+	w := &b.spent[e%budgetBuckets]
+	add(w, e, 1)
+	if b.recent(&b.spent, now, e) <= earned &&
+		float64(sum(&b.spent, e, budgetBuckets)) <= math.Floor(b.earned(e, budgetBuckets)) {
+		return budgetToken{w: w, epoch: e}, true
+	}
+	add(w, e, -1)
+	return budgetToken{}, false
 }
 
-// charge takes one retry from the reserve, if it holds one, for a timed-out
-// attempt (see retryBudget).
-func (b *retryBudget) charge() {
-	for {
-		old := b.held.Load()
-		if old&countMask == 0 || b.held.CompareAndSwap(old, old-1) {
-			return
-		}
-	}
-}
 
-// Succeed records an attempt that the server answered at now without a
-// retryable failure: it puts one retry back in the reserve, unless the
-// reserve is full or was already refilled in now's second. The engine
-// calls it for every call that ends with a success, so its common case, a
-// full reserve, is one atomic load.
-func (b *retryBudget) Succeed(now time.Time) {
-	if b == nil || b.reserve == 0 {
-		return
-	}
-	old := b.held.Load()
-	if old&countMask >= b.reserve {
+
+// Succeed records a call that ended at now with an answer that was no
+// retryable failure and no overload, returned by an attempt that paid tok
+// (the zero token for a first attempt). It deposits ratio tokens, in one
+// of the second's stripes (the one of the processor, P, that runs it, as
+// b.stripes hands them out; when two deposits meet on a stripe anyway, the
+// one whose compare-and-swap fails moves to the next stripe rather than
+// retry the word it lost); it puts one retry back in the reserve, unless
+// the reserve is full or was already refilled in now's second; and it
+// refunds tok, counting a retry that worked. The engine calls it once for
+// every call that ends with a success; its common case, a first attempt
+// and a full reserve, costs the deposit and one atomic load.
+func (b *retryBudget) Succeed(now time.Time, tok budgetToken) {
+	if b == nil {
 		return
 	}
 	e := epochOf(now)
+	if tok.w != nil {
+		tok.Refund()
+		add(&b.won[e%budgetBuckets], e, 1)
+	}
+	if b.ratio > 0 {
+		p := b.stripes.Get().(*int)
+		i := *p
+		for !addOnce(&b.successes[i].buckets[e%budgetBuckets], e, 1) {
+			i = (i + 1) % successStripes
+		}
+		b.stripes.Put(p)
+	}
+	if b.reserve == 0 {
+		return
+	}
+	old := b.held.Load()
 	for old>>countBits != e && old&countMask < b.reserve {
 		if b.held.CompareAndSwap(old, e<<countBits|(old&countMask+1)) {
 			return
@@ -386,32 +420,42 @@ func (b *retryBudget) Succeed(now time.Time) {
 	}
 }
 
-// Fail records an attempt that failed at now with a retryable error, or by
-// timing out (timeout set): its cost comes off the deposits, and a
-// timeout's off the reserve too (see retryBudget). The engine calls it for every such attempt, the ones it
-// does not retry included.
-func (b *retryBudget) Fail(now time.Time, timeout bool) {
+// Fail records an attempt that failed at now with a retryable result,
+// having paid tok (the zero token for a first attempt), and whether it
+// timed out. A retry or hedge that failed counts against retries working
+// (see retryBudget); a timeout costs a token from the deposits and one
+// retry from the reserve, if it holds one. Other failures cost nothing by
+// themselves: they earn nothing, and a retry of theirs that fails keeps
+// its token. The engine calls it for every such attempt, the ones it does
+// not retry included.
+func (b *retryBudget) Fail(now time.Time, tok budgetToken, timeout bool) {
 	if b == nil {
 		return
 	}
-	if timeout && b.reserve > 0 {
-		b.charge()
-	}
-	if b.ratio == 0 {
-		return
-	}
 	e := epochOf(now)
-	if timeout {
-		add(&b.timeouts[e%budgetBuckets], e, 1)
+	if tok.w != nil {
+		add(&b.lost[e%budgetBuckets], e, 1)
+	}
+	if !timeout {
 		return
 	}
-	add(&b.errors[e%budgetBuckets], e, 1)
+	if b.reserve > 0 {
+		for {
+			old := b.held.Load()
+			if old&countMask == 0 || b.held.CompareAndSwap(old, old-1) {
+				break
+			}
+		}
+	}
+	if b.ratio > 0 {
+		add(&b.timeouts[e%budgetBuckets], e, 1)
+	}
 }
 
 // Tokens returns how many retries the budget holds at now: what the window
 // has earned and not spent (see earned) plus what the reserve holds. Of the
-// window's share, no more than its last recentSeconds have earned and not
-// spent can be spent now.
+// window's share, no more than the last second has earned and not spent
+// can be spent now.
 func (b *retryBudget) Tokens(now time.Time) float64 {
 	if b == nil {
 		return math.Inf(1)

@@ -29,7 +29,7 @@ func TestBudgetConcurrentDepositsAllCount(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := range each {
-						b.Deposit(tc.at(g, i))
+						b.Succeed(tc.at(g, i), budgetToken{})
 					}
 				}()
 			}
@@ -57,8 +57,8 @@ func TestBudgetDepositsStayOnTheirStripe(t *testing.T) {
 	b := newRetryBudget(1, 0)
 	e := epochOf(t0)
 	count := func() (used int, total int64) {
-		for s := range b.requests {
-			c := read(&b.requests[s].buckets[e%budgetBuckets], e)
+		for s := range b.successes {
+			c := read(&b.successes[s].buckets[e%budgetBuckets], e)
 			if c > 0 {
 				used++
 			}
@@ -67,7 +67,7 @@ func TestBudgetDepositsStayOnTheirStripe(t *testing.T) {
 		return used, total
 	}
 	for range 64 {
-		b.Deposit(t0)
+		b.Succeed(t0, budgetToken{})
 	}
 	if used, total := count(); total != 64 || (used != 1 && !raceEnabled) {
 		// (The race detector empties pools at random, so there a run of
@@ -76,11 +76,11 @@ func TestBudgetDepositsStayOnTheirStripe(t *testing.T) {
 	}
 	// Stripe numbers as the pool makes them: one after the other.
 	seen := map[int]bool{}
-	for range requestStripes {
+	for range successStripes {
 		seen[*b.stripes.New().(*int)] = true
 	}
-	if len(seen) != requestStripes {
-		t.Fatalf("%d new stripe holders got %d distinct stripes", requestStripes, len(seen))
+	if len(seen) != successStripes {
+		t.Fatalf("%d new stripe holders got %d distinct stripes", successStripes, len(seen))
 	}
 }
 
@@ -92,18 +92,18 @@ func TestBudgetDepositsStayOnTheirStripe(t *testing.T) {
 func TestBudgetLayoutKeepsHotWordsApart(t *testing.T) {
 	var b retryBudget
 	const line = 64
-	stripe := unsafe.Sizeof(requestStripe{})
-	words := unsafe.Sizeof(b.requests[0].buckets)
+	stripe := unsafe.Sizeof(successStripe{})
+	words := unsafe.Sizeof(b.successes[0].buckets)
 	if gap := stripe - words; gap < line {
 		t.Errorf("stripes' words %d bytes apart, want at least %d", gap, line)
 	}
-	if gap := unsafe.Offsetof(b.requests) - (unsafe.Offsetof(b.timeouts) + unsafe.Sizeof(b.timeouts)); gap < line {
+	if gap := unsafe.Offsetof(b.successes) - (unsafe.Offsetof(b.timeouts) + unsafe.Sizeof(b.timeouts)); gap < line {
 		t.Errorf("the first stripe is %d bytes after timeouts, want at least %d", gap, line)
 	}
 	if gap := unsafe.Offsetof(b.spent) - (unsafe.Offsetof(b.held) + unsafe.Sizeof(b.held)); gap < line {
 		t.Errorf("spent is %d bytes after the reserve, want at least %d", gap, line)
 	}
-	if n := unsafe.Sizeof(b); n > 1700 {
-		t.Errorf("a budget takes %d bytes; its doc says about 1.6 KiB", n)
+	if n := unsafe.Sizeof(b); n > 1800 {
+		t.Errorf("a budget takes %d bytes; its doc says about 1.7 KiB", n)
 	}
 }

@@ -48,18 +48,18 @@ func TestBudgetReserveRefilledBySuccessesOnceASecond(t *testing.T) {
 		return t0.Add(time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond)
 	}
 	for range 5 {
-		b.Succeed(sec(1, 100))
+		b.Succeed(sec(1, 100), budgetToken{})
 	}
 	if got := b.Tokens(sec(1, 200)); got != 1 {
 		t.Fatalf("Tokens = %v after five successes in one second, want 1", got)
 	}
-	b.Succeed(sec(1, 900))
+	b.Succeed(sec(1, 900), budgetToken{})
 	if got := b.Tokens(sec(1, 900)); got != 1 {
 		t.Fatalf("Tokens = %v after a second success in the same second, want 1", got)
 	}
-	b.Succeed(sec(2, 0))
-	b.Succeed(sec(3, 0))
-	b.Succeed(sec(4, 0))
+	b.Succeed(sec(2, 0), budgetToken{})
+	b.Succeed(sec(3, 0), budgetToken{})
+	b.Succeed(sec(4, 0), budgetToken{})
 	if got := b.Tokens(sec(4, 0)); got != 2 {
 		t.Fatalf("Tokens = %v after successes in three more seconds, want the capacity 2", got)
 	}
@@ -81,19 +81,19 @@ func TestBudgetReserveRefund(t *testing.T) {
 		t.Fatalf("Tokens = %v after the refund, want 1", got)
 	}
 	tok, _ = b.take(t0)
-	b.Succeed(t0.Add(time.Second)) // refilled before the refund arrives
+	b.Succeed(t0.Add(time.Second), budgetToken{}) // refilled before the refund arrives
 	tok.Refund()
 	if got := b.Tokens(t0.Add(time.Second)); got != 1 {
 		t.Fatalf("Tokens = %v after refunding into a full reserve, want the capacity 1", got)
 	}
 }
 
-// TestBudgetDepositsPayBeforeTheReserve: a busy client's retries come out
-// of its deposits, and its reserve is left for when they run out.
-func TestBudgetDepositsPayBeforeTheReserve(t *testing.T) {
+// TestBudgetReservePaysBeforeTheDeposits: the reserve pays first, and a
+// busy client's deposits pay once it is spent.
+func TestBudgetReservePaysBeforeTheDeposits(t *testing.T) {
 	b := newRetryBudget(0.5, 2)
-	for range 4 {
-		b.Deposit(t0)
+	for range 8 {
+		b.Succeed(t0, budgetToken{})
 	}
 	var paid []bool // from deposits, in order
 	for {
@@ -103,34 +103,123 @@ func TestBudgetDepositsPayBeforeTheReserve(t *testing.T) {
 		}
 		paid = append(paid, paidFromDeposits(b, tok))
 	}
-	if want := []bool{true, true, false, false}; !slices.Equal(paid, want) {
+	if want := []bool{false, false, true, true, true, true}; !slices.Equal(paid, want) {
 		t.Fatalf("paid from deposits, in order: %v, want %v", paid, want)
+	}
+}
+
+// TestBudgetQuietClientLivesOnItsReserve: a client whose last second earned
+// less than its reserve is paid by the reserve alone, however much its
+// window saved, so that in an outage a quiet client adds its reserve and
+// nothing more.
+func TestBudgetQuietClientLivesOnItsReserve(t *testing.T) {
+	b := newRetryBudget(DefaultBudgetRatio, DefaultBudgetReserve)
+	for s := range 10 { // 5 successes a second: 1.25 tokens a second, 12.5 saved
+		for i := range 5 {
+			b.Succeed(t0.Add(time.Duration(s)*time.Second+time.Duration(i)*200*time.Millisecond), budgetToken{})
+		}
+	}
+	now := t0.Add(10 * time.Second)
+	granted := 0
+	for b.Withdraw(now) {
+		granted++
+	}
+	if granted != DefaultBudgetReserve {
+		t.Fatalf("a client earning 1.25 tokens a second was granted %d retries at once, want its reserve (%d)", granted, DefaultBudgetReserve)
+	}
+}
+
+// TestBudgetRetriesThatSucceedCostNothing: a retry that succeeds gives its
+// token back, one that fails keeps it; so a client whose retries fix its
+// failures keeps retrying, and one whose retries fail runs out.
+func TestBudgetRetriesThatSucceedCostNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		works   bool
+		granted int
+	}{
+		{"retries that succeed", true, 100},
+		{"retries that fail", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRetryBudget(0, 2) // the reserve alone
+			granted := 0
+			for i := range 100 {
+				now := t0.Add(time.Duration(i) * time.Millisecond) // all in one second: no refill
+				tok, ok := b.take(now)
+				if !ok {
+					continue
+				}
+				granted++
+				if tc.works {
+					b.Succeed(now, tok)
+				} else {
+					b.Fail(now, tok, false)
+				}
+			}
+			if granted != tc.granted {
+				t.Errorf("%d of 100 retries granted, want %d", granted, tc.granted)
+			}
+		})
+	}
+}
+
+// TestBudgetDepositsStopWhileRetriesFail: while the last second's retries
+// that failed outnumber twice those that succeeded (plus the reserve), the
+// deposits pay nothing, however much they hold; retries that work open
+// them again.
+func TestBudgetDepositsStopWhileRetriesFail(t *testing.T) {
+	b := newRetryBudget(1, 0)
+	for range 100 {
+		b.Succeed(t0, budgetToken{})
+	}
+	now := t0.Add(100 * time.Millisecond)
+	tok, ok := b.take(now)
+	if !ok {
+		t.Fatal("a retry refused with 100 tokens deposited")
+	}
+	b.Fail(now, tok, false)
+	// 1 failed retry, none succeeded: 1 > 2 × 0 + 0 (the reserve).
+	if b.Withdraw(now) {
+		t.Fatal("the deposits paid while every retry failed")
+	}
+	// A retry that worked (its token counted where it is refunded) opens
+	// them again: 1 ≤ 2 × 1.
+	e := epochOf(now)
+	won := budgetToken{w: &b.spent[e%budgetBuckets], epoch: e}
+	add(won.w, e, 1)
+	b.Succeed(now, won)
+	if !b.Withdraw(now) {
+		t.Fatal("the deposits stayed shut after a retry worked again")
 	}
 }
 
 // TestBudgetQuietFleetInAnOutage is the shape of a fleet's outage: 500
 // clients sending one request a second each to a downstream that fails
-// every attempt, with up to 4 attempts a request, for a minute. The floor
-// this budget replaced let every client retry every failure (3 attempts
-// more a request); the reserve lets each client retry reserve times in all.
+// every attempt, with up to 4 attempts a request, for a minute, after ten
+// calm seconds. Each client retries reserve times in all.
 func TestBudgetQuietFleetInAnOutage(t *testing.T) {
 	const clients, seconds, attempts = 500, 60, 4
 	fleet := make([]*retryBudget, clients)
 	for i := range fleet {
-		fleet[i] = newRetryBudget(0.1, DefaultBudgetReserve)
+		fleet[i] = newRetryBudget(DefaultBudgetRatio, DefaultBudgetReserve)
+		for s := range 10 {
+			fleet[i].Succeed(t0.Add(time.Duration(s)*time.Second), budgetToken{})
+		}
 	}
 	requests, retries := 0, 0
 	for s := range seconds {
 		for i, b := range fleet {
-			now := t0.Add(time.Duration(s)*time.Second + time.Duration(i)*time.Millisecond)
-			b.Deposit(now)
+			now := t0.Add(time.Duration(10+s)*time.Second + time.Duration(i)*time.Millisecond)
 			requests++
+			b.Fail(now, budgetToken{}, false)
 			for range attempts - 1 {
-				b.Fail(now, false)
-				if !b.Withdraw(now) {
+				tok, ok := b.take(now)
+				if !ok {
 					break
 				}
 				retries++
+				b.Fail(now, tok, false)
 			}
 		}
 	}
@@ -145,14 +234,14 @@ func TestBudgetQuietFleetInAnOutage(t *testing.T) {
 func TestBudgetRatioOfRequests(t *testing.T) {
 	b := newRetryBudget(0.5, 0)
 	for i := 0; i < 10; i++ {
-		b.Deposit(t0)
+		b.Succeed(t0, budgetToken{})
 	}
 	got := 0
 	for b.Withdraw(t0) {
 		got++
 	}
 	if got != 5 {
-		t.Fatalf("withdrew %d, want 5 (0.5 x 10 requests)", got)
+		t.Fatalf("withdrew %d, want 5 (0.5 x 10 successes)", got)
 	}
 	if tok := b.Tokens(t0); tok != 0 {
 		t.Fatalf("Tokens = %v after spending all", tok)
@@ -161,7 +250,7 @@ func TestBudgetRatioOfRequests(t *testing.T) {
 
 func TestBudgetDepositsExpireAfterWindow(t *testing.T) {
 	b := newRetryBudget(1, 0)
-	b.Deposit(t0)
+	b.Succeed(t0, budgetToken{})
 	if got := b.Tokens(t0.Add(budgetWindow - time.Second)); got != 1 {
 		t.Fatalf("Tokens inside the window = %v, want 1", got)
 	}
@@ -175,7 +264,8 @@ func TestBudgetZeroIsNil(t *testing.T) {
 	if b != nil {
 		t.Fatal("newRetryBudget(0, 0) is not nil")
 	}
-	b.Deposit(t0)
+	b.Succeed(t0, budgetToken{})
+	b.Fail(t0, budgetToken{}, true)
 	if !b.Withdraw(t0) || !math.IsInf(b.Tokens(t0), 1) {
 		t.Fatal("nil budget must allow everything")
 	}
@@ -200,10 +290,10 @@ func TestNewBudgetRejectsNonsense(t *testing.T) {
 }
 
 // TestBudgetDepositsNeverExceedRatioInAWindow: under any sequence of
-// requests, retry attempts and successes over time, the retries paid from
-// deposits inside any window (the budget's window: the current second and
-// the nine before it) that ends with one never exceed ratio × requests in
-// that window. Sequences start anywhere, including just before an epoch
+// successes and retries that fail or succeed over time, the failed retries
+// paid from deposits inside any window (the budget's window: the current
+// second and the nine before it) that ends with one never exceed ratio ×
+// successes in that window. Sequences start anywhere, including just before an epoch
 // wrap. (A window that ends with a retry paid from the reserve may see more:
 // its earlier retries may have spent deposits made before it;
 // TestBudgetBoundOverAnyInterval checks the bound for those. This test once
@@ -227,14 +317,20 @@ func TestBudgetDepositsNeverExceedRatioInAWindow(t *testing.T) {
 		for i := 0; i < steps; i++ {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "dt")))
 			switch rapid.IntRange(0, 2).Draw(t, "kind") {
-			case 0:
-				if tok, ok := b.take(now); ok && paidFromDeposits(b, tok) {
-					fromDeposits = append(fromDeposits, now)
+			case 0: // a retry that fails keeps its token
+				if tok, ok := b.take(now); ok {
+					b.Fail(now, tok, false)
+					if paidFromDeposits(b, tok) {
+						fromDeposits = append(fromDeposits, now)
+					}
 				}
-			case 1:
-				b.Succeed(now)
+			case 1: // a retry that succeeds gives it back
+				if tok, ok := b.take(now); ok {
+					b.Succeed(now, tok)
+					requests = append(requests, now)
+				}
 			default:
-				b.Deposit(now)
+				b.Succeed(now, budgetToken{})
 				requests = append(requests, now)
 			}
 		}
@@ -274,7 +370,7 @@ func countIn(ts []time.Time, start, end time.Time) int {
 func TestBudgetConcurrentWithdrawalsNeverOverspend(t *testing.T) {
 	b := newRetryBudget(0.1, 0)
 	for i := 0; i < 1000; i++ {
-		b.Deposit(t0)
+		b.Succeed(t0, budgetToken{})
 	}
 	var granted atomic.Int64
 	var wg sync.WaitGroup
@@ -310,21 +406,18 @@ var budgetWraps = []struct {
 }
 
 // TestBudgetExactAcrossEpochWrap: a window that straddles a wrap of the
-// bucket epoch still holds its ten seconds apart. At ratio 1, ten requests
-// pay for ten retries within the window, however the withdrawals are spread
-// over it (an earlier 24-bit epoch let two seconds share a bucket at the
+// bucket epoch still holds its ten seconds apart. At ratio 1, a success a
+// second pays for a retry a second, ten within the window (an earlier 24-bit epoch let two seconds share a bucket at the
 // wrap, and these ten requests paid for twenty retries within six seconds).
 func TestBudgetExactAcrossEpochWrap(t *testing.T) {
 	for _, w := range budgetWraps {
 		t.Run(w.name, func(t *testing.T) {
 			b := newRetryBudget(1, 0)
 			start := w.at.Add(-5 * time.Second)
-			for i := 0; i < 10; i++ {
-				b.Deposit(start)
-			}
 			granted := 0
 			for s := 0; s < 10; s++ {
-				now := start.Add(time.Duration(s)*time.Second + 500*time.Millisecond)
+				now := start.Add(time.Duration(s) * time.Second)
+				b.Succeed(now, budgetToken{})
 				for b.Withdraw(now) {
 					granted++
 				}
@@ -333,22 +426,23 @@ func TestBudgetExactAcrossEpochWrap(t *testing.T) {
 				}
 			}
 			if granted != 10 {
-				t.Fatalf("10 requests at ratio 1 paid for %d retries within one window", granted)
+				t.Fatalf("10 successes at ratio 1 paid for %d retries within one window", granted)
 			}
 		})
 	}
 }
 
-// budgetEvents is what driveBudget did to one client's budget, and when.
+// budgetEvents is what driveBudget did to one client's budget, and when:
+// granted holds the retries that failed (and so kept their tokens).
 type budgetEvents struct {
-	granted, requests, successes []time.Time
-	end                          time.Time
+	granted, successes []time.Time
+	end                time.Time
 }
 
-// driveBudget drives b through a random sequence of requests, retries and
-// successes from start: bursts (several events in one instant), and
-// retries as likely as the other two together, so that the deposits and
-// the reserve run out.
+// driveBudget drives b through a random sequence of calls that succeed or
+// fail (by timing out, or not) and retries that succeed or fail, from
+// start: bursts (several events in one instant), and retries as likely as
+// calls, so that the deposits and the reserve run out.
 func driveBudget(t *rapid.T, b *retryBudget, start time.Time, label string) budgetEvents {
 	var ev budgetEvents
 	now := start
@@ -357,16 +451,21 @@ func driveBudget(t *rapid.T, b *retryBudget, start time.Time, label string) budg
 	for i := 0; i < steps; i++ {
 		now = now.Add(time.Duration(dt.Draw(t, label+"dt")))
 		switch k := rapid.IntRange(0, 5).Draw(t, label+"kind"); {
-		case k <= 2:
-			if b.Withdraw(now) {
+		case k <= 1: // a retry that fails
+			if tok, ok := b.take(now); ok {
+				b.Fail(now, tok, rapid.Bool().Draw(t, label+"timeout"))
 				ev.granted = append(ev.granted, now)
 			}
-		case k == 3:
-			b.Succeed(now)
+		case k == 2: // a retry that succeeds: refunded, and a success
+			if tok, ok := b.take(now); ok {
+				b.Succeed(now, tok)
+				ev.successes = append(ev.successes, now)
+			}
+		case k == 3: // a call that fails
+			b.Fail(now, budgetToken{}, rapid.Bool().Draw(t, label+"timeout"))
+		default: // a call that succeeds
+			b.Succeed(now, budgetToken{})
 			ev.successes = append(ev.successes, now)
-		default:
-			b.Deposit(now)
-			ev.requests = append(ev.requests, now)
 		}
 	}
 	ev.end = now
@@ -374,19 +473,21 @@ func driveBudget(t *rapid.T, b *retryBudget, start time.Time, label string) budg
 }
 
 // intervalBound is the bound the budget documents for one client over the
-// interval [a, end]: ⌊ratio × R⌋ + reserve + P, R being the requests from
-// nine seconds before a's second through end's, and P the refills, at most
-// one a second and no more than the successes in the interval.
+// interval [a, end]: ⌊ratio × S⌋ + reserve + P failed retries, S being the
+// successes from nine seconds before a's second through end's, and P the
+// refills, at most one a second and no more than the successes in the
+// interval.
 func intervalBound(ev budgetEvents, ratio float64, reserve int, a, end time.Time) float64 {
 	first, last := a.Unix(), end.Unix()
-	r := countIn(ev.requests, time.Unix(first-9, 0), time.Unix(last+1, 0))
+	r := countIn(ev.successes, time.Unix(first-9, 0), time.Unix(last+1, 0))
 	p := min(int64(countIn(ev.successes, a, end.Add(time.Nanosecond))), last-first+1)
 	return math.Floor(ratio*float64(r)) + float64(reserve) + float64(p)
 }
 
 // TestBudgetBoundOverAnyInterval checks the bound the budget documents, for
 // intervals of any alignment and any length: the retries granted in an
-// interval number at most ⌊ratio × R⌋ + reserve + P (see intervalBound).
+// interval that failed number at most ⌊ratio × S⌋ + reserve + P (see
+// intervalBound).
 func TestBudgetBoundOverAnyInterval(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.OneOf(rapid.Just(0.0), rapid.Just(0.5), rapid.Float64Range(0, 2)).Draw(t, "ratio")
@@ -416,9 +517,8 @@ func TestBudgetBoundOverAnyInterval(t *testing.T) {
 }
 
 // TestBudgetFleetBound checks the bound for a fleet: N clients, each with its
-// own budget and its own traffic, add at most ratio × R + N × reserve + P
-// retries together over their whole run, whatever N is; with no successes
-// (an outage), at most ratio × R + N × reserve.
+// own budget and its own traffic, add at most ratio × S + N × reserve + P
+// failed retries together over their whole run, whatever N is.
 func TestBudgetFleetBound(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ratio := rapid.Float64Range(0, 1).Draw(t, "ratio")
@@ -441,32 +541,31 @@ func TestBudgetFleetBound(t *testing.T) {
 	})
 }
 
-// TestBudgetFailuresTakeBackDeposits: a retryable error takes back one
-// request's deposit and a timeout a whole token, within the window like the
-// deposits.
-func TestBudgetFailuresTakeBackDeposits(t *testing.T) {
+// TestBudgetTimeoutsCostATokenEach: a timed-out attempt costs a token from
+// the deposits, within the window like the deposits; other failures cost
+// nothing by themselves.
+func TestBudgetTimeoutsCostATokenEach(t *testing.T) {
 	tests := []struct {
 		name             string
 		errors, timeouts int
 		want             int
 	}{
 		{"no failures", 0, 0, 5},
-		{"four errors take back 0.5 x 4", 4, 0, 3},
-		{"two timeouts take back a token each", 0, 2, 3},
-		{"both", 2, 1, 3},
-		{"failures costing more than the deposits", 0, 6, 0},
+		{"errors cost nothing", 4, 0, 5},
+		{"two timeouts cost a token each", 0, 2, 3},
+		{"timeouts costing more than the deposits", 0, 6, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newRetryBudget(0.5, 0)
 			for range 10 {
-				b.Deposit(t0)
+				b.Succeed(t0, budgetToken{})
 			}
 			for range tc.errors {
-				b.Fail(t0, false)
+				b.Fail(t0, budgetToken{}, false)
 			}
 			for range tc.timeouts {
-				b.Fail(t0, true)
+				b.Fail(t0, budgetToken{}, true)
 			}
 			if got := b.Tokens(t0); got != float64(tc.want) {
 				t.Errorf("Tokens = %v, want %d", got, tc.want)
@@ -482,40 +581,22 @@ func TestBudgetFailuresTakeBackDeposits(t *testing.T) {
 	}
 }
 
-func TestBudgetFailuresExpireWithTheWindow(t *testing.T) {
-	b := newRetryBudget(0.5, 0)
-	for range 4 {
-		b.Fail(t0, true)
-	}
-	later := t0.Add(budgetWindow)
-	for range 4 {
-		b.Deposit(later)
-	}
-	if got := b.Tokens(later); got != 2 {
-		t.Fatalf("Tokens = %v once the timeouts left the window, want 2", got)
-	}
-	if b.Tokens(later.Add(-time.Second)) != 0 {
-		t.Fatal("timeouts inside the window did not count")
-	}
-}
-
 // TestBudgetPaysNoMoreInASecondThanItEarned: ten seconds of calm traffic
 // save ratio × ten seconds of deposits, but a retry is paid from them only
-// if its own second has earned it too.
+// if the last second has earned it too.
 func TestBudgetPaysNoMoreInASecondThanItEarned(t *testing.T) {
 	b := newRetryBudget(0.1, 0)
 	for s := range 10 {
 		for range 100 {
-			b.Deposit(t0.Add(time.Duration(s) * time.Second))
+			b.Succeed(t0.Add(time.Duration(s)*time.Second), budgetToken{})
 		}
 	}
 	for _, tc := range []struct {
 		at   time.Duration
 		want int
 	}{
-		{9*time.Second + 100*time.Millisecond, 10}, // second 9 earned 10
-		{10*time.Second + 100*time.Millisecond, 0}, // second 10 nothing
-		{11*time.Second + 100*time.Millisecond, 0}, // nor second 11
+		{9*time.Second + 500*time.Millisecond, 15}, // the last second: second 9's 10 and half of second 8's
+		{11*time.Second + 100*time.Millisecond, 0}, // nothing in the last second
 	} {
 		got := 0
 		for b.Withdraw(t0.Add(tc.at)) {
@@ -525,68 +606,16 @@ func TestBudgetPaysNoMoreInASecondThanItEarned(t *testing.T) {
 			t.Errorf("at %v: withdrew %d, want %d", tc.at, got, tc.want)
 		}
 	}
-	if got := b.Tokens(t0.Add(9 * time.Second)); got != 90 {
-		t.Errorf("Tokens = %v, want 90 (100 in the window, 10 spent)", got)
-	}
 	// Traffic again: it pays, up to what its second earned.
 	for range 50 {
-		b.Deposit(t0.Add(13 * time.Second))
+		b.Succeed(t0.Add(13*time.Second), budgetToken{})
 	}
 	got := 0
 	for b.Withdraw(t0.Add(13 * time.Second)) {
 		got++
 	}
 	if got != 5 {
-		t.Errorf("after 50 requests: withdrew %d, want 5", got)
-	}
-}
-
-// TestBudgetStopsPayingWhileTimeoutsDominate is the overload of issue 23
-// in the budget's terms: 100 requests a second succeed for ten seconds,
-// then every attempt times out and asks for a retry. The window has saved
-// 100 tokens, but only the outage's first second pays from them, less than
-// the 10 a second deposits, and the reserve of 2 goes then too; then
-// nothing, until the outage's seconds leave the window after it ends.
-func TestBudgetStopsPayingWhileTimeoutsDominate(t *testing.T) {
-	b := newRetryBudget(0.1, 2)
-	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	for s := range 10 {
-		for range 100 {
-			b.Deposit(sec(s))
-		}
-	}
-	paid := map[int]int{}
-	for s := 10; s < 15; s++ { // the outage: a second's requests, then their timeouts
-		now := sec(s)
-		for range 100 {
-			b.Deposit(now)
-		}
-		for range 100 {
-			b.Fail(now, true)
-			for b.Withdraw(now) { // every retry times out too
-				paid[s]++
-				b.Fail(now, true)
-			}
-		}
-	}
-	if paid[10] >= 10+2 || paid[10] <= 2 {
-		t.Errorf("the outage's first second paid %d retries, want the reserve (2) and some, fewer than a second's deposits (10)", paid[10])
-	}
-	for s := 11; s < 15; s++ {
-		if paid[s] != 0 {
-			t.Errorf("second %d of the outage paid %d retries, want none", s-10, paid[s])
-		}
-	}
-	for s := 15; s < 25; s++ { // calm again
-		for range 100 {
-			b.Deposit(sec(s))
-		}
-	}
-	if got := b.Tokens(sec(22)); got != 0 { // the window: seconds 13 to 22
-		t.Errorf("Tokens = %v while the outage is in the window, want 0", got)
-	}
-	if got := b.Tokens(sec(24)); got <= 0 { // seconds 15 to 24
-		t.Errorf("Tokens = %v once the outage has left the window, want deposits again", got)
+		t.Errorf("after 50 successes: withdrew %d, want 5", got)
 	}
 }
 
@@ -597,23 +626,23 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string { return "i/o timeout" }
 func (timeoutErr) Timeout() bool { return true }
 
-// TestEngineChargesFailedAttemptsToTheBudget: the engine charges every
-// attempt with a retryable result, retried or not, at its cost: a
-// retryable error takes back one call's deposit, a timeout (the operation's
-// own, or the per-attempt timeout's) a whole token; a success or an error
-// that is not retryable costs nothing beyond its deposit.
+// TestEngineChargesFailedAttemptsToTheBudget: the engine tells the budget
+// of every call and attempt at its cost: a call that succeeds deposits, one
+// that fails (retryable or not) deposits nothing, a timeout (the
+// operation's own, or the per-attempt timeout's) costs a whole token, and
+// a retry that fails keeps its token.
 func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 	tests := []struct {
 		name       string
 		step       step
 		timeout    time.Duration // per-attempt
-		wantTokens float64       // 10 calls at ratio 0.5 deposit 5; two of them are step
+		wantTokens float64       // 10 calls at ratio 0.5; two of them are step
 	}{
 		{"successes", step{v: 200}, 0, 5},
-		{"an error that is not retryable", step{err: errBoom}, 0, 5},
-		{"retryable errors take back their deposits", step{v: 503, retryable: true}, 0, 4},
-		{"timeouts of the operation cost a token each", step{err: timeoutErr{}, retryable: true}, 0, 3},
-		{"per-attempt timeouts cost a token each", step{block: true}, time.Millisecond, 3},
+		{"an error that is not retryable deposits nothing", step{err: errBoom}, 0, 4},
+		{"retryable errors deposit nothing", step{v: 503, retryable: true}, 0, 4},
+		{"timeouts of the operation cost a token each", step{err: timeoutErr{}, retryable: true}, 0, 2},
+		{"per-attempt timeouts cost a token each", step{block: true}, time.Millisecond, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -642,11 +671,11 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 		op := &scripted{steps: []step{{v: 503, retryable: true}}}
 		Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
 		if op.Calls() != 2 {
-			t.Fatalf("%d attempts, want 2 (the retry paid from 10.5 deposited)", op.Calls())
+			t.Fatalf("%d attempts, want 2 (the retry paid from 10 deposited)", op.Calls())
 		}
-		// 21 deposits (10.5), two failures (1), one retry (1).
-		if got := e.Stats().BudgetTokens; got != 8.5 {
-			t.Errorf("BudgetTokens = %v, want 8.5", got)
+		// 20 successes (10), one retry that failed and kept its token.
+		if got := e.Stats().BudgetTokens; got != 9 {
+			t.Errorf("BudgetTokens = %v, want 9", got)
 		}
 	})
 }
@@ -703,9 +732,10 @@ func TestBudgetTimeoutsCostTheReserve(t *testing.T) {
 			b := newRetryBudget(0.1, 2)
 			retries := 0
 			for range 3 {
-				b.Fail(t0, tc.timeout)
-				if b.Withdraw(t0) {
+				b.Fail(t0, budgetToken{}, tc.timeout)
+				if tok, ok := b.take(t0); ok {
 					retries++
+					b.Fail(t0, tok, false)
 				}
 			}
 			if retries != tc.want {

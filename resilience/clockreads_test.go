@@ -208,11 +208,15 @@ func TestReserveRefillsOnTheTickingSecond(t *testing.T) {
 		Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
 		return op.Calls()
 	}
-	if n := attempts(fail, step{v: 200}); n != 2 { // the retry spends the reserve; its success refills it
+	if n := attempts(fail, step{v: 200}); n != 2 { // the retry spends the reserve; its success refunds it
 		t.Fatalf("%d attempts with a full reserve, want 2", n)
 	}
-	if n := attempts(fail); n != 2 {
+	if n := attempts(fail); n != 2 { // a retry that fails keeps the reserve's retry
 		t.Fatalf("%d attempts after a retry succeeded, want 2", n)
+	}
+	attempts(step{v: 200}) // a success: the second's one refill
+	if n := attempts(fail); n != 2 {
+		t.Fatalf("%d attempts after the second's first refill, want 2", n)
 	}
 	attempts(step{v: 200}) // a success in the same second: no second refill
 	if n := attempts(fail); n != 1 {

@@ -64,7 +64,7 @@ func BenchmarkBudgetDeposit(b *testing.B) {
 		tick := clock()
 		b.ReportAllocs()
 		for b.Loop() {
-			bu.Deposit(tick())
+			bu.Succeed(tick(), budgetToken{})
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
@@ -73,7 +73,7 @@ func BenchmarkBudgetDeposit(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			tick := clock()
 			for pb.Next() {
-				bu.Deposit(tick())
+				bu.Succeed(tick(), budgetToken{})
 			}
 		})
 	})
@@ -82,7 +82,7 @@ func BenchmarkBudgetDeposit(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				bu.Deposit(t0)
+				bu.Succeed(t0, budgetToken{})
 			}
 		})
 	})
@@ -94,7 +94,7 @@ func BenchmarkBudgetTake(b *testing.B) {
 	now := t0.Add(500 * time.Millisecond)
 	bu := newRetryBudget(1, 0)
 	for range 1000 {
-		bu.Deposit(now)
+		bu.Succeed(now, budgetToken{})
 	}
 	b.ReportAllocs()
 	for b.Loop() {

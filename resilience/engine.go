@@ -60,17 +60,18 @@ type Engine struct {
 // EngineConfig configures an Engine. Every field is optional.
 type EngineConfig struct {
 	// BudgetRatio and BudgetReserve set the retry budget that every retry
-	// and hedge spends from: each call deposits BudgetRatio tokens, which
-	// expire after 10 s; and a reserve of BudgetReserve retries, for clients
-	// whose deposits earn too little to retry, is refilled by successes (one
-	// a second at most) and so is spent once in an outage, not every second.
-	// An attempt that fails with a retryable error takes back one call's
-	// deposit and one that times out a whole token, so the deposits stop
-	// paying while failures dominate; and no second pays out more than its
-	// own calls have earned, so what a calm window saved cannot burst into
-	// an outage. For N engines sharing a downstream, retries ≤ BudgetRatio ×
-	// calls + N × BudgetReserve during an outage, however long (the bound in
-	// full is in the resilience package doc). Both 0 (the zero value)
+	// and hedge pays from, and that learns whether retries work: a retry or
+	// hedge pays a token as it launches and gets it back if it succeeds. A
+	// reserve of BudgetReserve retries pays first, refilled by successes
+	// (one a second at most), so it is spent once in an outage, not every
+	// second; then each successful call's deposit of BudgetRatio tokens,
+	// which expire after 10 s, pays a busy client while its retries work
+	// and the last second earned it too. An attempt that times out costs a
+	// token more. For N engines sharing a downstream, failed retries ≤
+	// BudgetRatio × successes + N × BudgetReserve (plus refills), so an
+	// outage, where nothing succeeds, costs each engine its reserve,
+	// however long (the bound in full, and what a client gets at each
+	// failure rate, is in the budget's doc). Both 0 (the zero value)
 	// disable the budget. The budget is lock-free, and a call that succeeds
 	// costs it one atomic add and one load; NewEngine panics on a negative,
 	// NaN or infinite ratio or a reserve outside 0..1000.
@@ -115,10 +116,13 @@ type EngineConfig struct {
 // client absorbs an isolated failure whole.
 const DefaultBudgetReserve = 2
 
-// DefaultBudgetRatio is the retry budget's share of requests by default:
-// retries add at most a tenth to the load a downstream sees while its
-// requests fail, the SRE book's per-client retry ratio.
-const DefaultBudgetRatio = 0.1
+// DefaultBudgetRatio is the retry budget's ratio by default: the retries
+// that fail add at most a quarter of the calls that succeed to the load a
+// downstream sees, and retries that succeed cost nothing (see the budget's
+// doc in EngineConfig). A quarter keeps every retry of a busy client
+// whose attempts fail independently up to 30% of the time: its failed
+// retries are then 0.12 a successful call.
+const DefaultBudgetRatio = 0.25
 
 // budgetReserve is the reserve cfg asks for, the deprecated
 // BudgetMinPerSec mapped onto it.

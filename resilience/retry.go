@@ -117,13 +117,15 @@ func WithMaxRetryAfter(d time.Duration) Option {
 }
 
 // WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
-// BudgetReserve describe (default 0.1 and DefaultBudgetReserve): each call
-// deposits ratio tokens that expire after 10s, each retry or hedge spends
-// one, and a reserve of reserve retries, refilled by successes (one a
-// second at most), lets a quiet client absorb an isolated failure; during
-// an outage it is spent once, not every second. WithRetryBudget(0, 0)
-// disables the budget. It panics on a negative, NaN or infinite ratio or a
-// reserve outside 0..1000.
+// BudgetReserve describe (default DefaultBudgetRatio and
+// DefaultBudgetReserve): a retry or hedge pays a token and gets it back if
+// it succeeds; each successful call deposits ratio tokens that expire after
+// 10s; a reserve of reserve retries, refilled by successes (one a second at
+// most), pays first and lets a quiet client absorb a failure. Retries that
+// fix independent failures are all paid up to about 30% of attempts
+// failing; during an outage, where retries fail, the reserve is spent once,
+// not every second. WithRetryBudget(0, 0) disables the budget. It panics
+// on a negative, NaN or infinite ratio or a reserve outside 0..1000.
 func WithRetryBudget(ratio float64, reserve int) Option {
 	return setting("WithRetryBudget", func(s *Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }

@@ -24,6 +24,7 @@ type attempt[T any] struct {
 	ht                  *hedgeTimer[T]
 	lateTimeout, handed bool
 	ticket              ticket
+	tok                 budgetToken // what a retry or hedge paid the budget, refunded if it succeeds
 	start               time.Time // read at launch, when the attempt is timed (see timed)
 	end                 instant   // the attempt's end, as Do returned: what decides on its result reads it
 	dur                 time.Duration
@@ -196,9 +197,6 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 	if n < limit {
 		limit, limitReason = max(1, n), why
 	}
-	if e.budget != nil {
-		e.budget.Deposit(e.second()) // the launch's one use of its time
-	}
 	info := AttemptInfo{Number: 1, Kind: KindInitial}
 	v, err := c.Op.Do(ctx, info)
 	verd := c.Op.Classify(v, err, info)
@@ -207,7 +205,7 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		switch {
 		case err == nil:
 			if !verd.Overload && e.budget != nil { // an answer that says the server is overloaded is no success
-				e.budget.Succeed(e.second()) // the end's one use of its time
+				e.budget.Succeed(e.second(), budgetToken{}) // the end's one use of its time
 			}
 			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
@@ -279,9 +277,6 @@ func (r *run[T]) execute() Result[T] {
 	// Prepare may have taken a while (it may read the request): the first
 	// attempt's launch is a decision of its own.
 	launched := e.instant()
-	if e.budget != nil {
-		e.budget.Deposit(launched.second())
-	}
 	if r.c.Policy.adaptive(e) && r.host != nil {
 		r.hk = r.host.hedgeState(e.adaptive)
 	}
@@ -307,7 +302,7 @@ func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subj
 // admission), handing it the admission taken for it (r.held): the attempt
 // holds its ticket from now on, and the tokens are spent.
 func (r *run[T]) launch(k AttemptKind, in *instant) {
-	t := r.held.ticket
+	t, tok := r.held.ticket, r.held.tok
 	r.held = admission{}
 	r.launched++
 	switch k {
@@ -323,7 +318,7 @@ func (r *run[T]) launch(k AttemptKind, in *instant) {
 	// a is zero (a new attempt, or the first of a run from getRun): set
 	// what is not, rather than assign it whole, which would clear every
 	// pointer slot again under the write barrier.
-	a.ticket = t
+	a.ticket, a.tok = t, tok
 	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
 	if r.timed(a) {
 		a.start = in.now()

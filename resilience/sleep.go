@@ -14,7 +14,7 @@ import "time"
 func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	r.settle(a, AttemptRetryable, outcomeFailure)
 	if r.parent.Err() == nil && r.e.budget != nil { // the caller's own end is no failure of the server's
-		r.e.budget.Fail(a.end.second(), timedOut(a.err))
+		r.e.budget.Fail(a.end.second(), a.tok, timedOut(a.err))
 	}
 	if a.err != nil {
 		r.errs.add(a.err)

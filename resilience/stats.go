@@ -12,10 +12,10 @@ import (
 // transport); it is a copy that nothing updates afterwards.
 type Stats struct {
 	// BudgetTokens is how many retries or hedges the retry budget holds
-	// now: what its window earned (deposits less what failures cost) and
-	// did not spend, plus what is left of this second's floor; of the
-	// window's share, no more than the current second has earned can be
-	// spent in it. +Inf when the budget is disabled.
+	// now: what its window earned (deposits less what timeouts cost) and
+	// did not spend, plus what its reserve holds; of the window's share, no
+	// more than the last second has earned can be spent in it, and none
+	// while retries are failing. +Inf when the budget is disabled.
 	BudgetTokens float64
 	// UntrackedAdmissions counts the calls served untracked (no breaker,
 	// adaptive delay or concurrency limit) because every tracked key was
