@@ -378,8 +378,6 @@ func (b *retryBudget) take(now time.Time) (budgetToken, bool) {
 	return budgetToken{}, false
 }
 
-
-
 // Succeed records a call that ended at now with an answer that was no
 // retryable failure and no overload, returned by an attempt that paid tok
 // (the zero token for a first attempt). It deposits ratio tokens, in one

@@ -55,7 +55,7 @@ type ladderResult struct {
 	refused                       int // retries the budget refused
 }
 
-func (r ladderResult) success() float64  { return float64(r.succeeded) / float64(r.requests) }
+func (r ladderResult) success() float64    { return float64(r.succeeded) / float64(r.requests) }
 func (r ladderResult) perRequest() float64 { return float64(r.attempts) / float64(r.requests) }
 
 // simulateBudget runs shape for d of simulated time with the default budget

@@ -25,8 +25,8 @@ type attempt[T any] struct {
 	lateTimeout, handed bool
 	ticket              ticket
 	tok                 budgetToken // what a retry or hedge paid the budget, refunded if it succeeds
-	start               time.Time // read at launch, when the attempt is timed (see timed)
-	end                 instant   // the attempt's end, as Do returned: what decides on its result reads it
+	start               time.Time   // read at launch, when the attempt is timed (see timed)
+	end                 instant     // the attempt's end, as Do returned: what decides on its result reads it
 	dur                 time.Duration
 	v                   T
 	err                 error
