@@ -51,24 +51,28 @@
 // # Retry budget
 //
 // The budget keeps retries from multiplying an outage, for a fleet of
-// replicas as for one process. Every call deposits ratio tokens; deposits
-// expire over a 10-second window. A client whose deposits earn less than a
-// retry pays from a reserve ([DefaultBudgetReserve] retries by default)
-// that only successes refill, one a second at most, so during an outage each
-// replica spends its reserve once and then stops. Failures take tokens back
-// (a retryable error one call's deposit, a timeout a whole token), so the
-// deposits stop paying out when failures dominate, and no second spends
-// more from the deposits than it earned itself, so savings never burst out
-// at the start of an outage. A retry or hedge spends a token only when it
-// launches, and a retry takes its token before its backoff sleep, giving it
-// back if the retry then does not launch. With the budget empty, no new
-// attempt launches; attempts in flight continue and the last result is
-// returned. The exact bound is property-tested and stated beside the code
-// (resilience/budget.go): for N clients sharing a downstream, retries over
-// any interval ≤ ratio × calls (from 9 s before it) + N × reserve + the
-// reserve's refills, which are at most one per client per second and no
-// more than the successes, so none in an outage. The bookkeeping is
-// lock-free.
+// replicas as for one process, and learns whether retries work: a retry or
+// hedge pays a token as it launches and gets it back if it succeeds, so
+// only retries that fail are bounded, by what succeeds. A reserve
+// ([DefaultBudgetReserve] retries by default) pays first; successes refill
+// it, one a second at most, so during an outage each replica spends it
+// once and then stops. Then every call that succeeds deposits ratio tokens
+// ([DefaultBudgetRatio]), which expire over a 10-second window and pay a
+// busy client while its retries work, no faster than its last second
+// earned, so savings never burst out at the start of an outage. A timeout
+// costs a token more. By failure rate, with attempts failing independently
+// with probability p, a busy client retries every failure up to p = 30%
+// (1 − p³ succeed at 3 attempts), a quiet one all but about p⁴; in an
+// outage a client sends about 1.0 attempts a request. A retry takes its
+// token before its backoff sleep, giving it back if the retry then does
+// not launch. With the budget empty, no new attempt launches; attempts in
+// flight continue and the last result is returned. The exact bound is
+// property-tested and stated beside the code (resilience/budget.go, with
+// the simulation in budget_ladder_test.go): for N clients sharing a
+// downstream, failed retries over any interval ≤ ratio × successes (from
+// 9 s before it) + N × reserve + the reserve's refills, which are at most
+// one per client per second and no more than the successes, so none in an
+// outage. The bookkeeping is lock-free.
 //
 // # Circuit breakers
 //

@@ -70,11 +70,11 @@ func TestBudgetDisabledAllowsEveryRetry(t *testing.T) {
 	}
 }
 
-// TestDefaultBudget pins the default: 10% of requests plus a reserve of 2
-// retries, a failed attempt taking back one request's deposit. In a total
-// outage only the reserve pays (this test once expected a retry paid from
-// the failing requests' own deposits: failures cost nothing then); requests
-// that succeeded earlier fund what the failures do not take back.
+// TestDefaultBudget pins the default: a ratio of 0.25 and a reserve of 2
+// retries, the reserve paying first, a retry that fails keeping its token.
+// In a total outage only the reserve pays; requests that succeeded earlier
+// fund retries from deposits only until the failed retries outnumber
+// twice the successful ones plus the reserve.
 func TestDefaultBudget(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -82,14 +82,12 @@ func TestDefaultBudget(t *testing.T) {
 		wantFailed int32
 		wantTokens float64
 	}{
-		// 15 failing requests, 2 retries from the reserve; 17 failed
-		// attempts take back 1.7 of the 1.5 deposited.
+		// 15 failing requests, 2 retries from the reserve.
 		{"a total outage: the reserve only", 0, 15 + 2, 0},
-		// The k-th failing request's retry is paid from deposits while
-		// k <= ⌊0.1 × (40 + k - (2k - 1))⌋, for k up to 3; the reserve pays
-		// the 4th and 5th. 55 deposits less 20 failures leave 3.5, less 3
-		// spent: 0.5.
-		{"successes earlier fund retries", 40, 15 + 3 + 2, 0.5},
+		// 40 successes deposit 10. The reserve pays 2 retries; both fail
+		// (2 ≤ 2 × 0 + 2: the deposits still pay); the deposits pay a
+		// third, which fails too (3 > 2): no more. 10 less 1 spent: 9.
+		{"successes earlier fund retries until retries fail", 40, 15 + 3, 9},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,33 +113,38 @@ func TestDefaultBudget(t *testing.T) {
 
 func TestBudgetDepositsExpireAfterTenSeconds(t *testing.T) {
 	tests := []struct {
-		name     string
-		after    time.Duration
-		wantFail int32
+		name       string
+		after      time.Duration
+		wantTokens float64
 	}{
-		{"deposits within the window pay for a retry", time.Second, 2},
-		{"deposits near the end of the window still count", 9 * time.Second, 2},
-		{"deposits older than the window are gone", 11 * time.Second, 1},
+		{"deposits within the window", time.Second, 1},
+		{"deposits near the end of the window still count", 9 * time.Second, 1},
+		{"deposits older than the window are gone", 11 * time.Second, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := newClock()
 			var failed atomic.Int32
-			base := failingOn("/fail", &failed)
-			tr := transport.New(base, noDelay, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
+			tr := transport.New(failingOn("/fail", &failed), noDelay, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
 			getStatus(t, tr, "http://svc.test/ok")
 			getStatus(t, tr, "http://svc.test/ok")
 			fc.Advance(tc.after)
-			// The failing request's retry must be earned by its own second
-			// as well (its failure takes its own deposit back): one more
-			// success there earns it. So the window's older deposits decide.
-			getStatus(t, tr, "http://svc.test/ok")
-			getStatus(t, tr, "http://svc.test/fail") // deposits 0.5 more
-			if got := failed.Load(); got != tc.wantFail {
-				t.Errorf("failing request made %d attempts, want %d", got, tc.wantFail)
+			if got := tr.Stats().BudgetTokens; got != tc.wantTokens {
+				t.Errorf("Stats().BudgetTokens = %v, want %v", got, tc.wantTokens)
 			}
 		})
 	}
+	t.Run("a retry paid by the last second's deposits", func(t *testing.T) {
+		fc := newClock()
+		var failed atomic.Int32
+		tr := transport.New(failingOn("/fail", &failed), noDelay, transport.WithClock(fc), transport.WithRetryBudget(0.5, 0))
+		getStatus(t, tr, "http://svc.test/ok")
+		getStatus(t, tr, "http://svc.test/ok")
+		getStatus(t, tr, "http://svc.test/fail")
+		if got := failed.Load(); got != 2 {
+			t.Errorf("failing request made %d attempts, want 2", got)
+		}
+	})
 }
 
 func TestBudgetTokensAreSpentOnlyWhenAnAttemptLaunches(t *testing.T) {

@@ -234,5 +234,5 @@ func ExampleTransport_Settings() {
 	fmt.Printf("attempts=%d budget=%.2f+%d breaker=%v limit=%v max_hosts=%d max_retry_after=%v\n",
 		s.MaxAttempts, s.BudgetRatio, s.BudgetReserve, s.Breaker != nil, s.ConcurrencyLimit != nil, s.MaxKeys, s.MaxRetryAfter)
 	// Output:
-	// attempts=4 budget=0.10+2 breaker=true limit=false max_hosts=10000 max_retry_after=30s
+	// attempts=4 budget=0.25+2 breaker=true limit=false max_hosts=10000 max_retry_after=30s
 }
