@@ -70,13 +70,13 @@ func checkLadder(t *testing.T, l *LadderResult) {
 			t.Fatalf("%d × %g/s, p = %v: %d rows, want %d", c.Shape.Clients, c.Shape.PerClient, c.P, len(c.Rows), len(ladderCandidates))
 		}
 		for i, r := range c.Rows {
-			cap := int64(ladderAttempts)
+			most := int64(ladderAttempts)
 			if i == 0 {
-				cap = 1
+				most = 1
 			}
-			if r.Requests != want || r.Server < r.Requests || r.Server > cap*r.Requests || r.OK > r.Requests || r.OK == 0 || len(r.Rounds) != l.Rounds {
+			if r.Requests != want || r.Server < r.Requests || r.Server > most*r.Requests || r.OK > r.Requests || r.OK == 0 || len(r.Rounds) != l.Rounds {
 				t.Errorf("%d × %g/s, p = %v, %s: %d requests (want %d), %d at the server (at most %d each), %d succeeded, %d rounds",
-					c.Shape.Clients, c.Shape.PerClient, c.P, r.Name, r.Requests, want, r.Server, cap, r.OK, len(r.Rounds))
+					c.Shape.Clients, c.Shape.PerClient, c.P, r.Name, r.Requests, want, r.Server, most, r.OK, len(r.Rounds))
 			}
 		}
 	}
