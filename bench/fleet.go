@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -65,6 +66,24 @@ func failsafeRetryBudget(base http.RoundTripper, rc retryConfig) http.RoundTripp
 		OnRetryScheduled(func(e failsafe.ExecutionScheduledEvent[*http.Response]) { finish(e.LastResult()) }).
 		Build()
 	return failsafehttp.NewRoundTripper(base, rp)
+}
+
+// budgetBound is the most attempts a gotry client with the default budget
+// sends for requests that all fail: each request once, plus ratio ×
+// requests and the reserve (nothing refills it: nothing succeeds), and
+// never more than its attempts per request (a client with one request, or
+// none, cannot spend the whole reserve).
+func budgetBound(requests int64) int64 {
+	b := requests + int64(math.Floor(transport.DefaultBudgetRatio*float64(requests))) + transport.DefaultBudgetReserve
+	return min(b, transport.DefaultMaxAttempts*requests)
+}
+
+// fleetBound is budgetBound summed over a fleet of clients sharing requests
+// by fleetLoop's schedule, which gives the clients turns, so their shares
+// differ by one at most.
+func fleetBound(requests, clients int64) int64 {
+	per, extra := requests/clients, requests%clients
+	return extra*budgetBound(per+1) + (clients-extra)*budgetBound(per)
 }
 
 // countingServer is a loopback server that counts what arrives and answers

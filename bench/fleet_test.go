@@ -1,18 +1,6 @@
 package bench
 
-import (
-	"math"
-	"testing"
-
-	"github.com/MrVSiK/gotry/transport"
-)
-
-// budgetBound is the most attempts a gotry client with the default budget
-// sends for requests that all fail: each request once, plus ratio ×
-// requests and the reserve (nothing refills it: nothing succeeds).
-func budgetBound(requests int64) int64 {
-	return requests + int64(math.Floor(transport.DefaultBudgetRatio*float64(requests))) + transport.DefaultBudgetReserve
-}
+import "testing"
 
 // checkFleet checks what the fleet scenario counted, never timings: in the
 // outage, gotry's fleets stay within the budget's fleet bound whatever the
@@ -34,12 +22,7 @@ func checkFleet(t *testing.T, f *FleetResult) {
 		if r.Name != fleetCandidates[0].name {
 			continue
 		}
-		// Each client's share of the requests, its bound, summed: the
-		// schedule gives the clients turns, so shares differ by one at most.
-		n := int64(r.Shape.Clients)
-		per, extra := r.Requests/n, r.Requests%n
-		bound := extra*budgetBound(per+1) + (n-extra)*budgetBound(per)
-		if r.Server > bound {
+		if bound := fleetBound(r.Requests, int64(r.Shape.Clients)); r.Server > bound {
 			t.Errorf("outage, %d × %g/s: gotry sent %d attempts for %d requests, past the fleet bound %d",
 				r.Shape.Clients, r.Shape.PerClient, r.Server, r.Requests, bound)
 		}

@@ -110,6 +110,9 @@ func (res *Results) goals() []goal {
 	if f := res.Fleet; f != nil {
 		gs = append(gs, f.goals()...)
 	}
+	if l := res.Ladder; l != nil {
+		gs = append(gs, l.goals()...)
+	}
 	return gs
 }
 

@@ -18,7 +18,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Bimodal latencies", "Stalls in bursts", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Concurrency limit, many clients", "Goals"} {
+	for _, h := range []string{"in-memory base", "loopback server", "Tail latency", "Random stalls", "with a latency shift", "Lognormal latencies", "Bimodal latencies", "Stalls in bursts", "Latency shift", "total outage", "Recovery", "Scaling", "Overload", "Fleets in an outage", "A chain of services", "A slow, low-rate host", "Concurrency limit, many clients", "Independent failures", "Goals"} {
 		if !strings.Contains(out.String(), h) {
 			t.Errorf("output has no %q section:\n%s", h, out.String())
 		}
@@ -152,4 +152,6 @@ func TestQuickRun(t *testing.T) {
 	})
 
 	t.Run("fleet: the budget's bound holds for every fleet and chain", func(t *testing.T) { checkFleet(t, res.Fleet) })
+
+	t.Run("ladder: every cell ran every candidate; the outage stays within the fleet bound", func(t *testing.T) { checkLadder(t, res.Ladder) })
 }

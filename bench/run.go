@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "shift", "outage", "recovery", "scaling", "overload", "fleet", "crowd"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "shift", "outage", "recovery", "scaling", "overload", "fleet", "crowd", "ladder"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -37,6 +37,9 @@ type Config struct {
 	// concurrency limit, sharing one server through a capacity drop); its
 	// zero value is issue 28's 20-client shape (see CrowdConfig).
 	Crowd CrowdConfig
+	// LadderCell is how long each cell of the ladder scenario (independent
+	// 503s, and the outage) runs (default 8s; 500ms when Quick).
+	LadderCell time.Duration
 
 	overheadRounds               int
 	warmup, sampleTime           time.Duration
@@ -68,6 +71,14 @@ func (c *Config) setDefaults() {
 	c.overheadRounds = 2 * c.Rounds
 	c.hedgeWorkers = 8
 	c.outageRate, c.recoveryRate = 1000, 200
+	if c.LadderCell <= 0 {
+		// 8s: issue #37's cells; 800 requests each, so a success figure
+		// is within about ±1 point (two standard errors at p = 30%).
+		c.LadderCell = 8 * time.Second
+		if c.Quick {
+			c.LadderCell = 500 * time.Millisecond
+		}
+	}
 	if c.Quick {
 		c.warmup, c.sampleTime = 2*time.Millisecond, 5*time.Millisecond
 		c.hedgeRequests = 200
@@ -123,6 +134,7 @@ type Results struct {
 	Overload *OverloadResult
 	Fleet    *FleetResult
 	Crowd    *CrowdResult
+	Ladder   *LadderResult
 }
 
 // Run runs the selected scenarios and writes Markdown to w.
@@ -203,6 +215,12 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Crowd.write(w)
+	}
+	if cfg.wants("ladder") {
+		if res.Ladder, err = runLadder(&cfg); err != nil {
+			return res, err
+		}
+		res.Ladder.write(w)
 	}
 	res.writeGoals(w)
 	fmt.Fprintf(w, "\nTotal run time %s; load average at the end %s.\n", time.Since(start).Round(time.Second), loadAvg())

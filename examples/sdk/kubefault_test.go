@@ -22,6 +22,7 @@ const (
 	throttled   fault = 100 + iota // 429 with Retry-After: 0, as priority and fairness answers
 	unavailable                    // 503 with Retry-After: 0
 	bare503                        // 503 without Retry-After, as a proxy in front might answer
+	bare429                        // 429 without Retry-After, as a rate-limiting proxy in front might answer
 )
 
 // kubePlan picks the fault for the n-th arrival (from 1) of operation op,
@@ -116,6 +117,9 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case bare503:
 		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "no healthy upstream")
+		return
+	case bare429:
+		writeStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "rate limited")
 		return
 	case reset:
 		resetConn(w)

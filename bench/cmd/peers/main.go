@@ -6,6 +6,7 @@
 //	cd bench && go run ./cmd/peers -only hedging,outage
 //	cd bench && go run ./cmd/peers -only overload -overload-capacity 8 -overload-service 10ms
 //	cd bench && go run ./cmd/peers -only crowd -crowd-shape fastfail -crowd-clients 5
+//	cd bench && go run ./cmd/peers -only ladder -ladder-cell 4s -rounds 1
 package main
 
 import (
@@ -53,6 +54,7 @@ func main() {
 	flag.DurationVar(&fl.After, "crowd-after", 0, "crowd: run time after the drop (default 4s)")
 	flag.DurationVar(&fl.Steady, "crowd-steady", 0, "crowd: length of the run without a drop (default 5s)")
 	flag.IntVar(&fl.Rounds, "crowd-rounds", 0, "crowd: interleaved rounds (default 3, or 1 with -quick)")
+	flag.DurationVar(&cfg.LadderCell, "ladder-cell", 0, "ladder: length of each cell, independent 503s and outage (default 8s, or 500ms with -quick)")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	flag.Parse()
 	if only != "" {
