@@ -284,3 +284,63 @@ func TestHeaderTimeoutOverHTTP2(t *testing.T) {
 		t.Error("the cut-off stream was never cancelled on the server")
 	}
 }
+
+// TestHeaderTimeoutWaitsForTheQueuedBytes: on the fake clock, a base whose
+// socket takes the first bytes of an 8 MiB body at once (burst MiB) and
+// then 1 MiB a second, as a slow link's does once its buffers are full. The
+// header timeout starts when the bytes the socket took ahead of the link
+// may have reached the server: burst MiB a second late, the time the body's
+// reads show them to need (issue #37). With no burst (the reads kept the
+// link's pace) or with nothing but a burst (the buffers took the body at
+// once, as over loopback: no rate to go by) it starts at the write, as
+// before.
+func TestHeaderTimeoutWaitsForTheQueuedBytes(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name  string
+		burst int           // MiB the socket takes at once
+		cut   time.Duration // after the write
+	}{
+		// 8 MiB sent in 5 s (the first 4 at once), 5 carried: 3 s to drain.
+		{"a burst, then the link's pace", 4, 4 * time.Second},
+		{"the link's pace from the start", 0, time.Second},
+		{"all at once", 8, time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newClock()
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				buf := make([]byte, mib)
+				for sent := 0; ; sent++ { // sent MiB
+					if sent >= tc.burst {
+						fc.Advance(time.Second) // the socket waits for the link
+					}
+					if _, err := io.ReadFull(r.Body, buf); err != nil {
+						break
+					}
+				}
+				httptrace.ContextClientTrace(r.Context()).WroteRequest(httptrace.WroteRequestInfo{})
+				<-r.Context().Done()
+				return nil, context.Cause(r.Context())
+			})
+			tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
+				transport.WithPerAttemptHeaderTimeout(time.Second))
+			body := bytes.Repeat([]byte("u"), 8*mib)
+			ch := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodPut, "http://upload.test/", bytes.NewReader(body)))
+			waitArmed(t, fc, 1) // the write is done: the timer runs
+			fc.Advance(tc.cut - time.Millisecond)
+			select {
+			case r := <-ch:
+				closeResp(r)
+				t.Fatalf("cut off before %v: %v", tc.cut, r.err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			fc.Advance(time.Millisecond)
+			r := recv(t, ch, "the header timeout")
+			if !errors.Is(r.err, transport.ErrAttemptTimeout) {
+				t.Fatalf("error %v, want a header timeout", r.err)
+			}
+			t.Log(r.err)
+		})
+	}
+}
