@@ -45,19 +45,19 @@ func TestUploadMeterDrain(t *testing.T) {
 	}
 	// staircase is Linux's shape over a 1 MiB/s link: a burst of 4 MiB
 	// that fills the buffers, then a step every second: the socket wakes
-	// the writer when a MiB has drained and takes a MiB at once (two
-	// reads, microseconds apart). The last step takes last bytes, and the
-	// EOF read follows it.
-	staircase := func(steps, last int) []read {
+	// the writer when a MiB has drained and takes a MiB at once, in two
+	// reads pause apart (microseconds, or a scheduler's pause). The last
+	// step takes last bytes, and the EOF read follows it.
+	staircase := func(steps, last int, pause time.Duration) []read {
 		rs := burst(4)
 		for s := 1; s <= steps; s++ {
 			at, n := time.Duration(s)*time.Second, mib/2
 			if s == steps {
 				n = last / 2
 			}
-			rs = append(rs, read{at, n}, read{at + time.Microsecond, n})
+			rs = append(rs, read{at, n}, read{at + pause, n})
 		}
-		return append(rs, read{time.Duration(steps)*time.Second + 2*time.Microsecond, 0})
+		return append(rs, read{time.Duration(steps)*time.Second + pause + time.Microsecond, 0})
 	}
 	tests := []struct {
 		name  string
@@ -76,23 +76,29 @@ func TestUploadMeterDrain(t *testing.T) {
 		// from 1 s on, and the write ends at 5 s, when 8 MiB have been
 		// sent and 5 carried: 3 s to drain.
 		{"burst then the link's pace", cat(burst(4), paced(time.Second, time.Second, 4)), 5 * time.Second, 3 * time.Second},
-		// Eight steps, 12 MiB: the marks are step starts (at 4 s and 8 s,
-		// 7 and 11 MiB read before them): 1 MiB/s, the link's rate. The
-		// link has carried 8 MiB of the 12: 4 s to drain.
-		{"staircase, 8 steps", staircase(8, mib), 8 * time.Second, 4 * time.Second},
-		// Twelve steps: no read at or after 16 s, so the marks stay at 4 s
-		// and 8 s; 16 MiB sent, 12 carried.
-		{"staircase, 12 steps", staircase(12, mib), 12 * time.Second, 4 * time.Second},
-		// The body ends half way through the last step: 15.5 MiB sent, 12
-		// carried, 3.5 s to drain. Measured from the older mark to the
-		// write instead, the rate would count the last step's bytes as
-		// carried (8.5 MiB in 8 s) and the drain would be 2.6 s.
-		{"staircase, the body ends within a step", staircase(12, mib/2), 12 * time.Second, 3500 * time.Millisecond},
+		// Eight steps, 12 MiB: the rate is measured from the first step's
+		// start to the last's (1 s and 8 s, 4 and 11 MiB read before them):
+		// 1 MiB/s, the link's. The link has carried 8 MiB of the 12: 4 s to
+		// drain.
+		{"staircase", staircase(8, mib, time.Microsecond), 8 * time.Second, 4 * time.Second},
+		// A step's reads 50 ms apart, not microseconds: the pause is not a
+		// wait for the link, and nothing changes.
+		{"staircase, a pause within each step", staircase(8, mib, 50*time.Millisecond), 8*time.Second + 50*time.Millisecond, 4*time.Second - 50*time.Millisecond},
+		// The body ends half way through the last of 12 steps: 15.5 MiB
+		// sent, 12 carried: 3.5 s to drain. Measured up to the write
+		// instead, the rate would count the last step's bytes as carried
+		// (11.5 MiB in 11 s) and the drain would be 2.8 s.
+		{"staircase, the body ends within a step", staircase(12, mib/2, time.Microsecond), 12 * time.Second, 3500 * time.Millisecond},
 		// A burst of 6 MiB, then 1 MiB/s: 8 MiB take 8 s, the upload took
 		// 3 s: 5 s of drain, capped at the upload's 3 s.
 		{"capped at the upload's time", cat(burst(6), paced(time.Second, time.Second, 2)), 3 * time.Second, 3 * time.Second},
-		// Reads that got nothing between the marks: no rate.
-		{"no bytes between the marks", []read{{0, mib}, {time.Second, 0}, {2 * time.Second, 0}}, 2 * time.Second, 0},
+		// A wait three times as long as any before (a stall) restarts the
+		// count, and the steps after it, a third as long, are not waits:
+		// no rate, no extension.
+		{"a stall restarts the count", cat(burst(4), []read{{time.Second, mib}, {2 * time.Second, mib}, {5 * time.Second, mib},
+			{6 * time.Second, mib}, {7 * time.Second, mib}, {8 * time.Second, 0}}), 8 * time.Second, 0},
+		// Reads that got nothing between two waits: no rate.
+		{"no bytes between the waits", []read{{0, mib}, {time.Second, 0}, {2 * time.Second, 0}}, 2 * time.Second, 0},
 	}
 	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range tests {
