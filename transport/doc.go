@@ -322,16 +322,18 @@
 //     attempt from its start to its response headers: the upload of the
 //     request body counts;
 //   - [WithPerAttemptHeaderTimeout] (Policy.PerAttemptHeaderTimeout)
-//     bounds each attempt from the end of its request's write (body
-//     included) to its response headers, as net/http's
-//     Transport.ResponseHeaderTimeout does, but per attempt, per request
-//     through a Policy, and as a per-attempt timeout to the retry rules.
+//     bounds each attempt from the moment its server may have the whole
+//     request (the end of its write, body included, plus the time the
+//     bytes queued on a slow link need to arrive: see below) to its
+//     response headers, as net/http's Transport.ResponseHeaderTimeout
+//     does from the write, but per attempt, per request through a Policy,
+//     and as a per-attempt timeout to the retry rules.
 //
 // Use the per-attempt timeout when requests are small and the time to the
 // answer is what matters (reads, RPC-like calls): it also bounds a stalled
 // connection or a slow upload. Use the header timeout when requests carry
-// large bodies over links of unknown speed (uploads, object stores): a 2
-// MiB PUT over a 1,000 KB/s link takes two seconds to send, and a
+// large bodies over links of unknown speed (uploads, object stores): an 8
+// MiB PUT over a 2,000 KB/s link takes four seconds to arrive, and a
 // per-attempt timeout below that cuts off every attempt although the
 // server answers at once; the header timeout lets the upload take what it
 // takes and still cuts off a server that has the request and does not
@@ -341,6 +343,29 @@
 // caller's deadline. An attempt cut off by either matches
 // [ErrAttemptTimeout], is retried (when the request is eligible) and
 // counts as a timeout for the budget and the concurrency limit.
+//
+// The end of the write is not the server's receipt: the write ends when
+// the body's last byte has entered the client's socket, and over a slow
+// link the socket has by then taken megabytes ahead of the link, into the
+// buffers between the two hosts. The header timeout waits for them: once
+// the buffers are full the socket takes bytes at the link's rate, so the
+// body's reads show that rate, and the bytes read ahead of it need their
+// number over the rate to drain; the wait starts that much after the
+// write, never more than the upload took. Measured through a proxy on
+// loopback that carries 2,000 KB/s from client to server (go test -race
+// -count=1 -run 'SlowLink' ./transport/, on a loaded 2-core machine): an 8
+// MiB PUT's write ended about 3 s after its first byte, and the server had
+// the body 1.5 to 2.5 s after that. Timed from the write, a 1 s header
+// timeout cut off every attempt before the server had the body (two
+// attempts, after which the retry budget refused a third: the request
+// failed after about 8 s); timed from the estimated drain, the first
+// attempt got the server's answer, sent 300 ms after the body, in 4.6 to
+// 6.0 s in all. A server that had the body and never answered was cut off
+// 0.85 to 1.3 s after it had it, the error saying how long the drain was
+// allowed. The estimate needs an upload that outlasts the buffers: a body
+// they take at once (on Linux up to about 4 MiB, or any body over
+// loopback) shows no rate and gets no extension, so its drain (2 s for 4
+// MiB at 2,000 KB/s) counts against the timeout: size it for that.
 //
 // # Hooks
 //

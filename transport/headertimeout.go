@@ -15,18 +15,24 @@ import (
 
 // The per-attempt header timeout (WithPerAttemptHeaderTimeout): a limit on
 // the wait for an attempt's response headers, measured from the moment the
-// base reports (httptrace's WroteRequest) that the request, body included,
-// has been written. The engine's per-attempt timeout runs from the start of
-// the attempt, so it cannot tell a slow upload from a server that does not
-// answer; this one can, because only the transport sees the write end.
+// server may be expected to have the whole request: when the base reports
+// (httptrace's WroteRequest) that the request, body included, has been
+// written, plus the time the bytes still queued between the client's socket
+// and the server may take to drain, as the body's reads measured it
+// (drain.go). The engine's per-attempt timeout runs from the start of the
+// attempt, so it cannot tell a slow upload from a server that does not
+// answer; this one can, because only the transport sees the write end and
+// the body's reads.
 //
 // It is armed per attempt and costs nothing when unset. When set, each
 // attempt gets a cancelable child of its context carrying a ClientTrace
 // (httptrace.WithClientTrace composes it with a trace the caller's context
 // already holds, whose hooks still fire), and a timer of the transport's
-// clock, armed by WroteRequest. The child is cancelled when the attempt
-// fails, or, when it succeeds, when its response body is closed or read to
-// its end: the body is read under that context.
+// clock, armed by WroteRequest; an attempt with a body sends it wrapped in a
+// meteredBody, which lives in the headerTimer (no allocation of its own).
+// The child is cancelled when the attempt fails, or, when it succeeds, when
+// its response body is closed or read to its end: the body is read under
+// that context.
 
 // headerTimer watches one attempt's wait for its response headers.
 type headerTimer struct {
@@ -34,10 +40,14 @@ type headerTimer struct {
 	clock  clock.Clock
 	cancel context.CancelCauseFunc
 
+	body meteredBody // the attempt's request body when it has one (see metered); set before it is sent
+
 	mu    sync.Mutex
-	timer clock.Timer // armed by the first WroteRequest, reset by a later one
-	ended bool        // the base has returned: a late WroteRequest arms nothing
-	fired bool        // the timer cut the attempt off
+	timer clock.Timer   // armed by the first WroteRequest, reset by a later one
+	meter uploadMeter   // the request body's reads, until the first WroteRequest
+	drain time.Duration // the extension the first WroteRequest added to d
+	ended bool          // the base has returned: a late WroteRequest arms nothing
+	fired bool          // the timer cut the attempt off
 }
 
 // withHeaderTimeout returns the context an attempt sends with when its
@@ -49,12 +59,21 @@ func withHeaderTimeout(ctx context.Context, d time.Duration, cl clock.Clock) (co
 	return ctx, h
 }
 
+// metered returns body wrapped so that its reads are recorded, for the
+// attempt to send instead of body. The wrapper is part of h.
+func (h *headerTimer) metered(body io.ReadCloser) io.ReadCloser {
+	h.body = meteredBody{rc: body, h: h}
+	return &h.body
+}
+
 // wrote is the trace's WroteRequest: the request has been written, and the
-// wait for the headers starts. http.Transport writes a request again when it
-// retries it on a new connection by itself (an idempotent request whose
+// wait for the headers starts once the bytes still queued may have drained
+// to the server (see drain.go). http.Transport writes a request again when
+// it retries it on a new connection by itself (an idempotent request whose
 // reused connection broke before any response): the wait then starts over,
-// from the last write. A write that failed arms the timer too: the base may
-// still wait for an answer.
+// from the last write, with no extension, since the body it rewrote (from
+// GetBody) was not metered. A write that failed arms the timer too: the base
+// may still wait for an answer.
 func (h *headerTimer) wrote(httptrace.WroteRequestInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -63,8 +82,12 @@ func (h *headerTimer) wrote(httptrace.WroteRequestInfo) {
 		// The headers came before the body was written (an HTTP/2 server
 		// may answer early): nothing to time.
 	case h.timer == nil:
-		h.timer = h.clock.AfterFunc(h.d, h.fire)
+		if h.meter.started {
+			h.drain = h.meter.drain(h.clock.Now())
+		}
+		h.timer = h.clock.AfterFunc(h.d+h.drain, h.fire)
 	default:
+		h.drain = 0
 		h.timer.Reset(h.d)
 	}
 }
@@ -86,7 +109,7 @@ func (h *headerTimer) fire() {
 func (h *headerTimer) finish(resp *http.Response, err error) (*http.Response, error) {
 	h.mu.Lock()
 	h.ended = true
-	fired := h.fired
+	fired, drain := h.fired, h.drain
 	if h.timer != nil {
 		h.timer.Stop()
 	}
@@ -99,7 +122,7 @@ func (h *headerTimer) finish(resp *http.Response, err error) (*http.Response, er
 		if err == nil {
 			err = context.DeadlineExceeded
 		}
-		return nil, &headerTimeoutError{timeout: h.d, err: err}
+		return nil, &headerTimeoutError{timeout: h.d, drain: drain, err: err}
 	case err != nil:
 		h.cancel(nil)
 		return nil, err
@@ -154,10 +177,15 @@ func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 // alike; Classify also reports it to the concurrency limit as congestion.
 type headerTimeoutError struct {
 	timeout time.Duration
+	drain   time.Duration // the time allowed for the written bytes to reach the server
 	err     error
 }
 
 func (e *headerTimeoutError) Error() string {
+	if e.drain > 0 {
+		return fmt.Sprintf("transport: attempt timed out: no response headers %v after the request may have reached the server (its write ended %v before that): %v",
+			e.timeout, e.drain.Round(time.Millisecond), e.err)
+	}
 	return fmt.Sprintf("transport: attempt timed out: no response headers %v after the request was written: %v", e.timeout, e.err)
 }
 

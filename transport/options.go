@@ -276,25 +276,45 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 }
 
 // WithPerAttemptHeaderTimeout bounds each attempt's wait for its response
-// headers, measured from the moment its request, body included, has been
-// written (default none): it is net/http's Transport.ResponseHeaderTimeout,
-// per attempt, settable per request (Policy.PerAttemptHeaderTimeout), and
-// on the transport's clock. Unlike WithPerAttemptTimeout, which runs from
-// the start of the attempt, it does not count the time an upload takes: a
-// 2 MiB body over a slow link is not cut off while it is still being sent,
-// and a server that has the whole request and does not answer still is.
-// An attempt it cuts off is a per-attempt timeout in every other respect:
-// its error matches ErrAttemptTimeout (ClassAttemptTimeout), it is retried,
-// and the budget and the concurrency limit count it as a timeout. The
-// response body is never cut off by it. The two timeouts may be set
-// together; the first to expire ends the attempt. It panics if d < 0.
+// headers, measured from the moment the server may be expected to have the
+// whole request, body included (default none): it is net/http's
+// Transport.ResponseHeaderTimeout, per attempt, settable per request
+// (Policy.PerAttemptHeaderTimeout), on the transport's clock, and started
+// only once a slow link's queue may have drained. Unlike
+// WithPerAttemptTimeout, which runs from the start of the attempt, it does
+// not count the time an upload takes: a large body over a slow link is not
+// cut off while it is still being sent, and a server that has the whole
+// request and does not answer still is. An attempt it cuts off is a
+// per-attempt timeout in every other respect: its error matches
+// ErrAttemptTimeout (ClassAttemptTimeout), it is retried, and the budget
+// and the concurrency limit count it as a timeout. The response body is
+// never cut off by it. The two timeouts may be set together; the first to
+// expire ends the attempt. It panics if d < 0.
 //
-// The moment of the write is what the base reports through
-// httptrace.ClientTrace's WroteRequest, on the attempt's context (a
-// ClientTrace the caller's context carries still gets its own hooks): a
-// base that does not report it (not an http.Transport, nor a wrapper of
-// one) never starts the timer. When it is set, an attempt costs about ten
-// allocations more; unset, nothing.
+// The wait starts when the base reports that the request has been written
+// (httptrace.ClientTrace's WroteRequest, on the attempt's context; a
+// ClientTrace the caller's context carries still gets its own hooks), plus
+// the time the bytes still queued between the client's socket and the
+// server may take to arrive. The write ends when the body's last byte has
+// entered the socket; over a slow link the socket has taken megabytes
+// ahead of the link, into buffers, and the server receives them seconds
+// later. The transport estimates that time from the body's reads (the
+// socket, once full, takes bytes at the link's rate): the bytes read ahead
+// of that rate, over that rate. The extension is never more than the
+// upload itself took, and it is zero when the reads kept one pace from the
+// start (a slow source, a fast link) or when the buffers took the whole
+// body at once, which leaves nothing to measure a rate by (on Linux a body
+// of up to about 4 MiB, or any body over loopback): size the timeout to
+// cover such a body's drain over the slowest link you expect (4 MiB at
+// 2,000 KB/s: 2 s). A request that http.Transport writes again by itself,
+// on a new connection, waits from the rewrite, with no extension. The
+// package doc (Timeouts) gives the figures measured.
+//
+// A base that does not report the write (not an http.Transport, nor a
+// wrapper of one) never starts the timer. When it is set, an attempt costs
+// about ten allocations more (its body's wrapper none); unset, nothing. The
+// body is then read through a wrapper: an *os.File body sent over plain
+// HTTP/1.1 is copied through memory rather than by sendfile.
 func WithPerAttemptHeaderTimeout(d time.Duration) Option {
 	if d < 0 {
 		invalid("WithPerAttemptHeaderTimeout", "timeout must not be negative, got %v", d)

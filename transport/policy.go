@@ -25,7 +25,7 @@ type Policy struct {
 	PerAttemptTimeout time.Duration
 	// PerAttemptHeaderTimeout, if positive, replaces the transport's (see
 	// WithPerAttemptHeaderTimeout): the time an attempt may wait for its
-	// response headers once its request has been written.
+	// response headers once its request may have reached the server.
 	PerAttemptHeaderTimeout time.Duration
 	// Classifier, if set, replaces the transport's classifier.
 	Classifier Classifier

@@ -334,6 +334,9 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	out := req.WithContext(ctx)
 	out.Body = body
+	if ht != nil && body != nil && body != http.NoBody {
+		out.Body = ht.metered(body) // its reads time the drain: see drain.go
+	}
 	if c.getBody != nil {
 		out.GetBody = c.getBody
 	}
