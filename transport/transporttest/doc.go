@@ -49,7 +49,11 @@
 // (never http.NoBody, even when empty), and [RoundTripper.Unclosed] says
 // how many of those are not yet closed: gotry closes every body it does
 // not return, so once the caller has closed the response it got, a test
-// can ask for zero.
+// can ask for zero. Like http.Transport, it reports to an
+// httptrace.ClientTrace in the request's context when the request has been
+// written (WroteHeaders, WroteRequest: before its step's latency) and when
+// the answer's first byte came (GotFirstResponseByte), so gotry's
+// per-attempt header timeout runs over it as over the network.
 //
 // # Time
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"sync"
 
@@ -148,6 +149,8 @@ func (rt *RoundTripper) answer(ctx context.Context, req *http.Request, r *route,
 	case r.script == nil:
 		return nil, fmt.Errorf("%w: %s %s", ErrNoScript, method(req), req.URL.Redacted())
 	}
+	trace := httptrace.ContextClientTrace(ctx)
+	wrote(trace)
 	step := r.script.Step(n, replayable(req, body)) // user code: outside the lock
 	rt.chose(i, step)
 	if err := rt.wait(ctx, &step); err != nil {
@@ -160,7 +163,25 @@ func (rt *RoundTripper) answer(ctx context.Context, req *http.Request, r *route,
 	if code < 100 || code > 599 {
 		return nil, fmt.Errorf("transporttest: step status %d is not in 100..599", step.Status)
 	}
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		trace.GotFirstResponseByte()
+	}
 	return rt.respond(req, &step, code), nil
+}
+
+// wrote reports to trace (nil: none) that the request, body included, has
+// been written, as http.Transport does once it has sent it: gotry's
+// per-attempt header timeout starts from WroteRequest.
+func wrote(trace *httptrace.ClientTrace) {
+	if trace == nil {
+		return
+	}
+	if trace.WroteHeaders != nil {
+		trace.WroteHeaders()
+	}
+	if trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	}
 }
 
 // wait waits out the step's latency, or until ctx ends for a step that
