@@ -52,6 +52,7 @@ func (rt *RoundTripper) Requests() []Request {
 		out[i].URL = cloneURL(r.URL)
 		out[i].Header = r.Header.Clone()
 		out[i].Body = bytes.Clone(r.Body)
+		out[i].Step.Header = r.Step.Header.Clone()
 	}
 	return out
 }

@@ -251,7 +251,7 @@ func TestRequestBodyIsReadAndClosedOnEveryPath(t *testing.T) {
 }
 
 func TestRecordsEveryRequestAsItArrived(t *testing.T) {
-	rt := transporttest.New(transporttest.Steps(transporttest.Status(503), transporttest.ConnectionReset(), transporttest.Status(200)))
+	rt := transporttest.New(transporttest.Steps(transporttest.Status(503).WithHeader("X-Step", "a"), transporttest.ConnectionReset(), transporttest.Status(200)))
 	for i, body := range []string{"one", "", "three"} {
 		var b io.ReadCloser
 		if body != "" {
@@ -282,12 +282,13 @@ func TestRecordsEveryRequestAsItArrived(t *testing.T) {
 	if got[0].Step.Status != 503 || got[2].Step.Status != 200 {
 		t.Errorf("steps %+v %+v", got[0].Step, got[2].Step)
 	}
-	// The records are the caller's.
+	// The records are the caller's, the step's header included.
+	got[0].Step.Header.Set("X-Step", "changed")
 	got[0].Header.Set("X-N", "changed")
 	got[0].Body[0] = 'X'
 	got[0].URL.Path = "/changed"
 	again := rt.Requests()[0]
-	if again.Header.Get("X-N") != "0" || string(again.Body) != "one" || again.URL.Path != "/p0" {
+	if again.Header.Get("X-N") != "0" || string(again.Body) != "one" || again.URL.Path != "/p0" || again.Step.Header.Get("X-Step") != "a" {
 		t.Errorf("changing a returned record changed the RoundTripper's: %+v", again)
 	}
 }
