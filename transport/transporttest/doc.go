@@ -49,7 +49,12 @@
 // (never http.NoBody, even when empty), and [RoundTripper.Unclosed] says
 // how many of those are not yet closed: gotry closes every body it does
 // not return, so once the caller has closed the response it got, a test
-// can ask for zero. Like http.Transport, it reports to an
+// can ask for zero (a hedge's loser may be closed on gotry's goroutine
+// just after the caller's RoundTrip has returned: poll for it briefly, or
+// run the test in a synctest bubble and call synctest.Wait). A request
+// whose context has ended when it arrives is recorded, but, as
+// http.Transport would not send it, it asks no script and fails with the
+// context's error. Like http.Transport, it reports to an
 // httptrace.ClientTrace in the request's context when the request has been
 // written (WroteHeaders, WroteRequest: before its step's latency) and when
 // the answer's first byte came (GotFirstResponseByte), so gotry's
