@@ -20,6 +20,13 @@
 //
 //	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //
+// A program that exports to Prometheus and has no OpenTelemetry of its own
+// gives New the meter provider NewPrometheus makes, and serves it:
+//
+//	prom, err := telemetry.NewPrometheus(nil)
+//	tel := telemetry.New(telemetry.WithMeterProvider(prom))
+//	http.Handle("/metrics", prom)
+//
 // Traces follow the OpenTelemetry HTTP client conventions. Each RoundTrip is
 // an INTERNAL span "gotry {method}" (attributes http.request.method,
 // server.address, server.port, the final http.response.status_code or

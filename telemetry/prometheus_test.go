@@ -10,11 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -55,17 +50,16 @@ var promContract = []struct {
 
 func hist(name string) []string { return []string{name + "_bucket", name + "_sum", name + "_count"} }
 
-// Scrape a real OTel Prometheus exporter over loopback HTTP and check every
-// contract name and label.
+// Scrape a real OTel Prometheus exporter over loopback HTTP, set up by the
+// recipe users get (NewPrometheus), and check every contract name and
+// label.
 func TestPrometheusNames(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	prom, err := NewPrometheus(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	tel := New(WithMeterProvider(mp))
+	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
+	tel := New(WithMeterProvider(prom))
 	exercise(t, tel, true)
 	// An adaptive transport that has seen a host reports its hedge delay.
 	ad := transport.New(base(t), tel.Transport(Name("learning")),
@@ -86,7 +80,7 @@ func TestPrometheusNames(t *testing.T) {
 	}
 	t.Cleanup(func() { runtime.KeepAlive(lim) })
 
-	scrape := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	scrape := httptest.NewServer(prom)
 	defer scrape.Close()
 	client := &http.Client{Transport: base(t)}
 	resp, err := client.Get(scrape.URL)

@@ -473,6 +473,42 @@
 //     and context.DeadlineExceeded; test ErrAttemptTimeout first to tell it
 //     from the caller's own deadline, which matches only the latter.
 //
+// # Testing code that uses gotry
+//
+// Package [github.com/MrVSiK/gotry/transport/transporttest] is a scripted
+// RoundTripper to put under a Transport in tests: each attempt gets the
+// next step of a script (a status with headers and a body, an error such
+// as a reset connection, a latency, a hang), and every attempt is
+// recorded, so a test asserts how many attempts gotry made and what they
+// carried. Drive gotry's timing in one of two ways, never by sleeping:
+//
+//   - A fake clock: give one [clock.Fake] to [WithClock] and to the kit
+//     (transporttest.WithClock), start the call on a goroutine, wait until
+//     the timers you expect are armed (Fake.WaitForTimers, WaitForArmed)
+//     and move the time on (Fake.Advance). Every wait of gotry's runs on
+//     that clock: backoff and Retry-After sleeps, hedge delays, per-attempt
+//     and header timeouts, the breaker's open period, the budget's windows,
+//     the limit's wait. The test says exactly which moment it reaches; it
+//     must know how many timers (gotry's and the kit's latencies) are armed
+//     before it advances.
+//   - testing/synctest: leave the wall clock in place and run the test in
+//     synctest.Test. In the bubble the wall clock is the bubble's, and time
+//     moves as soon as every goroutine in it is blocked, at once and
+//     exactly: a 2s backoff takes no real time, and time.Since measures
+//     exactly 2s. Nothing to count; but make the Transport (and its base)
+//     inside the bubble and use it only there (its pooled timers and
+//     per-host state belong to the bubble that made them; another bubble,
+//     or the code outside, must make its own), and give it an in-memory
+//     base such as the kit: time does not move while a goroutine waits on
+//     the network, and http.Transport's connections keep goroutines that
+//     the bubble waits for. Transports made outside any bubble in the same
+//     test binary are unaffected.
+//
+// Either way the transport runs the same code as in production. The kit's
+// examples show both a test asserting attempts and the fake clock;
+// TestGotryInsideAndOutsideSynctestBubbles, in the kit, runs a transport
+// with retries, hedging, the breaker and the limit in bubbles and out.
+//
 // # Promises
 //
 //   - A non-idempotent request is processed at most once unless you allow

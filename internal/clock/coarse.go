@@ -51,11 +51,32 @@ var realSeconds = NewSeconds(Real())
 // failed and telemetry's hung.) The refresh itself is tested on a fake
 // clock in coarse_test.go, and the engine's use of a Seconds is the same
 // code either way (Read, Coarse).
+//
+// Inside a testing/synctest bubble the real clock is the bubble's fake
+// one, and the shared Seconds must not be used there: its second is the
+// wall clock's while the bubble's time moves, and its refresh timer must
+// not be made or reset in a bubble (made in one, it is reset outside it
+// later, which is a fatal error of the runtime; reset in one, it is
+// scheduled for the bubble's time on the real clock's heap and never
+// fires, freezing the process's second). So in a bubble SecondsOf returns
+// a Seconds that reads the (bubble's) clock on every call, as for a fake
+// clock, and the shared one never arms its timer from a bubble (start).
 func SecondsOf(c Clock) *Seconds {
-	if isReal(c) {
+	if isReal(c) && !inBubble(c.Now()) {
 		return realSeconds
 	}
 	return &Seconds{c: c, direct: true}
+}
+
+// inBubble reports whether now, read from the real clock, was read inside
+// a testing/synctest bubble. Outside a bubble the runtime gives every
+// time.Now a monotonic reading; inside one, time is the bubble's and
+// carries none. Round(0) strips a monotonic reading and == compares it, as
+// the time package documents. (On a platform without a monotonic clock
+// every read would look like a bubble's: the engine would then read the
+// clock on every call, correct and a little slower.)
+func inBubble(now time.Time) bool {
+	return now == now.Round(0) //nolint:staticcheck // == compares the monotonic reading, which is the point (Equal ignores it)
 }
 
 // Unix returns the current Unix second (see Seconds for how current).
@@ -108,6 +129,12 @@ func (s *Seconds) Ticking() bool { return s.ticking.Load() }
 // beat it to it, schedules the refreshes. It returns the time it read.
 func (s *Seconds) start() time.Time {
 	now := s.c.Now()
+	if isReal(s.c) && inBubble(now) {
+		// The shared Seconds read from a bubble (by an engine made
+		// outside it): answer from the clock, and neither publish the
+		// bubble's second nor touch the timer (see SecondsOf).
+		return now
+	}
 	s.sec.Store(now.Unix())
 	if s.ticking.CompareAndSwap(false, true) {
 		s.used.Store(true)

@@ -40,6 +40,7 @@ func TestCoreImportsOnlyTheStandardLibrary(t *testing.T) {
 		"resilience/periodic",
 		"resilience/schedule",
 		"transport",
+		"transport/transporttest",
 	} {
 		if !listed["github.com/MrVSiK/gotry/"+p] {
 			t.Errorf("go list did not check %s; output:\n%s", p, out)
@@ -137,6 +138,7 @@ func TestLayering(t *testing.T) {
 		"resilience/cache":         {"clock", "internal/clock", "internal/kiterr"},
 		"resilience/dnscache":      {"clock", "internal/clock", "internal/kiterr", "resilience/cache"},
 		"transport":                {"clock", "internal/clock", "internal/jitter", "resilience"},
+		"transport/transporttest":  {"clock"},
 		"telemetry":                {"clock", "internal/clock", "internal/jitter", "resilience", "transport"},
 	}
 	var pkgs []string

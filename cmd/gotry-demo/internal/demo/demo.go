@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
@@ -516,11 +515,11 @@ func (m *metricsServer) shutdown(ctx context.Context) {
 // metricsMux serves the Prometheus registry at /metrics.
 func metricsMux(p *providers) *http.ServeMux {
 	mux := http.NewServeMux()
-	// OpenMetrics, when the scraper asks for it, is the format that carries
+	// In OpenMetrics when the scraper asks for it, the format that carries
 	// exemplars: the SDK keeps, per histogram bucket, the trace_id and
 	// span_id of a sampled request that fell in it, so a latency spike in
 	// Grafana links to that request's trace.
-	mux.Handle("/metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("/metrics", p.mp)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

@@ -7,14 +7,14 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/MrVSiK/gotry/telemetry"
 )
 
 // DefaultServiceName is service.name unless OTEL_SERVICE_NAME says
@@ -35,11 +35,11 @@ func OTLPFromEnv(getenv func(string) string) (traces, metrics bool) {
 
 // providers are the demo's OpenTelemetry pipelines: the client's and the
 // upstream's tracer providers (both feed the span recorder, and OTLP when
-// on) and one meter provider read by Prometheus (and OTLP when on).
+// on) and one meter provider read by Prometheus (and OTLP when on): the
+// public recipe, telemetry.NewPrometheus, which also serves /metrics.
 type providers struct {
 	tp, upstreamTP *sdktrace.TracerProvider
-	mp             *sdkmetric.MeterProvider
-	registry       *prometheus.Registry // what /metrics serves
+	mp             *telemetry.Prometheus
 	serviceName    string
 }
 
@@ -58,7 +58,7 @@ func newProviders(ctx context.Context, cfg *Config, rec sdktrace.SpanProcessor) 
 	if err != nil {
 		return nil, err
 	}
-	p := &providers{registry: prometheus.NewRegistry(), serviceName: name}
+	p := &providers{serviceName: name}
 
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanProcessor(rec)}
 	upOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(upRes), sdktrace.WithSpanProcessor(rec)}
@@ -72,11 +72,7 @@ func newProviders(ctx context.Context, cfg *Config, rec sdktrace.SpanProcessor) 
 			*opts = append(*opts, sdktrace.WithBatcher(exp))
 		}
 	}
-	promExp, err := otelprom.New(otelprom.WithRegisterer(p.registry))
-	if err != nil {
-		return nil, fmt.Errorf("demo: Prometheus exporter: %w", err)
-	}
-	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(promExp)}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	if cfg.OTLPMetrics {
 		exp, err := otlpmetrichttp.New(ctx)
 		if err != nil {
@@ -90,9 +86,12 @@ func newProviders(ctx context.Context, cfg *Config, rec sdktrace.SpanProcessor) 
 		}
 		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, ro...)))
 	}
+	p.mp, err = telemetry.NewPrometheus(nil, mpOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	p.tp = sdktrace.NewTracerProvider(tpOpts...)
 	p.upstreamTP = sdktrace.NewTracerProvider(upOpts...)
-	p.mp = sdkmetric.NewMeterProvider(mpOpts...)
 	return p, nil
 }
 
