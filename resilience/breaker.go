@@ -52,8 +52,9 @@ const (
 // consecutive-5xx count). A throttle neither adds to the consecutive
 // failures nor clears them, and a half-open breaker's probe that meets
 // one frees its slot without deciding: the breaker stays half-open and
-// the next call probes. A 503 without Retry-After stays a failure: that
-// is how a proxy answers for a backend that is down.
+// the next call probes. A 503 without Retry-After (or with one of 0,
+// which asks for no wait) stays a failure: that is how a proxy answers for
+// a backend that is down.
 type BreakerConfig struct {
 	// FailureThreshold is the number of consecutive failures that opens a
 	// closed breaker. Default 5. A threshold above 2^30 (about a billion)

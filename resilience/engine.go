@@ -231,8 +231,8 @@ type Verdict struct {
 	// not as a good result, and the retry budget not as a success.
 	Overload bool
 	// Throttle reports that the downstream asked for less: it is alive and
-	// answering, and slowing this client down (for HTTP: a 429, a 503 with
-	// a valid Retry-After, or what a classifier marks Throttled). The
+	// answering, and slowing this client down (for HTTP: a 429, a 503 whose
+	// Retry-After asks for a wait, or what a classifier marks Throttled). The
 	// breaker ignores such a result: it neither counts it as a failure
 	// nor clears the failures counted before it, and a half-open
 	// breaker's probe that meets one decides nothing (its slot is freed

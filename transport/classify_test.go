@@ -45,6 +45,7 @@ func TestDefaultClassifier(t *testing.T) {
 		{"503 with Retry-After", resp(503, "Retry-After", "1"), nil, transport.Throttled},
 		{"503 with Retry-After as a date", resp(503, "Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"), nil, transport.Throttled},
 		{"503 with a Retry-After that does not parse", resp(503, "Retry-After", "soon"), nil, transport.Retry},
+		{"503 with Retry-After: 0", resp(503, "Retry-After", "0"), nil, transport.Retry},
 		{"502 with Retry-After", resp(502, "Retry-After", "1"), nil, transport.Retry},
 		{"500", resp(500), nil, transport.DontRetry},
 		{"501", resp(501), nil, transport.DontRetry},

@@ -33,7 +33,12 @@ func TestClassifyMarksThrottles(t *testing.T) {
 		{"429 with Retry-After", "GET", 3, nil, 429, []string{"Retry-After", "2"}, verdict{retryable: true, throttle: true, overload: true, hasRA: true, ra: 2 * time.Second}},
 		{"503 with Retry-After in seconds", "GET", 3, nil, 503, []string{"Retry-After", "2"}, verdict{retryable: true, throttle: true, overload: true, hasRA: true, ra: 2 * time.Second}},
 		{"503 with Retry-After as a date", "GET", 3, nil, 503, []string{"Retry-After", inTwo}, verdict{retryable: true, throttle: true, overload: true, hasRA: true, ra: 2 * time.Second}},
-		{"503 with Retry-After: 0", "GET", 3, nil, 503, []string{"Retry-After", "0"}, verdict{retryable: true, throttle: true, overload: true, hasRA: true}},
+		// A date asks for a wait whatever the clock says; one that has
+		// come means no wait, but still a throttle.
+		{"503 with Retry-After as a date that has come", "GET", 3, nil, 503, []string{"Retry-After", now.Format(http.TimeFormat)}, verdict{retryable: true, throttle: true, overload: true, hasRA: true}},
+		// "Retry after 0 s" asks for no wait: no throttle.
+		{"503 with Retry-After: 0", "GET", 3, nil, 503, []string{"Retry-After", "0"}, verdict{retryable: true, overload: true, hasRA: true}},
+		{"429 with Retry-After: 0", "GET", 3, nil, 429, []string{"Retry-After", "0"}, verdict{retryable: true, throttle: true, overload: true, hasRA: true}},
 		// A dead backend behind a proxy: a failure, the breaker counts it.
 		{"bare 503", "GET", 3, nil, 503, nil, verdict{retryable: true, overload: true}},
 		{"503 with a Retry-After that does not parse", "GET", 3, nil, 503, []string{"Retry-After", "soon"}, verdict{retryable: true, overload: true}},
