@@ -124,10 +124,27 @@
 // The set-up (KubernetesWrap; see ExampleKubernetesWrap):
 // cfg.Wrap(KubernetesWrap(tel.Transport())), which is gotry with
 // WithMaxAttempts(1), WithBreaker, WithConcurrencyLimit and
-// KubernetesClassifier (a 429 is final for gotry and counts as an answer,
-// not a failure, for its breaker: it asks this client to slow down, which
-// client-go does; it does not mean the server is down). client-go does not
-// retry gotry's refusals, so an open breaker fails calls at once.
+// KubernetesClassifier (a 429 is final for gotry). A 429, and a 503 whose
+// Retry-After asks for a wait, are throttles, which gotry's breaker does
+// not count: they ask this client to slow down, which client-go does; they
+// do not mean the server is down. client-go does not retry gotry's
+// refusals, so an open breaker fails calls at once.
+//
+// Over HTTP/2 (what an API server speaks over TLS) a server that fails one
+// request resets its stream where over HTTP/1.1 it closes the connection.
+// client-go resends a GET whose connection was reset, not one whose stream
+// was, and gotry at one attempt sends it once: the GET failed. The
+// transport KubernetesWrap returns (KubernetesTransport) reports a GET's
+// reset or refused stream to client-go as a connection reset too (the
+// error also matches syscall.ECONNRESET), so client-go resends it, a
+// second later and through its QPS limiter, as it does over HTTP/1.1. The
+// retrying layer stays client-go, whose resends the QPS limit bounds; gotry
+// still sends each request once and counts each reset against its
+// breaker, which client-go does not resend past. (The other way, letting
+// gotry retry a reset stream at one configured attempt, would have
+// changed what MaxAttempts means for every user, and its retries would
+// bypass the QPS limiter.) A create, or any other verb, whose stream was
+// reset is sent once: it may have taken effect.
 //
 // rest.Config.WrapTransport (and Wrap) put gotry directly over client-go's
 // HTTP transport, under its authentication and user-agent wrappers and
@@ -157,11 +174,25 @@
 //     one arrival after a 503 without Retry-After and after a reset
 //     connection (both fail), two after a 429 with Retry-After (client-go's
 //     resend, which succeeds).
-//   - Requests reaching the API server per Get in an outage of 503s with
-//     Retry-After (4 workers × 5 Gets, TestKubernetesOutageArrivalsPerGet):
-//     client-go over gotry's defaults, 11.1 (222 for 20; client-go's 11
-//     sends, gotry's retries cut by its budget; up to 33); the set-up
-//     above, 0.35–0.40 (7 or 8 for 20, five runs).
+//   - Reset streams over HTTP/2 (TLS; TestKubernetesResetStream): a Get
+//     whose first stream the server resets succeeds under KubernetesWrap,
+//     after client-go's one-second wait (1.0 s, two arrivals, two gotry
+//     attempts, no gotry retry); under gotry at one attempt without the
+//     adaptation it fails after one arrival. A create whose stream the
+//     server reset after reading it (it took effect) fails and is not sent
+//     again. A server that resets every Get's stream
+//     (TestKubernetesResetStreamStormOpensTheBreaker) sees 5 sends of a
+//     Get, not client-go's 11: the fifth reset opens gotry's breaker, and
+//     client-go stops at its refusal (5.0 s).
+//   - Requests reaching the API server per Get when every answer is an
+//     error (4 workers × 5 Gets, TestKubernetesOutageArrivalsPerGet): 503
+//     with "Retry-After: 0", client-go over gotry's defaults, 11.1 (222 for
+//     20; client-go's 11 sends, gotry's retries cut by its budget; up to
+//     33); the set-up above, 0.30–0.40 (6 to 8 for 20), the same for a 503
+//     without Retry-After. 429 (a throttle): the set-up above, 9.9–11.0
+//     (197–220 for 20: client-go's resends, each waiting the server's
+//     Retry-After, a few shed by gotry's limit), as before this change,
+//     when KubernetesClassifier made a 429 a success to the breaker.
 //   - gotry's retries under the QPS limiter
 //     (TestKubernetesGotryRetriesBypassQPS): 40 Gets at QPS 20 (burst 1)
 //     over gotry retrying with its defaults, each Get answered first by a
