@@ -71,13 +71,15 @@
 //     TestS3ThrottleBurstKeepsEveryWrite): 8 concurrent 256 KiB
 //     PutObjects meet 600 ms of 503 SlowDown on every request, then S3
 //     works. With the set-up above every write succeeds and reads back
-//     byte for byte, in 2 or 3 attempts (16–19 requests for 8 writes),
-//     0.6–1.0 s per write, 2.5 s at most (ten runs, the SDK's real
-//     backoff); the breaker stays closed and the limit, cut to 2–4, shed
+//     byte for byte, in 2 or 3 attempts (16–19 requests for 8 writes), a
+//     median of 0.8–1.0 s per write and 2.6 s at most (thirty runs, ten of
+//     them under the race detector, the SDK's real backoff); the breaker
+//     stays closed and the limit, cut to 1–4 by the SlowDowns, shed
 //     nothing. Before, five SlowDowns opened the breaker for 30 s and all
 //     8 writes failed with circuit_open after one request each; with
-//     SlowDown a throttle but the SDK's own full-jitter backoff, 5 of 40
-//     writes (five runs) failed after three attempts all inside the burst.
+//     SlowDown a throttle but the SDK's own full-jitter backoff, 11 of 120
+//     writes (fifteen runs) failed, their three attempts all inside the
+//     burst.
 //   - An outage still opens the breaker
 //     (TestS3OutageStillOpensTheBreaker, 4 workers × 10 PutObjects): with
 //     every answer a 500 InternalError, or every connection refused, 5 or

@@ -23,10 +23,10 @@ import (
 //   - telemetry of every physical attempt (pass telemetry's option in
 //     opts).
 //
-// Throttles do not count against the breaker: a 429, or a 503 with
-// Retry-After, is the API server asking this client to slow down (priority
-// and fairness), which client-go does, waiting the Retry-After; it is not
-// a sign the server is down. KubernetesClassifier keeps gotry from
+// Throttles do not count against the breaker: a 429, or a 503 whose
+// Retry-After asks for a wait, is the API server asking this client to
+// slow down (priority and fairness), which client-go does, waiting the
+// Retry-After; it is not a sign the server is down. KubernetesClassifier keeps gotry from
 // retrying a 429 when a request's Policy allows it more attempts.
 //
 // The returned transport makes one adaptation client-go needs over HTTP/2
