@@ -45,7 +45,8 @@ const (
 	// its status. The built-in rules return it for a 429, and for a 503
 	// whose Retry-After asks for a wait; return it for a service's own
 	// throttling answers (the examples/sdk module does for S3's 503
-	// SlowDown, which carries no Retry-After).
+	// SlowDown, which carries no Retry-After). For an error without a
+	// response it is Retry: only an answer is a throttle.
 	Throttled
 )
 
@@ -71,15 +72,14 @@ func (d Decision) String() string {
 //
 // Whatever it decides, a 429, or a 503 whose Retry-After asks for a wait
 // (seconds above 0, or a date), is a throttle: the server, alive, asking
-// this client for less. The breaker
-// ignores a throttle, as Envoy's outlier detection keeps 429 out of its
-// consecutive-5xx count: Retry-After, the retry budget and the
-// concurrency limit are what slow a client down, and a breaker that
-// opened on a burst of throttling would refuse every request for its
-// OpenDuration. A 503 without Retry-After is no throttle: a proxy answers
-// so for a backend that is down, and the breaker counts it (when it is
-// retryable) as the failure it may be; nor is one with "Retry-After: 0",
-// which asks for no wait.
+// this client for less. The breaker ignores a throttle, as Envoy's
+// outlier detection keeps 429 out of its consecutive-5xx count:
+// Retry-After, the retry budget and the concurrency limit are what slow a
+// client down, and a breaker that opened on a burst of throttling would
+// refuse every request for its OpenDuration. A 503 without Retry-After is
+// no throttle: a proxy answers so for a backend that is down, and the
+// breaker counts it (when it is retryable) as the failure it may be; nor
+// is one with "Retry-After: 0", which asks for no wait.
 type Classifier func(Attempt) Decision
 
 // defaultStatuses are retried unless WithRetryableStatuses replaces them; 429
@@ -106,8 +106,7 @@ func (s *statusSet) has(code int) bool {
 // DefaultClassifier is the built-in rule set, with the default retryable
 // statuses (502, 503, 504 and 429). It returns Retry, DontRetry or, for a
 // 429 and for a 503 whose Retry-After asks for a wait, Throttled; never
-// Default.
-// See decide for the rules.
+// Default. See decide for the rules.
 func DefaultClassifier(a Attempt) Decision {
 	s := defaultStatuses
 	return decide(a, &s)
