@@ -31,9 +31,9 @@
 //     The SDK retries every error its HTTP client returns as a connection
 //     error; retrying a refusal spends backoff and retry quota on attempts
 //     gotry refuses again without sending. And a throttle (SlowDown) is
-//     waited out for at least half the SDK's own throttle backoff
-//     (ThrottleBackoff): with the SDK's full jitter a retry may land at
-//     once, inside the throttle that failed it.
+//     waited out for at least half the SDK's own throttle backoff: with
+//     the SDK's full jitter a retry may land at once, inside the throttle
+//     that failed it.
 //   - gotry with WithMaxAttempts(1), S3Classifier, WithBreaker and
 //     WithConcurrencyLimit, plus telemetry's option, as cfg.HTTPClient.
 //     S3Classifier marks S3's 503s (SlowDown, ServiceUnavailable: "reduce

@@ -26,8 +26,9 @@ import (
 // Throttles do not count against the breaker: a 429, or a 503 whose
 // Retry-After asks for a wait, is the API server asking this client to
 // slow down (priority and fairness), which client-go does, waiting the
-// Retry-After; it is not a sign the server is down. KubernetesClassifier keeps gotry from
-// retrying a 429 when a request's Policy allows it more attempts.
+// Retry-After; it is not a sign the server is down. KubernetesClassifier
+// keeps gotry from retrying a 429 when a request's Policy allows it more
+// attempts.
 //
 // The returned transport makes one adaptation client-go needs over HTTP/2
 // (see KubernetesTransport.RoundTrip): a GET whose stream the server reset

@@ -46,52 +46,58 @@ func S3Transport(base http.RoundTripper, opts ...transport.Option) *transport.Tr
 // refusal only spends its backoff and its retry quota on attempts gotry
 // refuses again without sending. And a throttle (S3's 503 SlowDown, any
 // error the retryer's Throttles recognise) is waited out for at least half
-// the SDK's own throttle backoff: see ThrottleBackoff. opts are the
-// retryer's options, applied first; one that sets Backoff keeps its own.
+// the SDK's own throttle backoff: after the n-th attempt met one, the
+// retry waits a random delay in [d/2, d), where d = 1s × 2^(n−1), at most
+// MaxBackoff, is the ceiling the SDK's own backoff draws from in [0, d).
+// Other errors keep the SDK's backoff (50 ms × 2^(n−1), full jitter).
+//
+// The floor is what keeps a brief throttle from failing writes. With full
+// jitter a retry can land at once, inside the throttle that failed it:
+// eight writers meeting 600 ms of SlowDown lost about one write in eleven
+// (TestS3ThrottleBurstKeepsEveryWrite with the SDK's own backoff: 11 of
+// 120 writes in fifteen runs failed, their three attempts all inside the
+// burst). With the floor the third of the SDK's three attempts comes at
+// least 0.5 s + 1 s after the first failed, so any throttle shorter than
+// 1.5 s is outlasted whatever the jitter draws, and the jitter still
+// spreads the writers over half of each window. It costs a quarter of the
+// ceiling more waiting on average (0.75 s before the first retry instead
+// of 0.5 s), spent where the server asked for less.
+//
+// opts are the retryer's options, applied first; one that sets Backoff
+// keeps its own.
 func S3Retryer(opts ...func(*retry.StandardOptions)) aws.Retryer {
 	// A full slice expression, so the append never writes into the caller's array.
 	return retry.NewStandard(append(opts[:len(opts):len(opts)], func(o *retry.StandardOptions) {
 		o.Retryables = append([]retry.IsErrorRetryable{RefusedByGotry}, o.Retryables...)
 		if o.Backoff == nil {
-			o.Backoff = ThrottleBackoff(*o)
+			o.Backoff = newThrottleBackoff(*o)
 		}
 	})...)
 }
 
-// ThrottleBackoff is the SDK's standard backoff for o (MaxBackoff,
-// BaseDelay, Throttles), but for a throttle: after the n-th attempt met
-// one, it waits a random delay in [d/2, d), where d = 1s × 2^(n−1), at
-// most o.MaxBackoff, is the ceiling the SDK's own backoff draws from in
-// [0, d). The floor is the change. With the SDK's full jitter a write's
-// retries can land at once, inside the throttle that failed it: eight
-// writers meeting 600 ms of SlowDown lost about one write in eleven
-// (TestS3ThrottleBurstKeepsEveryWrite with the SDK's default backoff:
-// 11 of 120 writes in fifteen runs failed after three attempts, all of
-// them inside the burst). With the
-// floor, the third of the SDK's three attempts comes at least 0.5 s + 1 s
-// after the first failed, so any throttle shorter than 1.5 s is outlasted
-// whatever the jitter draws, and the jitter still spreads the writers over
-// half of each window; what it costs is a quarter of the ceiling more
-// waiting on average (0.75 s for the first retry instead of 0.5 s), spent
-// where the server asked for less. Other errors keep the SDK's backoff
-// (50 ms × 2^(n−1), full jitter).
-func ThrottleBackoff(o retry.StandardOptions) retry.BackoffDelayer {
-	o.Backoff = nil
-	std := retry.NewStandard(func(so *retry.StandardOptions) { *so = o })
-	return &throttleBackoff{std: std, throttles: retry.IsErrorThrottles(o.Throttles), max: o.MaxBackoff}
-}
-
-// throttleBackoff is ThrottleBackoff's delayer.
+// throttleBackoff is S3Retryer's backoff: the SDK's, with a floor for
+// throttles.
 type throttleBackoff struct {
 	std       *retry.Standard // the SDK's own backoff, for errors that are no throttle
 	throttles retry.IsErrorThrottle
-	max       time.Duration
+	max       time.Duration // StandardOptions.MaxBackoff; 0 for none
+}
+
+// newThrottleBackoff returns the backoff for o's MaxBackoff, BaseDelay and
+// Throttles. The SDK's own backoff for o is the RetryDelay of a standard
+// retryer built from o: its constructor is not exported.
+func newThrottleBackoff(o retry.StandardOptions) *throttleBackoff {
+	o.Backoff = nil
+	std := retry.NewStandard(func(so *retry.StandardOptions) { *so = o })
+	return &throttleBackoff{std: std, throttles: retry.IsErrorThrottles(o.Throttles), max: o.MaxBackoff}
 }
 
 // throttleBase is the SDK's throttle backoff base: the first retry after a
 // throttle waits up to this (aws/retry, "retries 2026").
 const throttleBase = time.Second
 
+// BackoffDelay returns the delay before the retry that follows attempt's
+// err: see S3Retryer.
 func (b *throttleBackoff) BackoffDelay(attempt int, err error) (time.Duration, error) {
 	if b.throttles.IsErrorThrottle(err) != aws.TrueTernary {
 		return b.std.RetryDelay(attempt, err)
@@ -103,7 +109,7 @@ func (b *throttleBackoff) BackoffDelay(attempt int, err error) (time.Duration, e
 	if b.max > 0 {
 		d = min(d, b.max)
 	}
-	return d/2 + rand.N(d-d/2), nil
+	return d/2 + rand.N(d-d/2), nil // d ≥ 1ns, so the range is never empty
 }
 
 // RefusedByGotry tells an AWS SDK retryer that an error from gotry's
@@ -167,7 +173,9 @@ func SDKTransport(cfg aws.Config) (*http.Transport, error) {
 //   - 500 is a failure (transport.Retry): S3's InternalError, which it asks
 //     clients to retry and the SDK does. gotry's default rules take a 500
 //     for a final answer, which its breaker counts as a success, so an S3
-//     answering nothing but 500s never opened it.
+//     answering nothing but 500s never opened it. (A read under
+//     ReadPolicy, with two attempts, may now be retried once by gotry
+//     after a 500, within its retry budget, as after a 503.)
 //
 // Every other result gets gotry's default rules.
 func S3Classifier(a transport.Attempt) transport.Decision {

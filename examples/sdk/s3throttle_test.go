@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -219,6 +220,49 @@ func TestS3OutageStillOpensTheBreaker(t *testing.T) {
 			// opens. After that nothing is sent.
 			if max := resilience.DefaultFailureThreshold + workers*3; sent > max {
 				t.Errorf("%d requests sent, want at most %d: the breaker did not stop them", sent, max)
+			}
+		})
+	}
+}
+
+// s3CodeError is an S3 error as the SDK's retryer sees it: its code.
+type s3CodeError string
+
+func (e s3CodeError) Error() string     { return "api error " + string(e) }
+func (e s3CodeError) ErrorCode() string { return string(e) }
+
+// S3Retryer's backoff: after a throttle, at least half the ceiling the
+// SDK's own backoff draws from (1 s, doubling, at most MaxBackoff); after
+// anything else, the SDK's own (50 ms, doubling, full jitter).
+func TestS3RetryerWaitsOutThrottles(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    []func(*retry.StandardOptions)
+		attempt int
+		err     error
+		lo, hi  time.Duration // every delay in [lo, hi)
+	}{
+		{"SlowDown after the first attempt", nil, 1, s3CodeError("SlowDown"), 500 * time.Millisecond, time.Second},
+		{"SlowDown after the second", nil, 2, s3CodeError("SlowDown"), time.Second, 2 * time.Second},
+		{"SlowDown after the sixth, at MaxBackoff", nil, 6, s3CodeError("SlowDown"), 10 * time.Second, 20 * time.Second},
+		{"SlowDown under a 20ms MaxBackoff", []func(*retry.StandardOptions){shortBackoff}, 3, s3CodeError("SlowDown"), 10 * time.Millisecond, 20 * time.Millisecond},
+		{"InternalError keeps the SDK's backoff", nil, 1, s3CodeError("InternalError"), 0, 50 * time.Millisecond},
+		{"InternalError after the second", nil, 2, s3CodeError("InternalError"), 0, 100 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sdk.S3Retryer(tc.opts...)
+			lo, hi := time.Duration(1<<62), time.Duration(0)
+			for range 1000 {
+				d, err := r.RetryDelay(tc.attempt, tc.err)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lo, hi = min(lo, d), max(hi, d)
+			}
+			t.Logf("1000 delays in [%v, %v]", lo, hi)
+			if lo < tc.lo || hi >= tc.hi {
+				t.Errorf("delays in [%v, %v], want within [%v, %v)", lo, hi, tc.lo, tc.hi)
 			}
 		})
 	}
