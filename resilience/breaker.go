@@ -41,6 +41,20 @@ const (
 // fields take the defaults above. How many keys are tracked, and which are
 // evicted to make room, is the engine's (EngineConfig.MaxKeys): an open
 // breaker is never evicted before its OpenDuration ends.
+//
+// A breaker counts what its attempts' verdicts say: a retryable result is
+// a failure, a result without error that is not retryable a success. A
+// throttle (Verdict.Throttle: for HTTP a 429, or a 503 with Retry-After)
+// is neither: the server is alive and asking for less, which Retry-After,
+// the retry budget and the concurrency limit answer; a breaker that
+// opened on a burst of throttling would refuse every call for
+// OpenDuration (as Envoy's outlier detection keeps 429 out of its
+// consecutive-5xx count). A throttle neither adds to the consecutive
+// failures nor clears them, and a half-open breaker's probe that meets
+// one frees its slot without deciding: the breaker stays half-open and
+// the next call probes. A 503 without Retry-After (or with one of 0,
+// which asks for no wait) stays a failure: that is how a proxy answers for
+// a backend that is down.
 type BreakerConfig struct {
 	// FailureThreshold is the number of consecutive failures that opens a
 	// closed breaker. Default 5. A threshold above 2^30 (about a billion)
@@ -91,7 +105,7 @@ type outcome int
 
 // Outcomes reported to a breaker.
 const (
-	outcomeIgnore  outcome = iota // neither success nor failure (caller cancelled, non-retryable error)
+	outcomeIgnore  outcome = iota // neither success nor failure (caller cancelled, non-retryable error, a throttle)
 	outcomeSuccess                // a non-retryable result
 	outcomeFailure                // a retryable result
 )

@@ -79,8 +79,10 @@
 // A breaker per key ([BreakerConfig]; zero fields take their defaults)
 // counts retryable results as failures and final results without an error
 // as successes; a final error (a permanent one, the caller's cancellation),
-// a cancelled hedge loser and a result from an earlier state of the breaker
-// are not counted. FailureThreshold consecutive failures
+// a cancelled hedge loser, a result from an earlier state of the breaker
+// and a throttle (Verdict.Throttle: the server, alive, asking for less,
+// which Retry-After, the budget and the concurrency limit answer) are not
+// counted. FailureThreshold consecutive failures
 // open it; after OpenDuration it is half-open and admits HalfOpenProbes
 // probes, each with exactly one attempt and holding its slot until that
 // attempt ends. One success closes it, one failure opens it again. A

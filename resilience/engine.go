@@ -232,8 +232,25 @@ type Verdict struct {
 	NotIdempotent bool
 	// Overload reports that the downstream answered that it is overloaded
 	// (for HTTP: 503, 429): the concurrency limit counts it as congestion,
-	// not as a good result.
+	// not as a good result, and the retry budget not as a success.
 	Overload bool
+	// Throttle reports that the downstream asked for less: it is alive and
+	// answering, and slowing this client down (for HTTP: a 429, a 503
+	// whose Retry-After asks for a wait, or what a classifier marks
+	// Throttled). The breaker ignores such a result: it neither counts it
+	// as a failure nor clears the failures counted before it, and a
+	// half-open breaker's probe that meets one decides nothing (its slot
+	// is freed and the next call probes again). A throttle is answered by
+	// what slows the client: the server's Retry-After, the retry budget
+	// and the concurrency limit. A breaker that opened on it would refuse
+	// every call for OpenDuration after a burst of throttling the server
+	// had asked to be waited out, turning a brief throttle into an outage;
+	// Envoy's outlier detection keeps 429 out of its consecutive-5xx count
+	// for the same reason. Set Overload with it: the limit and the budget
+	// read Overload (a throttle is congestion, and no success), only the
+	// breaker reads Throttle; Retryable still decides whether the call
+	// tries again.
+	Throttle bool
 	// Code is a status code to report in events and hooks (0 if none).
 	Code int
 	// RetryAfter is a server-dictated delay for the next retry, used instead

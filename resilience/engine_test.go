@@ -19,6 +19,7 @@ type step struct {
 	v         int
 	err       error
 	retryable bool
+	throttle  bool          // a throttle: Verdict.Throttle and Overload
 	after     time.Duration // Retry-After
 	block     bool          // wait for the attempt's context to end
 	gate      chan struct{} // wait for this channel (or the context) first
@@ -73,7 +74,7 @@ func (s *scripted) Classify(v int, err error, a AttemptInfo) Verdict {
 	if st.block || st.gate != nil {
 		return Verdict{Retryable: err != nil && !errors.Is(err, context.Canceled)}
 	}
-	return Verdict{Retryable: st.retryable, Code: v, RetryAfter: st.after, HasRetryAfter: st.after > 0}
+	return Verdict{Retryable: st.retryable, Throttle: st.throttle, Overload: st.throttle, Code: v, RetryAfter: st.after, HasRetryAfter: st.after > 0}
 }
 
 func (s *scripted) Retain(_ context.Context, v int) int {

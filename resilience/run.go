@@ -435,9 +435,12 @@ func (r *run[T]) unwound(a *attempt[T]) {
 	a.ticket.releasePermit(time.Time{}, 0, limitIgnore)
 }
 
-// outcome maps a classified attempt to its breaker outcome.
+// outcome maps a classified attempt to its breaker outcome: a throttle
+// (the server asking for less: see Verdict.Throttle) is neither.
 func (a *attempt[T]) outcome() outcome {
 	switch {
+	case a.verd.Throttle:
+		return outcomeIgnore
 	case a.verd.Retryable:
 		return outcomeFailure
 	case a.err == nil:

@@ -12,7 +12,8 @@ import "time"
 // on a's result it decides at a's end (a.end): the failure's second, the
 // deadline, the budget, and where the delay runs from.
 func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
-	r.settle(a, AttemptRetryable, outcomeFailure)
+	// A failure to the breaker, unless a throttle (see Verdict.Throttle).
+	r.settle(a, AttemptRetryable, a.outcome())
 	if r.parent.Err() == nil && r.e.budget != nil { // the caller's own end is no failure of the server's
 		r.e.budget.Fail(a.end.second(), a.tok, timedOut(a.err))
 	}

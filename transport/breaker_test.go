@@ -102,7 +102,10 @@ func TestBreakerCountsOutcomes(t *testing.T) {
 		want  resilience.BreakerState
 	}{
 		{"two 503s open", []step{status(503), status(503)}, resilience.BreakerOpen},
-		{"429 counts as a failure", []step{status(429), status(502)}, resilience.BreakerOpen},
+		// A throttle is neither a failure nor a success (issue #37; see
+		// TestThrottlesDoNotOpenTheBreaker).
+		{"429 is not counted", []step{status(429), status(502)}, resilience.BreakerClosed},
+		{"429 clears no failure", []step{status(502), status(429), status(502)}, resilience.BreakerOpen},
 		{"retryable errors count as failures", []step{fail(errReset), fail(errReset)}, resilience.BreakerOpen},
 		{"one failure stays closed", []step{status(503)}, resilience.BreakerClosed},
 		{"a 404 in between is a success", []step{status(503), status(404), status(503)}, resilience.BreakerClosed},

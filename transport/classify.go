@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/MrVSiK/gotry/resilience"
 )
@@ -36,10 +37,21 @@ const (
 	Retry
 	// DontRetry marks the attempt final.
 	DontRetry
+	// Throttled marks the attempt retryable and a throttle: the server is
+	// alive and asked for less (resilience.Verdict.Throttle). The breaker
+	// does not count it, neither as a failure nor as a success; the
+	// concurrency limit counts it as congestion and the retry budget as a
+	// failure, as any 429 or 503; and its Retry-After is honoured whatever
+	// its status. The built-in rules return it for a 429, and for a 503
+	// whose Retry-After asks for a wait; return it for a service's own
+	// throttling answers (the examples/sdk module does for S3's 503
+	// SlowDown, which carries no Retry-After). For an error without a
+	// response it is Retry: only an answer is a throttle.
+	Throttled
 )
 
-// String returns "default", "retry" or "dont-retry", and "Decision(n)" for
-// a value outside them.
+// String returns "default", "retry", "dont-retry" or "throttled", and
+// "Decision(n)" for a value outside them.
 func (d Decision) String() string {
 	switch d {
 	case Default:
@@ -48,13 +60,26 @@ func (d Decision) String() string {
 		return "retry"
 	case DontRetry:
 		return "dont-retry"
+	case Throttled:
+		return "throttled"
 	}
 	return "Decision(" + strconv.Itoa(int(d)) + ")"
 }
 
-// Classifier decides whether an attempt is retryable. It may be called
-// concurrently (hedged attempts finish on their own goroutines) and must not
-// read the response body.
+// Classifier decides whether an attempt is retryable, and may mark it a
+// throttle (Throttled). It may be called concurrently (hedged attempts
+// finish on their own goroutines) and must not read the response body.
+//
+// Whatever it decides, a 429, or a 503 whose Retry-After asks for a wait
+// (seconds above 0, or a date), is a throttle: the server, alive, asking
+// this client for less. The breaker ignores a throttle, as Envoy's
+// outlier detection keeps 429 out of its consecutive-5xx count:
+// Retry-After, the retry budget and the concurrency limit are what slow a
+// client down, and a breaker that opened on a burst of throttling would
+// refuse every request for its OpenDuration. A 503 without Retry-After is
+// no throttle: a proxy answers so for a backend that is down, and the
+// breaker counts it (when it is retryable) as the failure it may be; nor
+// is one with "Retry-After: 0", which asks for no wait.
 type Classifier func(Attempt) Decision
 
 // defaultStatuses are retried unless WithRetryableStatuses replaces them; 429
@@ -79,14 +104,17 @@ func (s *statusSet) has(code int) bool {
 }
 
 // DefaultClassifier is the built-in rule set, with the default retryable
-// statuses (502, 503, 504 and 429). It returns Retry or DontRetry, never
+// statuses (502, 503, 504 and 429). It returns Retry, DontRetry or, for a
+// 429 and for a 503 whose Retry-After asks for a wait, Throttled; never
 // Default. See decide for the rules.
 func DefaultClassifier(a Attempt) Decision {
 	s := defaultStatuses
 	return decide(a, &s)
 }
 
-// decide applies the built-in rules with the given retryable statuses.
+// decide applies the built-in rules with the given retryable statuses: an
+// error by its class, a response by its status, a throttle (see
+// throttling) among the retryable ones marked Throttled.
 func decide(a Attempt, statuses *statusSet) Decision {
 	if a.Err != nil {
 		if ClassifyError(a.Err).Retryable() {
@@ -98,9 +126,30 @@ func decide(a Attempt, statuses *statusSet) Decision {
 		return DontRetry
 	}
 	if c := a.Response.StatusCode; c == http.StatusTooManyRequests || statuses.has(c) {
+		if throttling(a.Response) {
+			return Throttled
+		}
 		return Retry
 	}
 	return DontRetry
+}
+
+// throttling reports whether resp is the server asking for less, whatever
+// a classifier decided of it: a 429, or a 503 whose Retry-After asks for a
+// wait. A proxy that answers 503 for a dead backend sends no Retry-After;
+// one that does not parse is no promise; and "Retry-After: 0" asks for no
+// wait (retry at once: a transient failure's answer, not a throttle's).
+// An HTTP date counts as asking for one, whatever the clock says (it is
+// read against the zero time): a server sends one in its future.
+func throttling(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return true
+	case http.StatusServiceUnavailable:
+		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Time{})
+		return ok && d > 0
+	}
+	return false
 }
 
 // ErrorClass is the class of an attempt's error. It is gotry's one

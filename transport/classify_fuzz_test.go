@@ -151,7 +151,8 @@ func leafNames(idx []int) []string {
 // FuzzDefaultClassifier runs DefaultClassifier over arbitrary status codes
 // and error trees. It never panics and always decides; the caller's context
 // errors are never retried (a per-attempt timeout always is); 429, 502, 503
-// and 504 are always retried and every other status never; an error is
+// and 504 are always retried (429 as Throttled) and every other status
+// never; an error is
 // retried only if a leaf of a retryable kind is in it (never for its
 // message); and a single leaf behind transparent wrappers gets its own
 // decision.
@@ -173,8 +174,8 @@ func FuzzDefaultClassifier(f *testing.F) {
 			a.Response = &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody}
 		}
 		d := transport.DefaultClassifier(a)
-		if d != transport.Retry && d != transport.DontRetry {
-			t.Fatalf("decision %v, want Retry or DontRetry", d)
+		if d != transport.Retry && d != transport.DontRetry && (d != transport.Throttled || code != 429) {
+			t.Fatalf("decision %v, want Retry or DontRetry (Throttled for a 429)", d)
 		}
 		if again := transport.DefaultClassifier(a); again != d {
 			t.Fatalf("decided %v then %v for the same attempt", d, again)
@@ -182,7 +183,9 @@ func FuzzDefaultClassifier(f *testing.F) {
 		if n.err == nil {
 			want := transport.DontRetry
 			switch code {
-			case 429, 502, 503, 504:
+			case 429:
+				want = transport.Throttled // no Retry-After here: only 429 is a throttle
+			case 502, 503, 504:
 				want = transport.Retry
 			}
 			if d != want {

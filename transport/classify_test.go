@@ -25,7 +25,13 @@ func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
 func TestDefaultClassifier(t *testing.T) {
-	resp := func(code int) *http.Response { return &http.Response{StatusCode: code, Header: http.Header{}} }
+	resp := func(code int, kv ...string) *http.Response {
+		r := &http.Response{StatusCode: code, Header: http.Header{}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			r.Header.Set(kv[i], kv[i+1])
+		}
+		return r
+	}
 	tests := []struct {
 		name string
 		resp *http.Response
@@ -35,7 +41,12 @@ func TestDefaultClassifier(t *testing.T) {
 		{"502", resp(502), nil, transport.Retry},
 		{"503", resp(503), nil, transport.Retry},
 		{"504", resp(504), nil, transport.Retry},
-		{"429", resp(429), nil, transport.Retry},
+		{"429", resp(429), nil, transport.Throttled},
+		{"503 with Retry-After", resp(503, "Retry-After", "1"), nil, transport.Throttled},
+		{"503 with Retry-After as a date", resp(503, "Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"), nil, transport.Throttled},
+		{"503 with a Retry-After that does not parse", resp(503, "Retry-After", "soon"), nil, transport.Retry},
+		{"503 with Retry-After: 0", resp(503, "Retry-After", "0"), nil, transport.Retry},
+		{"502 with Retry-After", resp(502, "Retry-After", "1"), nil, transport.Retry},
 		{"500", resp(500), nil, transport.DontRetry},
 		{"501", resp(501), nil, transport.DontRetry},
 		{"505", resp(505), nil, transport.DontRetry},
@@ -170,6 +181,7 @@ func TestDecisionString(t *testing.T) {
 		{transport.Default, "default"},
 		{transport.Retry, "retry"},
 		{transport.DontRetry, "dont-retry"},
+		{transport.Throttled, "throttled"},
 		{transport.Decision(7), "Decision(7)"},
 	}
 	for _, tc := range tests {

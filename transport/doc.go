@@ -56,8 +56,10 @@
 // and context.DeadlineExceeded however wrapped; a per-attempt timeout is a
 // different error and is retried). Errors are told apart by type, never by
 // message; [ClassifyError] exposes the classes. [WithClassifier] installs a
-// [Classifier] that sees each [Attempt] and may return [Retry], [DontRetry]
-// or [Default] to fall back to the built-in rules; see the example.
+// [Classifier] that sees each [Attempt] and may return [Retry], [DontRetry],
+// [Throttled] (retry, and the answer is the server throttling this client:
+// see the circuit breaker below) or [Default] to fall back to the built-in
+// rules; see the example.
 //
 // # Idempotency and request bodies
 //
@@ -103,7 +105,8 @@
 //
 // # Retry-After
 //
-// When a 429 or 503 response leads to a retry, its Retry-After header
+// When a 429 or 503 response, or one a Classifier marks [Throttled], leads
+// to a retry, its Retry-After header
 // (delay in seconds or an HTTP date) replaces the backoff delay, provided
 // the wait is at most [WithMaxRetryAfter] and ends before the request's
 // deadline. Otherwise the transport stops and returns that response, so the
@@ -223,6 +226,19 @@
 //     4xx included, as successes. Non-retryable errors without a response,
 //     the caller's cancellation, cancelled hedge losers and results that
 //     belong to an earlier state of the breaker are not counted.
+//   - Neither is a throttle: a 429, a 503 whose Retry-After asks for a
+//     wait (seconds above 0, or a date), or an answer a [Classifier]
+//     marks [Throttled]. The server is alive and asking for less, which
+//     Retry-After, the retry budget and the concurrency limit answer
+//     (each counts it as the overload answer it is); a breaker that
+//     opened on a burst of throttling would refuse every request for
+//     OpenDuration (so Envoy's outlier detection keeps 429 out of its
+//     consecutive-5xx count). A throttle neither adds to the consecutive
+//     failures nor clears them, and a probe that meets one decides
+//     nothing: the breaker stays half-open for the next request's probe.
+//     A 503 without Retry-After, the answer of a proxy whose backend is
+//     down, is a failure, and so is one with "Retry-After: 0", which asks
+//     for no wait.
 //   - FailureThreshold consecutive failures open a closed breaker. After
 //     OpenDuration it is half-open and admits up to HalfOpenProbes requests
 //     as probes: one success closes it, one failure opens it again. Other

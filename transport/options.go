@@ -197,7 +197,8 @@ func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
 // scheme's default port dropped, so "example.test", "EXAMPLE.test" and
 // "example.test:80" share one breaker for http (its key, which hooks report,
 // is "example.test"). Zero fields of cfg take resilience's defaults; it panics
-// on negative fields.
+// on negative fields. A throttle (a 429, a 503 with Retry-After, or what a
+// Classifier marks Throttled) does not count: see Classifier.
 func WithBreaker(cfg resilience.BreakerConfig) Option {
 	return setting("WithBreaker", func(s *resilience.Settings) { s.Breaker = &cfg })
 }

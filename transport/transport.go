@@ -415,7 +415,7 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 	if d == Default {
 		d = decide(at, &c.t.cfg.statuses)
 	}
-	v := resilience.Verdict{Retryable: d == Retry}
+	v := resilience.Verdict{Retryable: d == Retry || d == Throttled}
 	if v.Retryable && c.refusedOnly && ClassifyError(err) != ClassStreamRefused {
 		v.NotIdempotent = true // retryable, but this request is not repeated for it
 	}
@@ -429,8 +429,11 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 		v.Retryable = false // retried below already (see Middleware)
 	}
 	v.Code = resp.StatusCode
-	v.Overload = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
-	if v.Retryable && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+	// A throttle (see Classifier) is an overload answer too: the limit
+	// counts it as congestion, the budget as no success.
+	v.Throttle = d == Throttled || throttling(resp)
+	v.Overload = v.Throttle || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+	if v.Retryable && (v.Throttle || resp.StatusCode == http.StatusServiceUnavailable) {
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			v.RetryAfter, v.HasRetryAfter = parseRetryAfter(ra, c.t.engine.Now())
 		}

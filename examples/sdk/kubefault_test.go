@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -23,6 +24,10 @@ const (
 	unavailable                    // 503 with Retry-After: 0
 	bare503                        // 503 without Retry-After, as a proxy in front might answer
 	bare429                        // 429 without Retry-After, as a rate-limiting proxy in front might answer
+	// The server reads the request (a create takes effect), then resets
+	// its HTTP/2 stream (RST_STREAM, INTERNAL_ERROR) instead of answering,
+	// as Go's server does when a handler panics.
+	streamReset
 )
 
 // kubePlan picks the fault for the n-th arrival (from 1) of operation op,
@@ -58,25 +63,46 @@ type fakeAPIServer struct {
 	arrivals map[string]int
 	effects  map[string]int
 	times    []time.Time // every arrival's time, for rates
+	protos   map[string]int
 	objects  map[string]corev1.ConfigMap
 	version  int
 }
 
 const namespace = "gotry"
 
-func newFakeAPIServer(t testing.TB) *fakeAPIServer {
+// newFakeAPIServer serves over plain HTTP/1.1.
+func newFakeAPIServer(t testing.TB) *fakeAPIServer { return startFakeAPIServer(t, false) }
+
+// newFakeAPIServerH2 serves over TLS with HTTP/2, as an API server does;
+// newConfigMaps trusts its certificate.
+func newFakeAPIServerH2(t testing.TB) *fakeAPIServer { return startFakeAPIServer(t, true) }
+
+func startFakeAPIServer(t testing.TB, h2 bool) *fakeAPIServer {
 	t.Helper()
 	s := &fakeAPIServer{
 		plan:     func(string, int, http.Header) fault { return pass },
 		arrivals: map[string]int{},
 		effects:  map[string]int{},
+		protos:   map[string]int{},
 		objects:  map[string]corev1.ConfigMap{},
 	}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.Start()
+	if h2 {
+		s.EnableHTTP2 = true
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// protocols returns how many arrivals came over each protocol ("HTTP/2.0").
+func (s *fakeAPIServer) protocols() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.protos)
 }
 
 func (s *fakeAPIServer) setPlan(p kubePlan) {
@@ -99,6 +125,7 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	op := kubeOp(r)
 	s.mu.Lock()
 	s.arrivals[op]++
+	s.protos[r.Proto]++
 	s.times = append(s.times, time.Now())
 	what := s.plan(op, s.arrivals[op], r.Header)
 	if what == pass {
@@ -124,6 +151,18 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	case reset:
 		resetConn(w)
 		return
+	case streamReset:
+		if op == "create" {
+			var cm corev1.ConfigMap
+			if err := json.NewDecoder(r.Body).Decode(&cm); err == nil {
+				if _, exists := s.store(cm); !exists {
+					s.mu.Lock()
+					s.effects[op]++
+					s.mu.Unlock()
+				}
+			}
+		}
+		panic(http.ErrAbortHandler) // over HTTP/2: RST_STREAM, no answer
 	case pass:
 	default:
 		panic("fakeAPIServer: no such fault " + strconv.Itoa(int(what)))
@@ -137,15 +176,7 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
 			return
 		}
-		s.mu.Lock()
-		_, exists := s.objects[cm.Name]
-		if !exists {
-			s.version++
-			cm.ResourceVersion = strconv.Itoa(s.version)
-			cm.Namespace = namespace
-			s.objects[cm.Name] = cm
-		}
-		s.mu.Unlock()
+		cm, exists := s.store(cm)
 		if exists {
 			writeStatus(w, http.StatusConflict, metav1.StatusReasonAlreadyExists, "configmaps \""+cm.Name+"\" already exists")
 			return
@@ -174,6 +205,21 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, op)
 	}
+}
+
+// store creates cm unless a config map of its name exists, and returns it
+// as stored, or reports that it exists.
+func (s *fakeAPIServer) store(cm corev1.ConfigMap) (corev1.ConfigMap, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, exists := s.objects[cm.Name]; exists {
+		return cm, true
+	}
+	s.version++
+	cm.ResourceVersion = strconv.Itoa(s.version)
+	cm.Namespace = namespace
+	s.objects[cm.Name] = cm
+	return cm, false
 }
 
 // watch streams an ADDED event for every config map, then holds the

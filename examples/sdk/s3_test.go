@@ -349,12 +349,18 @@ func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 	}
 }
 
-// During a SlowDown outage, how many requests reach S3 per operation: the
+// During a SlowDown storm, how many requests reach S3 per operation: the
 // naive layering (the SDK's three attempts over gotry's defaults, three
-// each) against the recommended set-up (the SDK over gotry at one attempt
-// with a breaker). Four workers run ten GetObjects each into an endpoint
-// that answers every request 503 SlowDown.
-func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
+// each) against the recommended set-up (the SDK over gotry at one
+// attempt). Four workers run ten GetObjects each into an endpoint that
+// answers every request 503 SlowDown. A SlowDown is a throttle, not an
+// outage (issue #37): the recommended set-up's breaker does not open on it
+// (TestS3ThrottleBurstKeepsEveryWrite holds what that keeps), so each
+// operation makes the SDK's attempts, bounded by the SDK's retry quota
+// (500 tokens, 5 a throttle retry) and thinned by gotry's concurrency
+// limit, which a SlowDown cuts; a real outage still opens the breaker
+// (TestS3OutageStillOpensTheBreaker).
+func TestS3SlowDownStormAttemptsPerOperation(t *testing.T) {
 	const workers, perWorker = 4, 10
 	readPolicy := sdk.ReadPolicy(50*time.Millisecond, 5*time.Second)
 	cases := []struct {
@@ -373,23 +379,20 @@ func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
 			maxPerOp: 9,
 		},
 		{
-			name:    "recommended: SDK standard over gotry at one attempt with a breaker",
+			name:    "recommended: SDK standard over gotry at one attempt",
 			tr:      func(base http.RoundTripper) http.RoundTripper { return sdk.S3Transport(base) },
 			retryer: sdk.S3Retryer(shortBackoff),
-			// The breaker opens after 5 failures (DefaultFailureThreshold)
-			// and stays open for 30s, longer than the test; after that
-			// nothing is sent. Up to 4 more attempts may be in flight as
-			// it opens, each worker's SDK retrying up to twice more.
-			maxPerOp: float64(resilience.DefaultFailureThreshold+workers*3) / (workers * perWorker),
+			// The SDK's 3 attempts, each one request; fewer where the
+			// limit sheds one (final for the SDK).
+			maxPerOp: 3,
 		},
 		{
 			name:    "recommended, reads with ReadPolicy (a hedge or a retry in gotry)",
 			tr:      func(base http.RoundTripper) http.RoundTripper { return sdk.S3Transport(base) },
 			retryer: sdk.S3Retryer(shortBackoff),
 			policy:  &readPolicy,
-			// As above, each SDK attempt in flight as the breaker opens
-			// now two requests.
-			maxPerOp: float64(resilience.DefaultFailureThreshold+workers*3*2) / (workers * perWorker),
+			// Each SDK attempt up to two requests.
+			maxPerOp: 3 * 2,
 		},
 	}
 	for _, tc := range cases {
@@ -426,7 +429,7 @@ func TestS3SlowDownOutageAttemptsPerOperation(t *testing.T) {
 			t.Logf("%s: %d operations, %d failed, %d arrivals, %.2f per operation",
 				tc.name, workers*perWorker, failed, arrivals["GetObject"], perOp)
 			if failed != workers*perWorker {
-				t.Errorf("%d of %d operations failed in a total outage", failed, workers*perWorker)
+				t.Errorf("%d of %d operations failed in a storm that never ends", failed, workers*perWorker)
 			}
 			if perOp > tc.maxPerOp {
 				t.Errorf("%.2f arrivals per operation, want at most %.2f", perOp, tc.maxPerOp)
