@@ -42,9 +42,9 @@ import (
 // A chunk is 10 ms of the link (at most 16 KiB, at least a byte): the most
 // the link forwards at once, small next to the times a test measures, and
 // long enough that the pacing waits (a hundred a second) cost little. The
-// link may run up to 10 ms ahead of its rate after a pause (slowLinkSlack),
-// so that a wait a loaded machine ends late is made up by the next chunks
-// instead of lowering the rate; an idle link saves no more credit than that.
+// link may run up to 10 ms ahead of its rate after a pause, so that a wait
+// a loaded machine ends late is made up by the next chunks instead of
+// lowering the rate; an idle link saves no more credit than that.
 //
 // Each direction is paced on its own, connection by connection: the rates
 // are per connection, not shared. A half-close is carried over (the end of
@@ -58,10 +58,10 @@ import (
 // does not follow. It is safe for concurrent use; Close stops it.
 type SlowLink struct {
 	ln       net.Listener
-	target   string // the address every connection is forwarded to
-	up, down int    // bytes per second; 0: not throttled
-	ctx      context.Context
-	cancel   context.CancelFunc // ends dials and pacing waits; called by Close
+	target   string             // the address every connection is forwarded to
+	up, down int                // bytes per second; 0: not throttled
+	ctx      context.Context    // the link's lifetime: its dials and pacing waits end with it
+	cancel   context.CancelFunc // ends ctx; called by Close
 	wg       sync.WaitGroup     // the accept loop and each connection's goroutines
 
 	mu     sync.Mutex // guards conns and closed
