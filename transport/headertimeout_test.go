@@ -18,6 +18,7 @@ import (
 
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
+	"github.com/MrVSiK/gotry/transport/transporttest"
 )
 
 // throttled is a request body that sends its bytes in chunks with a pause
@@ -350,21 +351,22 @@ func TestHeaderTimeoutWaitsForTheQueuedBytes(t *testing.T) {
 }
 
 // Issue #37: the header timeout over a link that is slow on the socket, not
-// before it (slowLink). The client's socket takes the first megabytes of
-// the body at once, into the buffers between it and the server, so the
-// request's write ends (WroteRequest) seconds before the server has the
-// body. Measured at 2,000 KB/s with 8 MiB: WroteRequest about 2.8 s after
-// the first byte, the server's last byte 1.5 s after that.
+// before it (transporttest.SlowLink). The client's socket takes the first
+// megabytes of the body at once, into the buffers between it and the
+// server, so the request's write ends (WroteRequest) seconds before the
+// server has the body. Measured at 2,000 KB/s with 8 MiB: WroteRequest
+// about 2.8 s after the first byte, the server's last byte 1.5 s after
+// that.
 const (
 	slowLinkRate = 2000 << 10 // bytes per second (2,000 KB/s)
 	slowLinkBody = 8 << 20    // twice the buffers, so the upload shows the link's rate
 )
 
-// drainServer is an httptest server behind a slowLink that reads a PUT's
+// drainServer is an httptest server behind a SlowLink that reads a PUT's
 // whole body, records when it had it and its hash, and then runs then (the
 // answer, or a wait).
 type drainServer struct {
-	link *slowLink
+	link *transporttest.SlowLink
 	hits atomic.Int32
 
 	mu   sync.Mutex
@@ -390,7 +392,7 @@ func newDrainServer(t *testing.T, then http.HandlerFunc) *drainServer {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	s.link = newSlowLink(t, srv.Listener.Addr().String(), slowLinkRate)
+	s.link = transporttest.StartSlowLink(t, srv.Listener.Addr().String(), slowLinkRate, 0)
 	return s
 }
 

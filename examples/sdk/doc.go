@@ -49,6 +49,21 @@
 //     one of its attempts; the tests hold this with a stalled GetObject
 //     that its per-attempt timeout ends and the SDK's retry completes.
 //
+// A header timeout (transport.WithPerAttemptHeaderTimeout, or
+// Policy.PerAttemptHeaderTimeout on a write's context) is safe for writes,
+// slow uploads included: it starts once S3 may have the whole body,
+// counting the bytes still queued between the client's socket and S3, so
+// it does not cut an upload in progress, and it still cuts a server that
+// has the request and does not answer. TestS3SlowUploadUnderAHeaderTimeout
+// holds both sides with the set-up above plus a 1 s header timeout over a
+// link of 2,000 KB/s up (transporttest.SlowLink): an 8 MiB PutObject
+// reached S3 in one send, in 4.2–4.4 s, and read back byte for byte; a
+// server that read the whole body and never answered was cut off 0.85–1.07
+// s after it had it (seven runs, three under the race detector, on 2
+// cores at a load of 6 to 11). Over plain HTTP the SDK reads a body once
+// for its checksums before sending it, so it must be seekable (a
+// bytes.Reader, an *os.File).
+//
 // What the tests measured (make sdk-test; each test logs its numbers):
 //
 //   - Under faults (TestS3RecommendedSetUpKeepsEveryWriteUnderFaults): a 2

@@ -57,9 +57,14 @@ func counterSum(t testing.TB, reader sdkmetric.Reader, name string) int64 {
 
 // newS3 is an S3 client for srv over tr, with retryer as the SDK's retryer.
 func newS3(srv *faultyS3, tr http.RoundTripper, retryer aws.Retryer) *s3.Client {
+	return newS3At(srv.URL, tr, retryer)
+}
+
+// newS3At is newS3 for the S3 endpoint at url.
+func newS3At(url string, tr http.RoundTripper, retryer aws.Retryer) *s3.Client {
 	return s3.New(s3.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(srv.URL),
+		BaseEndpoint: aws.String(url),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
 		HTTPClient:   &http.Client{Transport: tr},

@@ -1,6 +1,7 @@
 // Package transporttest is a scripted http.RoundTripper for testing code
 // that makes its calls through gotry: put it under a transport.Transport,
-// in place of the network, and script what each attempt gets.
+// in place of the network, and script what each attempt gets. For the
+// network itself, slowed down, it has a throttling proxy ([SlowLink]).
 //
 //	rt := transporttest.New(transporttest.Steps(
 //		transporttest.Status(503),
@@ -80,6 +81,21 @@
 //
 // A RoundTripper is safe for concurrent use; Handle may be called while
 // requests are in flight. Its zero value is not usable: call New.
+//
+// # A slow link
+//
+// Code that uploads or downloads large bodies needs the network itself,
+// slower than loopback, rather than a script: [SlowLink] is a TCP proxy
+// on loopback that carries each direction at a set rate, paced on the
+// socket, so that the kernel's buffers fill as a real link's queues do
+// and a request's write ends seconds before its server has the body. Put
+// it between an http.Transport (under gotry, or any client) and an
+// httptest.Server:
+//
+//	srv := httptest.NewServer(handler)
+//	defer srv.Close()
+//	link := transporttest.StartSlowLink(t, srv.Listener.Addr().String(), 2000<<10, 0) // 2,000 KB/s up
+//	resp, err := client.Post(link.URL()+"/upload", "application/octet-stream", body)
 //
 // The package imports only the standard library and gotry's clock, never
 // the transport itself: it only answers as a network would.

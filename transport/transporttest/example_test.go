@@ -1,10 +1,13 @@
 package transporttest_test
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"time"
@@ -158,4 +161,48 @@ func Example_fakeClock() {
 	// 200 hedge
 	// 1 slow context canceled
 	// 2 hedge <nil>
+}
+
+// An upload through gotry to a server behind a link that carries 4 MiB a
+// second up and answers at loopback speed. The server reports what it
+// received; the link's pacing makes the 1 MiB take a quarter of a second
+// (less the chunk and the credit the link may run ahead by), however idle
+// the machine.
+func ExampleSlowLink() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			return // cut off
+		}
+		fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
+	}))
+	defer srv.Close()
+	// In a test: link := transporttest.StartSlowLink(t, addr, 4<<20, 0).
+	link, err := transporttest.NewSlowLink(srv.Listener.Addr().String(), 4<<20, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer link.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: transport.New(base, transport.WithPerAttemptHeaderTimeout(time.Second))}
+
+	body := bytes.Repeat([]byte("gotry "), 1<<20/6+1)[:1<<20]
+	start := time.Now()
+	resp, err := client.Post(link.URL(), "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+	fmt.Println("uploaded 1 MiB, server has it:", string(got) == fmt.Sprintf("%d %x", len(body), sha256.Sum256(body)))
+	fmt.Println("at least 200ms:", time.Since(start) >= 200*time.Millisecond)
+	// Output:
+	// 200 OK
+	// uploaded 1 MiB, server has it: true
+	// at least 200ms: true
 }
