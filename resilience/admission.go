@@ -216,9 +216,9 @@ func (r *run[T]) report(tr transition) {
 // for one more attempt of kind k at in (the admission's time), taking what
 // each grants into ad. It reports the reason when one refuses, having
 // given back all of ad.
-func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant) (EndReason, bool) {
+func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant, afterTimeout bool) (EndReason, bool) {
 	switch {
-	case !r.spend(k, ad, in):
+	case !r.spend(k, ad, in, afterTimeout):
 		r.giveBack(ad)
 		return ReasonBudgetExhausted, false
 	case !r.admitBreaker(ad, in):
@@ -232,12 +232,13 @@ func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant) (EndReason
 }
 
 // spend takes one token from the budget into ad for an attempt of kind k
-// at in, reporting a refusal to OnBudgetExhausted.
-func (r *run[T]) spend(k AttemptKind, ad *admission, in *instant) bool {
+// at in, reporting a refusal to OnBudgetExhausted; a retry after a timeout
+// (afterTimeout) is paid by the reserve alone (see retryBudget).
+func (r *run[T]) spend(k AttemptKind, ad *admission, in *instant, afterTimeout bool) bool {
 	if r.e.budget == nil {
 		return true // no budget: no time to read
 	}
-	tok, ok := r.e.budget.take(in.second())
+	tok, ok := r.e.budget.take(in.second(), afterTimeout)
 	if !ok {
 		if h := r.e.hooks.OnBudgetExhausted; h != nil {
 			h(BudgetEvent{Event: r.event(), Attempt: r.launched + 1, Kind: k})

@@ -96,7 +96,7 @@ func simulateBudget(seed uint64, shape ladderShape, d time.Duration, fails func(
 		if ev.attempt == 3 {
 			continue
 		}
-		tok, ok := b.take(end)
+		tok, ok := b.take(end, false)
 		if !ok {
 			res.refused++
 			continue

@@ -69,7 +69,7 @@ func TestBudgetReserveRefilledBySuccessesOnceASecond(t *testing.T) {
 // when its retry does not launch, but never past the capacity.
 func TestBudgetReserveRefund(t *testing.T) {
 	b := newRetryBudget(0, 1)
-	tok, ok := b.take(t0)
+	tok, ok := b.take(t0, false)
 	if !ok || paidFromDeposits(b, tok) {
 		t.Fatal("the first retry was not paid from the reserve")
 	}
@@ -80,7 +80,7 @@ func TestBudgetReserveRefund(t *testing.T) {
 	if got := b.Tokens(t0); got != 1 {
 		t.Fatalf("Tokens = %v after the refund, want 1", got)
 	}
-	tok, _ = b.take(t0)
+	tok, _ = b.take(t0, false)
 	b.Succeed(t0.Add(time.Second), budgetToken{}) // refilled before the refund arrives
 	tok.Refund()
 	if got := b.Tokens(t0.Add(time.Second)); got != 1 {
@@ -97,7 +97,7 @@ func TestBudgetReservePaysBeforeTheDeposits(t *testing.T) {
 	}
 	var paid []bool // from deposits, in order
 	for {
-		tok, ok := b.take(t0)
+		tok, ok := b.take(t0, false)
 		if !ok {
 			break
 		}
@@ -146,7 +146,7 @@ func TestBudgetRetriesThatSucceedCostNothing(t *testing.T) {
 			granted := 0
 			for i := range 100 {
 				now := t0.Add(time.Duration(i) * time.Millisecond) // all in one second: no refill
-				tok, ok := b.take(now)
+				tok, ok := b.take(now, false)
 				if !ok {
 					continue
 				}
@@ -174,7 +174,7 @@ func TestBudgetDepositsStopWhileRetriesFail(t *testing.T) {
 		b.Succeed(t0, budgetToken{})
 	}
 	now := t0.Add(100 * time.Millisecond)
-	tok, ok := b.take(now)
+	tok, ok := b.take(now, false)
 	if !ok {
 		t.Fatal("a retry refused with 100 tokens deposited")
 	}
@@ -191,6 +191,31 @@ func TestBudgetDepositsStopWhileRetriesFail(t *testing.T) {
 	b.Succeed(now, won)
 	if !b.Withdraw(now) {
 		t.Fatal("the deposits stayed shut after a retry worked again")
+	}
+}
+
+// TestBudgetRetriesAfterTimeoutsUseTheReserveOnly: the deposits pay retries
+// of failures, not of timeouts: those come from the reserve alone.
+func TestBudgetRetriesAfterTimeoutsUseTheReserveOnly(t *testing.T) {
+	b := newRetryBudget(1, 2)
+	for range 100 {
+		b.Succeed(t0, budgetToken{})
+	}
+	now := t0.Add(100 * time.Millisecond)
+	granted := 0
+	for range 10 {
+		if tok, ok := b.take(now, true); ok {
+			granted++
+			if paidFromDeposits(b, tok) {
+				t.Fatal("a retry after a timeout was paid from the deposits")
+			}
+		}
+	}
+	if granted != 2 {
+		t.Fatalf("%d retries after timeouts granted with 100 tokens deposited, want the reserve's 2", granted)
+	}
+	if !b.Withdraw(now) {
+		t.Fatal("a retry after an error was refused with 100 tokens deposited")
 	}
 }
 
@@ -214,7 +239,7 @@ func TestBudgetQuietFleetInAnOutage(t *testing.T) {
 			requests++
 			b.Fail(now, budgetToken{}, false)
 			for range attempts - 1 {
-				tok, ok := b.take(now)
+				tok, ok := b.take(now, false)
 				if !ok {
 					break
 				}
@@ -318,14 +343,14 @@ func TestBudgetDepositsNeverExceedRatioInAWindow(t *testing.T) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "dt")))
 			switch rapid.IntRange(0, 2).Draw(t, "kind") {
 			case 0: // a retry that fails keeps its token
-				if tok, ok := b.take(now); ok {
+				if tok, ok := b.take(now, false); ok {
 					b.Fail(now, tok, false)
 					if paidFromDeposits(b, tok) {
 						fromDeposits = append(fromDeposits, now)
 					}
 				}
 			case 1: // a retry that succeeds gives it back
-				if tok, ok := b.take(now); ok {
+				if tok, ok := b.take(now, false); ok {
 					b.Succeed(now, tok)
 					requests = append(requests, now)
 				}
@@ -452,12 +477,12 @@ func driveBudget(t *rapid.T, b *retryBudget, start time.Time, label string) budg
 		now = now.Add(time.Duration(dt.Draw(t, label+"dt")))
 		switch k := rapid.IntRange(0, 5).Draw(t, label+"kind"); {
 		case k <= 1: // a retry that fails
-			if tok, ok := b.take(now); ok {
+			if tok, ok := b.take(now, false); ok {
 				b.Fail(now, tok, rapid.Bool().Draw(t, label+"timeout"))
 				ev.granted = append(ev.granted, now)
 			}
 		case k == 2: // a retry that succeeds: refunded, and a success
-			if tok, ok := b.take(now); ok {
+			if tok, ok := b.take(now, false); ok {
 				b.Succeed(now, tok)
 				ev.successes = append(ev.successes, now)
 			}
@@ -733,7 +758,7 @@ func TestBudgetTimeoutsCostTheReserve(t *testing.T) {
 			retries := 0
 			for range 3 {
 				b.Fail(t0, budgetToken{}, tc.timeout)
-				if tok, ok := b.take(t0); ok {
+				if tok, ok := b.take(t0, false); ok {
 					retries++
 					b.Fail(t0, tok, false)
 				}

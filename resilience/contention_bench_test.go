@@ -98,7 +98,7 @@ func BenchmarkBudgetTake(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		tok, ok := bu.take(now)
+		tok, ok := bu.take(now, false)
 		if !ok {
 			b.Fatal("refused")
 		}

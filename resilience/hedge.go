@@ -400,7 +400,7 @@ func (r *run[T]) admitHedge(ad *admission, in *instant) bool {
 		}
 		ad.hk = r.hk
 	}
-	_, ok := r.admitNext(KindHedge, ad, in)
+	_, ok := r.admitNext(KindHedge, ad, in, false)
 	return ok
 }
 

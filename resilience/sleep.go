@@ -43,7 +43,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 		// Another attempt is still running: replace this one at once.
 		keep()
 		in := r.e.instant() // after keep, which may take a while
-		if _, ok := r.admitNext(KindRetry, &r.held, &in); ok {
+		if _, ok := r.admitNext(KindRetry, &r.held, &in, timedOut(a.err)); ok {
 			r.onRetry(a, 0, false)
 			r.launch(KindRetry, &in)
 		}
@@ -65,7 +65,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	}
 	// The budget is asked before the sleep, so an exhausted budget ends the
 	// call at once, and the token is refunded if the retry does not launch.
-	if !r.spend(KindRetry, &r.held, &a.end) {
+	if !r.spend(KindRetry, &r.held, &a.end, timedOut(a.err)) {
 		return r.endAfter(a, ReasonBudgetExhausted), true
 	}
 	if !fromServer {

@@ -177,9 +177,10 @@
 // reserve a second) while its retries work (the last second's failed
 // retries at most twice its successful ones, plus the reserve) and no
 // faster than the last second earned. An attempt that timed out
-// (WithPerAttemptTimeout, or a timeout of the base) costs a token more,
-// since a server too slow to answer is likely still working on the request
-// and a retry only joins its queue.
+// (WithPerAttemptTimeout, or a timeout of the base) costs a token more, and
+// its retry is paid by the reserve alone, since a server too slow to
+// answer is likely still working on the request and a retry only joins its
+// queue.
 //
 // By failure rate, at the default 3 attempts, with each attempt failing
 // independently with probability p: a busy Transport retries every failure

@@ -123,8 +123,9 @@ func WithBackoff(b resilience.Backoff) Option {
 // for each request that succeeded in the last 10 s (and in the last
 // second), plus a reserve of reserve retries that successes refill (one a
 // second at most). An attempt that times out (WithPerAttemptTimeout, or a
-// timeout of the base transport) costs a token more: the host is likely
-// still working on it.
+// timeout of the base transport) costs a token more, and its retry is paid
+// by the reserve alone: the host is likely still working on it, and a
+// burst of retries at the onset of a slowdown would join its queue.
 //
 // What that means by failure rate, at the default 3 attempts, when each
 // attempt fails independently with probability p: a busy Transport retries
