@@ -27,6 +27,7 @@ var docs = []string{
 	"README.md",
 	"ARCHITECTURE.md",
 	"CONTRIBUTING.md",
+	"MIGRATING.md",
 	"BENCHMARKS.md",
 	"telemetry/README.md",
 	"telemetry/METRICS.md",
