@@ -28,6 +28,7 @@ var docs = []string{
 	"ARCHITECTURE.md",
 	"CONTRIBUTING.md",
 	"MIGRATING.md",
+	"CHANGELOG.md",
 	"BENCHMARKS.md",
 	"telemetry/README.md",
 	"telemetry/METRICS.md",
@@ -41,15 +42,16 @@ var docs = []string{
 // package's directory. Only these qualifiers are checked: others (http,
 // otelhttp, ...) are not this module's.
 var modulePackages = map[string]string{
-	"transport":  "transport",
-	"resilience": "resilience",
-	"telemetry":  "telemetry",
-	"clock":      "clock",
-	"schedule":   "resilience/schedule",
-	"periodic":   "resilience/periodic",
-	"cache":      "resilience/cache",
-	"dnscache":   "resilience/dnscache",
-	"dashboards": "dashboards",
+	"transport":     "transport",
+	"transporttest": "transport/transporttest",
+	"resilience":    "resilience",
+	"telemetry":     "telemetry",
+	"clock":         "clock",
+	"schedule":      "resilience/schedule",
+	"periodic":      "resilience/periodic",
+	"cache":         "resilience/cache",
+	"dnscache":      "resilience/dnscache",
+	"dashboards":    "dashboards",
 }
 
 var (
