@@ -13,16 +13,17 @@ MIN_GO ?= go1.26.0
 PKGS := ./...
 
 .PHONY: fuzz soak vuln
-.PHONY: test sdk-test peers-smoke vet unit unit-min dashboards realstack stack-config tools bench bench-peers lint demo demo-stack fuzz
+.PHONY: test sdk-test migrate-test peers-smoke vet unit unit-min dashboards realstack stack-config tools bench bench-peers lint demo demo-stack fuzz
 
 ## test: everything CI runs: vet, the race-enabled suites with goleak (on
 ## the pinned toolchain and on go.mod's minimum Go), the
 ## dashboards and alert rules (promtool), and the real-stack tests on
 ## loopback (the demo → Jaeger and Prometheus 2.42; the compose stack's path
 ## demo → collector → Jaeger, Prometheus 2.42 and 3), and gotry under the
-## AWS SDK and client-go (sdk-test). Installs and builds the tools it needs
-## (cached).
-test: vet unit unit-min dashboards stack-config peers-smoke sdk-test realstack
+## AWS SDK and client-go (sdk-test), and the migration examples beside
+## go-retryablehttp, heimdall and failsafe-go (migrate-test). Installs and
+## builds the tools it needs (cached).
+test: vet unit unit-min dashboards stack-config peers-smoke sdk-test migrate-test realstack
 
 ## tools: Prometheus 2.42 and promtool (Debian); Jaeger, the ocb-built
 ## collector and Prometheus 3 (built from the Go module proxy, cached)
@@ -87,6 +88,12 @@ peers-smoke:
 sdk-test:
 	cd examples/sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
+## migrate-test: MIGRATING.md's examples, one client built with
+## go-retryablehttp, heimdall and failsafe-go and again with gotry
+## (own module examples/migrate, so none of the three enters go.mod)
+migrate-test:
+	cd examples/migrate && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
 ## bench-peers: gotry beside go-retryablehttp, failsafe-go, heimdall and otelhttp
 ## (own module bench/, ~3 min); writes nothing, prints the tables of BENCHMARKS.md
 bench-peers:
@@ -101,11 +108,12 @@ FUZZ_TARGETS := transport:FuzzParseRetryAfter transport:FuzzRetryAfterWait trans
 	resilience:FuzzBackoff resilience/schedule:FuzzSchedule
 
 ## lint: gofmt, vet and golangci-lint (pinned in tools/lint, config .golangci.yml) on
-## the library, dashboards and examples/sdk modules
+## the library, dashboards, examples/sdk and examples/migrate modules
 lint: vet
 	$(TOOL) golangci-lint run ./...
 	cd dashboards && $(TOOL) golangci-lint run ./...
 	cd examples/sdk && $(TOOL) golangci-lint run ./...
+	cd examples/migrate && $(TOOL) golangci-lint run ./...
 
 ## vuln: govulncheck (pinned in tools/lint) against an offline vulnerability
 ## database built from the golang.org/x/vulndb module (scripts/ensure-vulndb.sh, cached)

@@ -77,11 +77,6 @@ type EngineConfig struct {
 	// NaN or infinite ratio or a reserve outside 0..1000.
 	BudgetRatio   float64
 	BudgetReserve int
-	// Deprecated: BudgetMinPerSec was a floor of retries a second that
-	// every engine of a fleet could spend every second of an outage. A
-	// positive value, when BudgetReserve is 0, now sets a reserve of
-	// min(BudgetMinPerSec, DefaultBudgetReserve).
-	BudgetMinPerSec int
 	// Breaker, when set, keeps a circuit breaker per call key with this
 	// configuration (zero fields take their defaults; NewEngine panics on
 	// negative ones); nil disables breaking.
@@ -124,22 +119,13 @@ const DefaultBudgetReserve = 2
 // retries are then 0.12 a successful call.
 const DefaultBudgetRatio = 0.25
 
-// budgetReserve is the reserve cfg asks for, the deprecated
-// BudgetMinPerSec mapped onto it.
-func (cfg *EngineConfig) budgetReserve() int {
-	if cfg.BudgetReserve == 0 && cfg.BudgetMinPerSec > 0 {
-		return min(cfg.BudgetMinPerSec, DefaultBudgetReserve)
-	}
-	return cfg.BudgetReserve
-}
-
 // NewEngine returns an engine for cfg. It panics, naming the field, on a
 // configuration that makes no sense.
 func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.budgetReserve()), hooks: cfg.Hooks,
+	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetReserve), hooks: cfg.Hooks,
 		seconds: clock.SecondsOf(cfg.Clock)}
 	if cfg.MaxKeys < 0 {
 		panic("resilience: EngineConfig.MaxKeys must not be negative, got " + strconv.Itoa(cfg.MaxKeys))

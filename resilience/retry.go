@@ -3,7 +3,6 @@ package resilience
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -128,21 +127,6 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // on a negative, NaN or infinite ratio or a reserve outside 0..1000.
 func WithRetryBudget(ratio float64, reserve int) Option {
 	return setting("WithRetryBudget", func(s *Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
-}
-
-// WithBudget sets the retry budget's ratio and, in place of the per-second
-// floor it used to set, a reserve.
-//
-// Deprecated: a floor of minPerSec retries a second was spent by every
-// replica of a fleet every second of an outage. WithBudget(ratio, m) is
-// WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
-// WithRetryBudget.
-func WithBudget(ratio float64, minPerSec int) Option {
-	if minPerSec < 0 {
-		panic(fmt.Sprintf("resilience: WithBudget: minPerSec must not be negative, got %d", minPerSec))
-	}
-	reserve := min(minPerSec, DefaultBudgetReserve)
-	return setting("WithBudget", func(s *Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }
 
 // WithBreaker turns on a breaker per call key (default off). Zero fields of

@@ -184,8 +184,7 @@ func TestRetrierOptionsRejectNonsense(t *testing.T) {
 		{func() { WithPerAttemptTimeout(-1) }, "WithPerAttemptTimeout"},
 		{func() { WithHedging(-1, 1) }, "WithHedging"},
 		{func() { WithRetryIf(nil) }, "WithRetryIf"},
-		{func() { WithBudget(-1, 0) }, "WithBudget"},   //nolint:staticcheck // the deprecated option still validates
-		{func() { WithBudget(0.1, -1) }, "WithBudget"}, //nolint:staticcheck // the deprecated option still validates
+		{func() { WithRetryBudget(-1, 0) }, "WithRetryBudget"},
 		{func() { WithRetryBudget(0.1, -1) }, "WithRetryBudget"},
 		{func() { WithRetryBudget(0.1, 1001) }, "WithRetryBudget"},
 		{func() { WithBreaker(BreakerConfig{OpenDuration: -1}) }, "WithBreaker"},

@@ -20,9 +20,11 @@ import (
 const ScopeName = "github.com/MrVSiK/gotry/telemetry"
 
 // Version is the instrumentation scope version of every span and metric (the
-// Prometheus exporter's otel_scope_version label). It is the module's
-// release tag and is changed with it: a release bumps this constant in the
-// same commit that is tagged.
+// Prometheus exporter's otel_scope_version label): the version of the gotry
+// release that contains this package, which every module of the repository
+// is tagged with. A release sets it in the commit it tags, with
+// CHANGELOG.md's section, and a test holds the two, and METRICS.md, to one
+// value.
 const Version = "v0.1.0"
 
 // Telemetry turns gotry's hooks into OpenTelemetry spans and metrics and

@@ -245,28 +245,6 @@ func failingOn(path string, failed *atomic.Int32) http.RoundTripper {
 	})
 }
 
-// TestDeprecatedWithBudgetMapsTheFloorToAReserve: WithBudget's minPerSec,
-// a floor of retries a second, becomes a reserve of at most
-// DefaultBudgetReserve, spent once: old configurations keep compiling and
-// stop retrying every failure of a quiet client.
-func TestDeprecatedWithBudgetMapsTheFloorToAReserve(t *testing.T) {
-	tests := []struct {
-		minPerSec int
-		want      float64
-	}{
-		{0, 0},
-		{1, 1},
-		{10, transport.DefaultBudgetReserve},
-		{100, transport.DefaultBudgetReserve},
-	}
-	for _, tc := range tests {
-		tr := transport.New(newBase(t), transport.WithBudget(0.1, tc.minPerSec)) //nolint:staticcheck // the deprecated option is what is tested
-		if got := tr.Stats().BudgetTokens; got != tc.want {
-			t.Errorf("WithBudget(0.1, %d): BudgetTokens = %v, want a reserve of %v", tc.minPerSec, got, tc.want)
-		}
-	}
-}
-
 // TestBudgetReserveRefilledByAnswersNotByOverload: a success refills the
 // reserve, one retry a second; an answer that says the server is
 // overloaded (a 503 the caller does not retry, here for its pushback) does

@@ -12,13 +12,9 @@ import (
 
 // Defaults of a Transport built with no options.
 const (
-	DefaultMaxAttempts   = resilience.DefaultMaxAttempts
-	DefaultBudgetRatio   = resilience.DefaultBudgetRatio
-	DefaultBudgetReserve = resilience.DefaultBudgetReserve
-	// Deprecated: the budget no longer has a floor of retries a second
-	// (see WithBudget); this is what WithBudget's minPerSec used to default
-	// to.
-	DefaultBudgetMinPerSec = 10
+	DefaultMaxAttempts     = resilience.DefaultMaxAttempts
+	DefaultBudgetRatio     = resilience.DefaultBudgetRatio
+	DefaultBudgetReserve   = resilience.DefaultBudgetReserve
 	DefaultMaxRetryAfter   = resilience.DefaultMaxRetryAfter
 	DefaultMaxBufferedBody = 1 << 20  // 1 MiB
 	DefaultMaxRetainedBody = 64 << 10 // 64 KiB
@@ -142,22 +138,6 @@ func WithBackoff(b resilience.Backoff) Option {
 // or infinite ratio or a reserve outside 0..1000.
 func WithRetryBudget(ratio float64, reserve int) Option {
 	return setting("WithRetryBudget", func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
-}
-
-// WithBudget sets the retry budget's ratio and, in place of the per-second
-// floor it used to set, a reserve.
-//
-// Deprecated: a floor of minPerSec retries a second was spent by every
-// replica of a fleet every second of an outage, so a fleet of quiet
-// clients retried every failure. WithBudget(ratio, m) is
-// WithRetryBudget(ratio, min(m, DefaultBudgetReserve)); use
-// WithRetryBudget.
-func WithBudget(ratio float64, minPerSec int) Option {
-	if minPerSec < 0 {
-		invalid("WithBudget", "minPerSec must not be negative, got %d", minPerSec)
-	}
-	reserve := min(minPerSec, DefaultBudgetReserve)
-	return setting("WithBudget", func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
 }
 
 // WithHedging launches another attempt when delay passes without a result, up

@@ -120,15 +120,14 @@ func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
 		{"WithAdaptiveHedging", func() { transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 2}, 1) },
 			func() { resilience.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 2}, 1) }},
 		{"WithRetryBudget", func() { transport.WithRetryBudget(-1, 0) }, func() { resilience.WithRetryBudget(-1, 0) }},
+		{"WithRetryBudget", func() { transport.WithRetryBudget(math.NaN(), 2) }, func() { resilience.WithRetryBudget(math.NaN(), 2) }},
+		{"WithRetryBudget", func() { transport.WithRetryBudget(0.1, -1) }, func() { resilience.WithRetryBudget(0.1, -1) }},
 		{"WithBreaker", func() { transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: -1}) },
 			func() { resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: -1}) }},
 		{"WithConcurrencyLimit", func() { transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) },
 			func() { resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) }},
 		{"WithMaxRetryAfter", func() { transport.WithMaxRetryAfter(-1) }, func() { resilience.WithMaxRetryAfter(-1) }},
 		{"WithMaxHosts", func() { transport.WithMaxHosts(0) }, func() { resilience.WithMaxKeys(0) }},
-		// The deprecated WithBudget still rejects nonsense alike.
-		{"WithBudget", func() { transport.WithBudget(0.1, -1) }, func() { resilience.WithBudget(0.1, -1) }},             //nolint:staticcheck // deprecated on purpose
-		{"WithBudget", func() { transport.WithBudget(math.NaN(), 1) }, func() { resilience.WithBudget(math.NaN(), 1) }}, //nolint:staticcheck // deprecated on purpose
 	}
 	for _, c := range cases {
 		reasons := map[string]string{}

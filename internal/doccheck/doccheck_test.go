@@ -1,7 +1,9 @@
-// Package doccheck holds the test that keeps the project's Markdown docs
-// naming code that exists: the tests, benchmarks and examples a doc cites as
-// holding a promise, the files it points at, and the exported names and
-// members of this module's packages it mentions.
+// Package doccheck holds the tests that keep the project's docs honest:
+// the Markdown docs name code that exists (the tests, benchmarks and
+// examples a doc cites as holding a promise, the files it points at, and
+// the exported names and members of this module's packages it mentions;
+// this file), the README's Go snippets compile (snippets_test.go), and no
+// Go file of the repository marks a name deprecated (deprecated_test.go).
 package doccheck
 
 import (
@@ -25,6 +27,8 @@ var docs = []string{
 	"README.md",
 	"ARCHITECTURE.md",
 	"CONTRIBUTING.md",
+	"MIGRATING.md",
+	"CHANGELOG.md",
 	"BENCHMARKS.md",
 	"telemetry/README.md",
 	"telemetry/METRICS.md",
@@ -38,15 +42,16 @@ var docs = []string{
 // package's directory. Only these qualifiers are checked: others (http,
 // otelhttp, ...) are not this module's.
 var modulePackages = map[string]string{
-	"transport":  "transport",
-	"resilience": "resilience",
-	"telemetry":  "telemetry",
-	"clock":      "clock",
-	"schedule":   "resilience/schedule",
-	"periodic":   "resilience/periodic",
-	"cache":      "resilience/cache",
-	"dnscache":   "resilience/dnscache",
-	"dashboards": "dashboards",
+	"transport":     "transport",
+	"transporttest": "transport/transporttest",
+	"resilience":    "resilience",
+	"telemetry":     "telemetry",
+	"clock":         "clock",
+	"schedule":      "resilience/schedule",
+	"periodic":      "resilience/periodic",
+	"cache":         "resilience/cache",
+	"dnscache":      "resilience/dnscache",
+	"dashboards":    "dashboards",
 }
 
 var (
