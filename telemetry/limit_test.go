@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -219,7 +219,7 @@ func TestOverloadWaitIsASpanEvent(t *testing.T) {
 // clock: the second waits 30ms for the first's permit, then is sent.
 func waitForPermit(t *testing.T) *rig {
 	t.Helper()
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	r := newRig(t, WithClock(fc))
 	b := newHoldBase()
 	cfg := oneAtATime
@@ -246,12 +246,12 @@ func waitForPermit(t *testing.T) *rig {
 // TestLogsShedAggregated: shed lines are aggregated per host and attempt
 // kind at the give-up interval, counting the dropped ones.
 func TestLogsShedAggregated(t *testing.T) {
-	clock := fakeclock.New(time.Unix(1000, 0))
-	r := newRig(t, WithClock(clock))
+	fc := clock.NewFake(time.Unix(1000, 0))
+	r := newRig(t, WithClock(fc))
 	h := r.tel.hooks("", false)
 	shed := func(host string, k resilience.AttemptKind) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
-		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
+		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: fc.Now()})
 		h.OnShed(resilience.ShedEvent{Event: resilience.Event{Context: ctx, Subject: req}, Attempt: 1, Kind: k, Limit: 8, InFlight: 8})
 	}
 	for range 100 {
@@ -259,7 +259,7 @@ func TestLogsShedAggregated(t *testing.T) {
 	}
 	shed("pay.example", resilience.KindHedge)    // another kind: its own first line
 	shed("shop.example", resilience.KindInitial) // another host: its own first line
-	clock.Advance(time.Second)
+	fc.Advance(time.Second)
 	shed("pay.example", resilience.KindInitial)
 
 	var got []string

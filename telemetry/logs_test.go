@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -137,7 +137,7 @@ func TestLogsGiveUpWithError(t *testing.T) {
 func TestLogsBreakerStateChanges(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	tr := transport.New(base(t), r.tel.Transport(), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, tr, srv.URL)
@@ -175,20 +175,20 @@ func TestLogsBreakerStateChanges(t *testing.T) {
 
 // At most one budget line per second per transport, counting the rest.
 func TestLogsBudgetRateLimited(t *testing.T) {
-	clock := fakeclock.New(time.Unix(1000, 0))
-	r := newRig(t, WithClock(clock))
+	fc := clock.NewFake(time.Unix(1000, 0))
+	r := newRig(t, WithClock(fc))
 	h := r.tel.hooks("", false)
 	req, _ := http.NewRequest(http.MethodGet, "http://api.example:8080/", nil)
-	ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
+	ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: fc.Now()})
 	refuse := func() {
 		h.OnBudgetExhausted(resilience.BudgetEvent{Event: resilience.Event{Context: ctx, Subject: req}, Attempt: 2, Kind: resilience.KindHedge})
 	}
 	refuse()
 	refuse()
 	refuse()
-	clock.Advance(999 * time.Millisecond)
+	fc.Advance(999 * time.Millisecond)
 	refuse()
-	clock.Advance(time.Millisecond)
+	fc.Advance(time.Millisecond)
 	refuse()
 
 	var got []string
@@ -201,7 +201,7 @@ func TestLogsBudgetRateLimited(t *testing.T) {
 	}
 	// Another transport has its own limiter.
 	h2 := r.tel.hooks("", false)
-	ctx2 := h2.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
+	ctx2 := h2.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: fc.Now()})
 	h2.OnBudgetExhausted(resilience.BudgetEvent{Event: resilience.Event{Context: ctx2, Subject: req}, Attempt: 2, Kind: resilience.KindRetry})
 	if n := len(lines(r.logs, MsgBudget)); n != 3 {
 		t.Errorf("%d budget lines after a second transport's refusal, want 3", n)
@@ -285,13 +285,13 @@ func TestLogsDisabledLevelAllocatesNothing(t *testing.T) {
 // In an outage, give-up lines are aggregated per host and reason: the first
 // is written at once, then at most one per interval, counting the rest.
 func TestLogsGiveUpsAggregated(t *testing.T) {
-	clock := fakeclock.New(time.Unix(1000, 0))
-	r := newRig(t, WithClock(clock))
+	fc := clock.NewFake(time.Unix(1000, 0))
+	r := newRig(t, WithClock(fc))
 	h := r.tel.hooks("", false)
 	giveUp := func(host string, reason resilience.EndReason) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
-		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
-		h.OnCallEnd(resilience.CallEndEvent{Event: resilience.Event{Context: ctx, Subject: req}, Start: clock.Now(),
+		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: fc.Now()})
+		h.OnCallEnd(resilience.CallEndEvent{Event: resilience.Event{Context: ctx, Subject: req}, Start: fc.Now(),
 			Reason: reason, Err: &resilience.CircuitOpenError{Key: host, State: resilience.BreakerOpen}})
 	}
 	for range 200 {
@@ -299,9 +299,9 @@ func TestLogsGiveUpsAggregated(t *testing.T) {
 	}
 	giveUp("pay.example", resilience.ReasonBudgetExhausted) // another reason: its own first line
 	giveUp("shop.example", resilience.ReasonCircuitOpen)    // another host: its own first line
-	clock.Advance(999 * time.Millisecond)
+	fc.Advance(999 * time.Millisecond)
 	giveUp("pay.example", resilience.ReasonCircuitOpen)
-	clock.Advance(time.Millisecond)
+	fc.Advance(time.Millisecond)
 	giveUp("pay.example", resilience.ReasonCircuitOpen)
 
 	var got []string
@@ -322,13 +322,13 @@ func TestLogsGiveUpsAggregated(t *testing.T) {
 
 // WithGiveUpLogInterval(0) writes every give-up line, without a count.
 func TestLogsGiveUpsNotAggregated(t *testing.T) {
-	clock := fakeclock.New(time.Unix(1000, 0))
-	r := newRig(t, WithClock(clock), WithGiveUpLogInterval(0))
+	fc := clock.NewFake(time.Unix(1000, 0))
+	r := newRig(t, WithClock(fc), WithGiveUpLogInterval(0))
 	h := r.tel.hooks("", false)
 	req, _ := http.NewRequest(http.MethodGet, "http://pay.example/", nil)
 	for range 5 {
-		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: clock.Now()})
-		h.OnCallEnd(resilience.CallEndEvent{Event: resilience.Event{Context: ctx, Subject: req}, Start: clock.Now(),
+		ctx := h.OnCallStart(context.Background(), resilience.CallStartEvent{Event: resilience.Event{Subject: req}, Start: fc.Now()})
+		h.OnCallEnd(resilience.CallEndEvent{Event: resilience.Event{Context: ctx, Subject: req}, Start: fc.Now(),
 			Reason: resilience.ReasonCircuitOpen, Err: resilience.ErrCircuitOpen})
 	}
 	ls := lines(r.logs, MsgGaveUp)

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -62,7 +62,7 @@ func exercise(t *testing.T, tel *Telemetry, named bool) {
 
 	// Breaker: open on a 503, reject, then close on a probe.
 	flaky := newServer(t, status(503), status(200))
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	breaker := transport.New(base(t), hooks("payments"), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	mustGet(t, breaker, flaky.URL)
@@ -477,7 +477,7 @@ func TestRequestRetriesSum(t *testing.T) {
 // reads half-open since then.
 func TestBreakerStateDuration(t *testing.T) {
 	r := newRig(t)
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	srv := newServer(t, status(503))
 	tr := transport.New(base(t), r.tel.Transport(Name("payments")), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute}))

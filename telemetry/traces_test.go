@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -158,11 +158,11 @@ func TestTraceHedgeWinsLoserCancelled(t *testing.T) {
 
 // breakerRig is a traced transport with a breaker that one failure opens,
 // on a fake clock, before a server that answers 503 and then 200.
-func breakerRig(t *testing.T) (*rig, *server, *fakeclock.Clock, *transport.Transport) {
+func breakerRig(t *testing.T) (*rig, *server, *clock.Fake, *transport.Transport) {
 	t.Helper()
 	r := newRig(t)
 	srv := newServer(t, status(503), status(200))
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	tr := transport.New(base(t), r.tel.Transport(), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
 	return r, srv, fc, tr
@@ -309,7 +309,7 @@ func TestTwoTelemetriesOnOneTransport(t *testing.T) {
 // carries its time to response headers and protocol version. Timed on a
 // fake clock shared by the transport and telemetry.
 func TestTraceRetriedAttemptEndsBeforeItsBackoff(t *testing.T) {
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	r := newRig(t, WithClock(fc))
 	srv := newServer(t, status(503), status(200))
 	tr := transport.New(base(t), r.tel.Transport(), transport.WithClock(fc),

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 )
 
@@ -91,7 +91,7 @@ func newBase(t *testing.T) *http.Transport {
 // advancing moves fc on by step each time a timer is armed on it, until
 // stop is closed: it lets Retry-After waits pass at once while an SDK
 // drives the requests.
-func advancing(t *testing.T, fc *fakeclock.Clock, step time.Duration) (stop func()) {
+func advancing(t *testing.T, fc *clock.Fake, step time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

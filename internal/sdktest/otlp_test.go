@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
@@ -99,7 +99,7 @@ func TestOTLPExportRetries(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFailing(t, tc.steps...)
-			fc := fakeclock.New(time.Now()) // from now: see TestPrometheusQueryIsRetried
+			fc := clock.NewFake(time.Now()) // from now: see TestPrometheusQueryIsRetried
 			var calls ends
 			tr := transport.New(newBase(t), transport.WithClock(fc),
 				transport.WithNonIdempotentRetries(tc.retryPOSTs),

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -44,7 +44,7 @@ func TestPrometheusQueryIsRetried(t *testing.T) {
 			srv := newFailing(t, tc.steps...)
 			// From now, so the context's real deadline lies ahead of it: the
 			// engine reads deadlines against its clock.
-			fc := fakeclock.New(time.Now())
+			fc := clock.NewFake(time.Now())
 			var calls ends
 			tr := transport.New(newBase(t), transport.WithClock(fc), transport.WithMaxAttempts(3),
 				transport.WithHooks(transport.Hooks{OnCallEnd: calls.add}))

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
@@ -64,7 +64,7 @@ func TestDemoKeysAreTelemetrys(t *testing.T) {
 	}
 	send(transport.New(base, tel.Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond))))
 	send(transport.New(base, tel.Transport(), transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2)))
-	fc := fakeclock.New(time.Unix(1000, 0))
+	fc := clock.NewFake(time.Unix(1000, 0))
 	probed := transport.New(base, tel.Transport(), transport.WithClock(fc), transport.WithMaxAttempts(1),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}))
 	send(probed) // 503: opens
