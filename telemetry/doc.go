@@ -21,9 +21,12 @@
 //	tr := transport.New(otelhttp.NewTransport(tel.AttemptAnnotator(base)), tel.Transport())
 //
 // A program that exports to Prometheus and has no OpenTelemetry of its own
-// gives New the meter provider NewPrometheus makes, and serves it:
+// gives New the meter provider that package promexport
+// (github.com/MrVSiK/gotry/telemetry/promexport, a module of its own, so
+// that the Prometheus client stays off the build list of programs that do
+// not use it) makes, and serves it:
 //
-//	prom, err := telemetry.NewPrometheus(nil)
+//	prom, err := promexport.New(nil)
 //	tel := telemetry.New(telemetry.WithMeterProvider(prom))
 //	http.Handle("/metrics", prom)
 //

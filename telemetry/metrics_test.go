@@ -28,6 +28,9 @@ import (
 // one. With named, each is wired with its Name: "retries", "hedged",
 // "budgeted", "payments" (the breaker), "nobudget" and "adaptive". The
 // transports live until the test ends (the gauges hold them weakly).
+// telemetry/promexport has a copy that drives the same metrics into a real
+// Prometheus exporter (TestPrometheusNames); a metric added here is added
+// there.
 func exercise(t *testing.T, tel *Telemetry, named bool) {
 	t.Helper()
 	hooks := func(name string) transport.Option {

@@ -140,6 +140,7 @@ func TestLayering(t *testing.T) {
 		"transport":                {"clock", "internal/clock", "internal/jitter", "resilience"},
 		"transport/transporttest":  {"clock"},
 		"telemetry":                {"clock", "internal/clock", "internal/jitter", "resilience", "transport"},
+		"telemetry/promexport":     {"clock", "internal/clock", "internal/jitter", "resilience", "transport", "telemetry"},
 	}
 	var pkgs []string
 	for p := range allowed {

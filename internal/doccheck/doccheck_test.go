@@ -46,6 +46,7 @@ var modulePackages = map[string]string{
 	"transporttest": "transport/transporttest",
 	"resilience":    "resilience",
 	"telemetry":     "telemetry",
+	"promexport":    "telemetry/promexport",
 	"clock":         "clock",
 	"schedule":      "resilience/schedule",
 	"periodic":      "resilience/periodic",

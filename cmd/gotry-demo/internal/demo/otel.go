@@ -14,7 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
-	"github.com/MrVSiK/gotry/telemetry"
+	"github.com/MrVSiK/gotry/telemetry/promexport"
 )
 
 // DefaultServiceName is service.name unless OTEL_SERVICE_NAME says
@@ -36,10 +36,10 @@ func OTLPFromEnv(getenv func(string) string) (traces, metrics bool) {
 // providers are the demo's OpenTelemetry pipelines: the client's and the
 // upstream's tracer providers (both feed the span recorder, and OTLP when
 // on) and one meter provider read by Prometheus (and OTLP when on): the
-// public recipe, telemetry.NewPrometheus, which also serves /metrics.
+// public recipe, promexport.New, which also serves /metrics.
 type providers struct {
 	tp, upstreamTP *sdktrace.TracerProvider
-	mp             *telemetry.Prometheus
+	mp             *promexport.Provider
 	serviceName    string
 }
 
@@ -86,7 +86,7 @@ func newProviders(ctx context.Context, cfg *Config, rec sdktrace.SpanProcessor) 
 		}
 		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, ro...)))
 	}
-	p.mp, err = telemetry.NewPrometheus(nil, mpOpts...)
+	p.mp, err = promexport.New(nil, mpOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}

@@ -1,4 +1,4 @@
-package telemetry
+package promexport
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -51,24 +53,23 @@ var promContract = []struct {
 func hist(name string) []string { return []string{name + "_bucket", name + "_sum", name + "_count"} }
 
 // Scrape a real OTel Prometheus exporter over loopback HTTP, set up by the
-// recipe users get (NewPrometheus), and check every contract name and
-// label.
+// recipe users get (New), and check every contract name and label.
 func TestPrometheusNames(t *testing.T) {
-	prom, err := NewPrometheus(nil)
+	prom, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
-	tel := New(WithMeterProvider(prom))
-	exercise(t, tel, true)
+	tel := telemetry.New(telemetry.WithMeterProvider(prom))
+	exercise(t, tel)
 	// An adaptive transport that has seen a host reports its hedge delay.
-	ad := transport.New(base(t), tel.Transport(Name("learning")),
+	ad := transport.New(base(t), tel.Transport(telemetry.Name("learning")),
 		transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
 	mustGet(t, ad, newServer(t, status(200)).URL)
 	t.Cleanup(func() { runtime.KeepAlive(ad) }) // the gauges hold it weakly
 	// A limited transport at its limit sheds a request.
 	hb := newHoldBase()
-	lim := transport.New(hb, tel.Transport(Name("limited")), transport.WithConcurrencyLimit(oneAtATime))
+	lim := transport.New(hb, tel.Transport(telemetry.Name("limited")), transport.WithConcurrencyLimit(oneAtATime))
 	held := roundTrip(t, lim, "http://pay.test/hold")
 	await(t, hb.held, "the held request to reach the base")
 	if err := await(t, roundTrip(t, lim, "http://pay.test/next"), "the shed request"); err == nil {
@@ -112,11 +113,11 @@ func TestPrometheusNames(t *testing.T) {
 					continue
 				}
 				for _, set := range ls {
-					if set["otel_scope_name"] != ScopeName {
-						t.Errorf("%s: otel_scope_name=%q, want %q", n, set["otel_scope_name"], ScopeName)
+					if set["otel_scope_name"] != telemetry.ScopeName {
+						t.Errorf("%s: otel_scope_name=%q, want %q", n, set["otel_scope_name"], telemetry.ScopeName)
 					}
-					if set["otel_scope_version"] != Version {
-						t.Errorf("%s: otel_scope_version=%q, want %q", n, set["otel_scope_version"], Version)
+					if set["otel_scope_version"] != telemetry.Version {
+						t.Errorf("%s: otel_scope_version=%q, want %q", n, set["otel_scope_version"], telemetry.Version)
 					}
 					for l := range set {
 						seen[l] = true
@@ -167,4 +168,64 @@ func parseExposition(s string) map[string][]map[string]string {
 		out[name] = append(out[name], labels)
 	}
 	return out
+}
+
+// scrapeValues scrapes h over loopback and returns each series' value by
+// its line's name (labels cut), summed over its label sets.
+func scrapeValues(t *testing.T, h http.Handler) map[string]float64 {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := (&http.Client{Transport: base(t)}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		name, _, _ := strings.Cut(line[:i], "{")
+		out[name] += v // one series per family here: the families checked carry one label set
+	}
+	return out
+}
+
+// TestGaugesOfSeveralTransportsAddUp: two unnamed transports calling one
+// host report, through a real Prometheus exporter, the budget tokens both
+// hold and the sum of their limits; an asynchronous gauge keeps one value
+// per label set, so reporting each transport on its own kept only the last
+// one read, and one budget was lost.
+func TestGaugesOfSeveralTransportsAddUp(t *testing.T) {
+	prom, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
+	tel := telemetry.New(telemetry.WithMeterProvider(prom))
+	srv := newServer(t, status(200))
+	limit := resilience.ConcurrencyLimit{InitialLimit: 4, MinLimit: 4, MaxLimit: 4, MaxWait: -1}
+	a := transport.New(base(t), tel.Transport(), transport.WithRetryBudget(0, 3), transport.WithConcurrencyLimit(limit))
+	b := transport.New(base(t), tel.Transport(), transport.WithRetryBudget(0, 5), transport.WithConcurrencyLimit(limit))
+	mustGet(t, a, srv.URL)
+	mustGet(t, b, srv.URL)
+	t.Cleanup(func() { runtime.KeepAlive(a); runtime.KeepAlive(b) }) // the gauges hold them weakly
+
+	got := scrapeValues(t, prom)
+	if v := got["gotry_budget_tokens"]; v != 3+5 {
+		t.Errorf("gotry_budget_tokens = %v, want 8 (the reserves of 3 and 5)", v)
+	}
+	if v := got["gotry_limit_current"]; v != 4+4 {
+		t.Errorf("gotry_limit_current = %v, want 8 (two limits of 4)", v)
+	}
 }

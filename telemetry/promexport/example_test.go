@@ -1,4 +1,4 @@
-package telemetry_test
+package promexport_test
 
 import (
 	"bufio"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/telemetry"
+	"github.com/MrVSiK/gotry/telemetry/promexport"
 	"github.com/MrVSiK/gotry/transport"
 )
 
-// Prometheus without OpenTelemetry in the program: NewPrometheus makes
-// the meter provider and serves what it measures. In a service the handler
+// Prometheus without OpenTelemetry in the program: New makes the meter
+// provider and serves what it measures. In a service the handler
 // goes on the mux (http.Handle("/metrics", prom)); here a test server
 // stands in for it, and for the downstream, which answers 503 once.
-func ExampleNewPrometheus() {
+func ExampleNew() {
 	var calls atomic.Int32
 	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) == 1 {
@@ -29,7 +30,7 @@ func ExampleNewPrometheus() {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 
-	prom, err := telemetry.NewPrometheus(nil)
+	prom, err := promexport.New(nil)
 	if err != nil {
 		fmt.Println(err)
 		return

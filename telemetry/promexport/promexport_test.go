@@ -1,4 +1,4 @@
-package telemetry
+package promexport
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -67,14 +68,14 @@ func scrape(t *testing.T, h http.Handler, accept string) (int, string, string) {
 // The recipe end to end: a transport wired with it makes requests against
 // a loopback server, and GET /metrics returns gotry's metrics, in the text
 // format by default and in OpenMetrics when the scraper asks.
-func TestNewPrometheusServesGotryMetrics(t *testing.T) {
-	prom, err := NewPrometheus(nil)
+func TestNewServesGotryMetrics(t *testing.T) {
+	prom, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
-	tel := New(WithMeterProvider(prom))
-	tr := transport.New(base(t), tel.Transport(Name("inventory")), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tel := telemetry.New(telemetry.WithMeterProvider(prom))
+	tr := transport.New(base(t), tel.Transport(telemetry.Name("inventory")), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	t.Cleanup(func() { runtime.KeepAlive(tr) }) // the gauges hold it weakly
 	for range 3 {
 		retryOnce(t, tr)
@@ -101,14 +102,14 @@ func TestNewPrometheusServesGotryMetrics(t *testing.T) {
 
 // Given the registry the program serves already, the recipe registers
 // there and serves it too.
-func TestNewPrometheusRegistersWithTheGivenRegistry(t *testing.T) {
+func TestNewRegistersWithTheGivenRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	prom, err := NewPrometheus(reg)
+	prom, err := New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
-	tr := transport.New(base(t), New(WithMeterProvider(prom)).Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
+	tr := transport.New(base(t), telemetry.New(telemetry.WithMeterProvider(prom)).Transport(), transport.WithBackoff(resilience.Constant(time.Millisecond)))
 	t.Cleanup(func() { runtime.KeepAlive(tr) })
 	retryOnce(t, tr)
 
@@ -135,23 +136,23 @@ type refusing struct{ prometheus.Registerer }
 
 func (refusing) Register(prometheus.Collector) error { return errors.New("registry full") }
 
-func TestNewPrometheusFailsWhenTheRegistryRefuses(t *testing.T) {
-	prom, err := NewPrometheus(refusing{})
-	if prom != nil || err == nil || !strings.HasPrefix(err.Error(), "telemetry: ") || !strings.Contains(err.Error(), "registry full") {
-		t.Errorf("got %v, %v; want no Prometheus and an error prefixed telemetry: that names the refusal", prom, err)
+func TestNewFailsWhenTheRegistryRefuses(t *testing.T) {
+	prom, err := New(refusing{})
+	if prom != nil || err == nil || !strings.HasPrefix(err.Error(), "promexport: ") || !strings.Contains(err.Error(), "registry full") {
+		t.Errorf("got %v, %v; want no Provider and an error prefixed promexport: that names the refusal", prom, err)
 	}
 }
 
 // A Registerer that cannot be read (a wrapper) still receives the metrics;
 // ServeHTTP says it cannot serve them rather than serving nothing.
-func TestNewPrometheusWithARegistererItCannotServe(t *testing.T) {
+func TestNewWithARegistererItCannotServe(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	prom, err := NewPrometheus(prometheus.WrapRegistererWith(prometheus.Labels{"team": "shop"}, reg))
+	prom, err := New(prometheus.WrapRegistererWith(prometheus.Labels{"team": "shop"}, reg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
-	tr := transport.New(base(t), New(WithMeterProvider(prom)).Transport())
+	tr := transport.New(base(t), telemetry.New(telemetry.WithMeterProvider(prom)).Transport())
 	t.Cleanup(func() { runtime.KeepAlive(tr) })
 	retryOnce(t, tr)
 
@@ -171,14 +172,14 @@ func TestNewPrometheusWithARegistererItCannotServe(t *testing.T) {
 }
 
 // Options reach the MeterProvider: another reader sees the same metrics.
-func TestNewPrometheusAppliesMeterProviderOptions(t *testing.T) {
+func TestNewAppliesMeterProviderOptions(t *testing.T) {
 	extra := sdkmetric.NewManualReader()
-	prom, err := NewPrometheus(nil, sdkmetric.WithReader(extra))
+	prom, err := New(nil, sdkmetric.WithReader(extra))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Shutdown(context.Background()) })
-	tr := transport.New(base(t), New(WithMeterProvider(prom)).Transport())
+	tr := transport.New(base(t), telemetry.New(telemetry.WithMeterProvider(prom)).Transport())
 	t.Cleanup(func() { runtime.KeepAlive(tr) })
 	retryOnce(t, tr)
 
@@ -188,10 +189,10 @@ func TestNewPrometheusAppliesMeterProviderOptions(t *testing.T) {
 	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name == MetricAttempts {
+			if m.Name == telemetry.MetricAttempts {
 				return
 			}
 		}
 	}
-	t.Errorf("the extra reader did not see %s", MetricAttempts)
+	t.Errorf("the extra reader did not see %s", telemetry.MetricAttempts)
 }
