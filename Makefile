@@ -10,9 +10,19 @@ export GOTOOLCHAIN ?= go1.27.3
 # releases (Go 1.26's HTTP/2 client answers empty responses with a body of its
 # own, not http.NoBody). Fetched from the module proxy on first use.
 MIN_GO ?= go1.26.0
-PKGS := ./...
+# The packages of the library's modules, from the root through go.work:
+# ./... stops at a nested go.mod, so each module is named (./telemetry/...
+# too stops at telemetry/promexport). bench, the sixth module of the
+# workspace, has its own target (peers-smoke).
+PKGS := ./... ./telemetry/... ./telemetry/promexport/... ./cmd/gotry-demo/... ./internal/sdktest/...
+# Modules outside go.work (dashboards, realstack, examples/*, tools/*)
+# build on their own go.mod and replace directives: a workspace has one
+# build list, and theirs would move the versions of client-go, the AWS
+# SDK, Prometheus' server and testify they build against. In them the go
+# command runs with GOWORK=off.
+SOLO := GOWORK=off
 
-.PHONY: fuzz soak vuln
+.PHONY: fuzz soak vuln tidy
 .PHONY: test sdk-test migrate-test peers-smoke vet unit unit-min dashboards realstack stack-config tools bench bench-peers lint demo demo-stack fuzz
 
 ## test: everything CI runs: vet, the race-enabled suites with goleak (on
@@ -33,33 +43,35 @@ tools:
 	bash scripts/ensure-otelcol.sh >/dev/null
 	bash scripts/ensure-prometheus3.sh >/dev/null
 
-## vet: go vet and a gofmt check
+## vet: go vet (every module of the library) and a gofmt check (every Go file)
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## unit: the race-enabled test suite of the library module, then the
-## allocation pins (which the race detector would blur)
+## unit: the race-enabled test suites of the library's modules (root,
+## telemetry, promexport, the demo, internal/sdktest; the root's includes
+## the build-list check of internal/depcheck), then the allocation pins
+## (which the race detector would blur)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -run '^TestAllocationsPerRequest$$' ./transport/
 
-## unit-min: the race-enabled test suite of the library module on go.mod's
-## minimum Go ($(MIN_GO)); the allocation pins are the pinned toolchain's
+## unit-min: the same suites on go.mod's minimum Go ($(MIN_GO)); the
+## allocation pins are the pinned toolchain's
 unit-min:
 	GOTOOLCHAIN=$(MIN_GO) $(GO) test -race -count=1 $(PKGS)
 
 ## dashboards: the generated dashboards match their generator; alert rules pass promtool
 dashboards:
 	bash scripts/ensure-prometheus.sh >/dev/null
-	cd dashboards && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd dashboards && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -race -count=1 ./...
 
 ## realstack: the demo against real Jaeger, collector and Prometheus 2 and 3
 ## on loopback (about 4 minutes: two runs of the demo, and a breaker alert
 ## that must fire and then clear)
 realstack: tools
-	cd realstack && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m -v ./...
+	cd realstack && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -count=1 -timeout 30m -v ./...
 
 ## bench: the core's benchmarks and telemetry's beside otelhttp alone, in
 ## BENCH_ROUNDS rounds of go test -count=1 (so every round measures each case
@@ -86,20 +98,27 @@ peers-smoke:
 ## the S3 client: 7.5 min on a busy 2-core machine (3.6 min of CPU);
 ## seconds once cached. The tests run in about 10 s.
 sdk-test:
-	cd examples/sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd examples/sdk && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -race -count=1 ./...
 
 ## migrate-test: MIGRATING.md's examples, one client built with
 ## go-retryablehttp, heimdall and failsafe-go and again with gotry
 ## (own module examples/migrate, so none of the three enters go.mod)
 migrate-test:
-	cd examples/migrate && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd examples/migrate && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -race -count=1 ./...
 
 ## bench-peers: gotry beside go-retryablehttp, failsafe-go, heimdall and otelhttp
 ## (own module bench/, ~3 min); writes nothing, prints the tables of BENCHMARKS.md
 bench-peers:
 	cd bench && $(GO) run ./cmd/peers
 
-TOOL := $(GO) tool -modfile=$(CURDIR)/tools/lint/go.mod
+# -modfile is refused in workspace mode, so the linters run with GOWORK=off:
+# each module is checked against its own go.mod (the nested ones reach the
+# working tree through their replace directives).
+TOOL := $(SOLO) $(GO) tool -modfile=$(CURDIR)/tools/lint/go.mod
+# The modules make lint and make vuln check, relative to the root.
+LIB_MODULES := . telemetry telemetry/promexport cmd/gotry-demo internal/sdktest
+LINT_MODULES := $(LIB_MODULES) dashboards examples/sdk examples/migrate
+VULN_MODULES := $(LIB_MODULES) dashboards
 FUZZTIME ?= 20s
 # Fuzz targets as package:Target, the package relative to the module root.
 FUZZ_TARGETS := transport:FuzzParseRetryAfter transport:FuzzRetryAfterWait transport:FuzzDefaultClassifier \
@@ -108,19 +127,28 @@ FUZZ_TARGETS := transport:FuzzParseRetryAfter transport:FuzzRetryAfterWait trans
 	resilience:FuzzBackoff resilience/schedule:FuzzSchedule
 
 ## lint: gofmt, vet and golangci-lint (pinned in tools/lint, config .golangci.yml) on
-## the library, dashboards, examples/sdk and examples/migrate modules
+## the library's modules, dashboards, examples/sdk and examples/migrate
 lint: vet
-	$(TOOL) golangci-lint run ./...
-	cd dashboards && $(TOOL) golangci-lint run ./...
-	cd examples/sdk && $(TOOL) golangci-lint run ./...
-	cd examples/migrate && $(TOOL) golangci-lint run ./...
+	@set -e; for m in $(LINT_MODULES); do \
+		echo "golangci-lint: $$m"; \
+		(cd $$m && $(TOOL) golangci-lint run ./...); \
+	done
 
 ## vuln: govulncheck (pinned in tools/lint) against an offline vulnerability
 ## database built from the golang.org/x/vulndb module (scripts/ensure-vulndb.sh, cached)
 vuln:
-	db=$$(bash scripts/ensure-vulndb.sh) && \
-	$(TOOL) govulncheck -db "$$db" ./... && \
-	cd dashboards && $(TOOL) govulncheck -db "$$db" ./...
+	@set -e; db=$$(bash scripts/ensure-vulndb.sh); \
+	for m in $(VULN_MODULES); do \
+		echo "govulncheck: $$m"; \
+		(cd $$m && $(TOOL) govulncheck -db "$$db" ./...); \
+	done
+
+## tidy: go mod tidy in every module of the project (not tools/*, whose
+## pins scripts/ensure-*.sh describe); each on its own go.mod and replace
+## directives, since go mod tidy does not read go.work
+TIDY_MODULES := $(LIB_MODULES) bench dashboards realstack examples/sdk examples/migrate examples/otel-collector/validate
+tidy:
+	@set -e; for m in $(TIDY_MODULES); do (cd $$m && $(SOLO) $(GO) mod tidy); done
 
 ## fuzz: every fuzz target for $(FUZZTIME) each (their seed corpora already run in make test)
 fuzz:
@@ -145,4 +173,4 @@ demo-stack:
 
 ## stack-config: offline checks of docker-compose.yml and the collector, Prometheus and Grafana configs
 stack-config: tools
-	cd examples/otel-collector/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd examples/otel-collector/validate && $(SOLO) $(GO) vet ./... && $(SOLO) $(GO) test -count=1 ./...

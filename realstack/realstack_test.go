@@ -197,12 +197,16 @@ func startJaeger(t *testing.T, dir, bin string) (queryURL, otlpGRPC, otlpHTTP st
 	return queryURL, otlpGRPC, otlpHTTP
 }
 
-// buildDemo builds cmd/gotry-demo into dir.
+// buildDemo builds cmd/gotry-demo into dir. The demo is a module of its
+// own: built from its directory, it resolves gotry and telemetry to the
+// working tree through the repository's go.work or, with GOWORK=off (as
+// make runs this module, which is outside the workspace), through its
+// replace directives.
 func buildDemo(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "gotry-demo")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gotry-demo")
-	build.Dir = root
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(root, "cmd", "gotry-demo")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the demo: %v\n%s", err, out)
 	}

@@ -70,19 +70,39 @@ func nonStandardDeps(t *testing.T, patterns ...string) []byte {
 // goList runs go list with args and returns its output.
 func goList(t *testing.T, args ...string) []byte {
 	t.Helper()
-	// An explicit GOROOT wins (as it did for runtime.GOROOT); otherwise "go"
-	// on PATH, where go test puts its own GOROOT/bin first.
-	gobin := "go"
-	if goroot := os.Getenv("GOROOT"); goroot != "" {
-		if p, err := exec.LookPath(filepath.Join(goroot, "bin", "go")); err == nil {
-			gobin = p
-		}
-	}
-	out, err := exec.Command(gobin, append([]string{"list"}, args...)...).CombinedOutput()
+	cmd := exec.Command(gobin(), append([]string{"list"}, args...)...)
+	// The repository's workspace, whatever GOWORK the caller has: the
+	// rules below span the modules it lists (the root, telemetry, the
+	// demo, internal/sdktest, bench).
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root(t), "go.work"))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	return out
+}
+
+// gobin returns the go command of the toolchain running the test.
+func gobin() string {
+	// An explicit GOROOT wins (as it did for runtime.GOROOT); otherwise "go"
+	// on PATH, where go test puts its own GOROOT/bin first.
+	if goroot := os.Getenv("GOROOT"); goroot != "" {
+		if p, err := exec.LookPath(filepath.Join(goroot, "bin", "go")); err == nil {
+			return p
+		}
+	}
+	return "go"
+}
+
+// root returns the repository's root directory: two up from this
+// package's, where go test runs it.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // TestInternalIsFoundation holds ARCHITECTURE.md's rule that internal/ is
