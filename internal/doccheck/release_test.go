@@ -4,9 +4,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,12 +24,25 @@ var (
 	semver        = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
 	// scopeVersion is the Prometheus label METRICS.md quotes.
 	scopeVersion = regexp.MustCompile(`otel_scope_version="([^"]*)"`)
+	// gotryRequirement is a go.mod requirement on a module of this
+	// repository, in a require block or on its own line.
+	gotryRequirement = regexp.MustCompile(`(?m)^(?:require)?\s+(github\.com/MrVSiK/gotry(?:/\S+)?)\s+(v\S+)`)
 )
 
-// TestReleaseVersionsAgree holds the version users see in three places to
+// harnesses are the directories whose modules are not released: nothing
+// requires them, and they build on the working tree (CONTRIBUTING.md,
+// Modules).
+var harnesses = []string{"bench", "cmd", "examples", "internal", "realstack", "tools"}
+
+// TestReleaseVersionsAgree holds the version users see in four places to
 // one: the latest release section of CHANGELOG.md (the first after
 // [Unreleased]), the telemetry.Version constant that every span and metric
-// carries as its scope version, and what METRICS.md says that version is.
+// carries as its scope version, what METRICS.md says that version is, and
+// the version at which each released module (telemetry, promexport, ...)
+// requires the others: tagged on the same commit, telemetry/vX.Y.Z then
+// requires the vX.Y.Z beside it. In the working tree go.work and the
+// replace directives build them against the tree instead, so nothing else
+// would notice a stale requirement before a user did.
 // A release changes all three in the commit it tags (CONTRIBUTING.md,
 // Releasing). It also holds CHANGELOG.md's shape: an [Unreleased] section
 // first, every version in order once, each with its link reference.
@@ -82,6 +97,53 @@ func TestReleaseVersionsAgree(t *testing.T) {
 	if !strings.Contains(string(metrics), "`telemetry.Version` (`"+latest+"`") {
 		t.Errorf("telemetry/METRICS.md does not say that telemetry.Version is `%s`", latest)
 	}
+
+	requirements := 0
+	for mod, reqs := range releasedRequirements(t) {
+		for path, v := range reqs {
+			requirements++
+			if v != latest {
+				t.Errorf("%s requires %s %s, CHANGELOG.md's latest release is %s: a release sets both", mod, path, v, latest)
+			}
+		}
+	}
+	if requirements == 0 {
+		t.Error("no released module requires another of this repository: telemetry/go.mod was not read")
+	}
+}
+
+// releasedRequirements returns, for the go.mod of every released module
+// (every one outside the harnesses), its requirements on modules of this
+// repository: module path to version.
+func releasedRequirements(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || slices.Contains(harnesses, filepath.ToSlash(rel))) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "go.mod" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		reqs := map[string]string{}
+		for _, m := range gotryRequirement.FindAllStringSubmatch(string(data), -1) {
+			reqs[m[1]] = m[2]
+		}
+		out[filepath.ToSlash(rel)] = reqs
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // telemetryVersion returns the value of package telemetry's Version
