@@ -256,7 +256,9 @@ func (l *SlowLink) pipe(dst, src net.Conn, rate int) {
 // closeWrite shuts down c's writing side, or closes it when it has none.
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
+		if cw.CloseWrite() != nil {
+			c.Close() // the peer is gone already: nothing left to pass on
+		}
 		return
 	}
 	c.Close()
