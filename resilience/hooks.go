@@ -75,7 +75,7 @@ const (
 	ReasonBudgetExhausted                    // the retry budget refused the next attempt
 	ReasonCircuitOpen                        // the breaker rejected the call or its next attempt
 	ReasonRetryAfterTooLong                  // Retry-After exceeded the allowed maximum
-	ReasonPastDeadline                       // the next delay would end past the caller's deadline, or the deadline came before the next attempt started
+	ReasonPastDeadline                       // the next attempt would start at or after the caller's deadline (after its delay, or a late wake)
 	ReasonNotIdempotent                      // retryable, but the call may not be repeated
 	ReasonBodyNotReplayable                  // retryable, but the request body cannot be sent again
 	ReasonCanceled                           // the caller's context ended

@@ -172,22 +172,35 @@ type deadlineCtx struct {
 
 func (c deadlineCtx) Deadline() (time.Time, bool) { return c.dl, true }
 
-// TestNoRetryStartsAtTheDeadline: a backoff sleep that ends exactly at the
-// deadline is allowed (it does not end past it), but the retry after it
-// would start at the deadline: it is not launched, and the call ends with
-// past_deadline.
+// TestNoRetryStartsAtTheDeadline: a backoff sleep that would end at the
+// deadline is not started, and one whose timer wakes after the deadline
+// (the sleep was due half a second before it) launches nothing: either
+// way the call ends with past_deadline after one attempt.
 func TestNoRetryStartsAtTheDeadline(t *testing.T) {
-	fc := fakeclock.New(t0)
-	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
-	op := &scripted{steps: []step{downStep, fineStep}}
-	ctx := deadlineCtx{context.Background(), t0.Add(time.Second)}
-	done := runAsync(ctx, e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)}})
-	waitArmedN(t, fc, 1)
-	fc.Advance(time.Second)
-	res := <-done
-	if res.Value != 503 || op.Calls() != 1 || rec.end.Reason != ReasonPastDeadline {
-		t.Errorf("got %+v after %d attempts, reason %v; want the 503 after 1, past_deadline", res, op.Calls(), rec.end.Reason)
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // after t0; the backoff is 1s
+		sleeps   bool
+	}{
+		{"the sleep would end at the deadline", time.Second, false},
+		{"the sleep wakes after the deadline", 1500 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := fakeclock.New(t0)
+			rec := &recorder{}
+			e := newTestEngine(fc, rec, EngineConfig{})
+			op := &scripted{steps: []step{downStep, fineStep}}
+			ctx := deadlineCtx{context.Background(), t0.Add(tc.deadline)}
+			done := runAsync(ctx, e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)}})
+			if tc.sleeps {
+				waitArmedN(t, fc, 1)
+				fc.Advance(2 * time.Second) // the timer fires late: the clock reads t0+2s as the sleep ends
+			}
+			res := <-done
+			if res.Value != 503 || op.Calls() != 1 || rec.end.Reason != ReasonPastDeadline || (fc.Armed() > 0) != tc.sleeps {
+				t.Errorf("got %+v after %d attempts and %d sleeps, reason %v; want the 503 after 1, past_deadline", res, op.Calls(), fc.Armed(), rec.end.Reason)
+			}
+		})
 	}
 }
 

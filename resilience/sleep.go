@@ -65,7 +65,9 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	} else if delay != nil {
 		d = clampDelay(delay.Delay(r.backoffRetries+1, r.prevDelay))
 	}
-	if dl, ok := r.parent.Deadline(); ok && a.end.now().Add(d).After(dl) {
+	if dl, ok := r.parent.Deadline(); ok && !a.end.now().Add(d).Before(dl) {
+		// The retry would start at or after the deadline, when the
+		// caller's context has ended: no sleep for it.
 		return r.endAfter(a, ReasonPastDeadline), true
 	}
 	// The budget is asked before the sleep, so an exhausted budget ends the
@@ -96,7 +98,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 		}
 	}
 	if r.pastDeadline(&in) {
-		// The sleep ended at the deadline (or its timer woke late): no
+		// The sleep's timer woke late, at or after the deadline: no
 		// attempt starts after the caller's deadline.
 		r.giveBack(&r.held)
 		return r.endWithout(ReasonPastDeadline, &in), true

@@ -112,8 +112,8 @@
 // deadline. Otherwise the transport stops and returns that response, so the
 // caller sees the server's status and body. Other statuses, and a malformed
 // header, use the backoff. The backoff is held to the deadline too: a sleep
-// that would end past it is not started, and the transport returns what it
-// has.
+// that would end at or past it is not started, and the transport returns
+// what it has.
 //
 // # Retries and hedges share MaxAttempts
 //
@@ -333,7 +333,8 @@
 //
 //   - the caller's deadline (the request's context) bounds the whole
 //     request, retries and backoff included; when it passes, the request
-//     ends and is not retried;
+//     ends and is not retried, and no retry or hedge starts at or after it
+//     (even when a sleep's timer wakes late);
 //   - [WithPerAttemptTimeout] (Policy.PerAttemptTimeout) bounds each
 //     attempt from its start to its response headers: the upload of the
 //     request body counts;
@@ -536,7 +537,8 @@
 //     every attempt sends exactly the caller's bytes, and the caller's body
 //     is always closed.
 //   - A Retry-After wait is never negative, never longer than
-//     WithMaxRetryAfter and never ends after the request's deadline.
+//     WithMaxRetryAfter and ends before the request's deadline; no retry
+//     or hedge starts at or after that deadline.
 //   - The package writes nothing: no logger, no stdout or stderr, and its
 //     errors never repeat request headers or bodies.
 //   - Retries and hedges together never exceed MaxAttempts; every response

@@ -43,6 +43,11 @@ type config struct {
 	maxRetainedBody int64
 	nonIdempotent   bool
 	attemptHeader   string // canonical name of the attempt header; "" for none
+	// The hop protocol (hop.go): the Transport's peers and whether their
+	// pushback is ignored; Middleware's trusted callers.
+	hopPeer        func(host string) bool
+	ignorePushback bool
+	trustedCallers func(*http.Request) bool
 }
 
 func defaultConfig() config {
