@@ -70,9 +70,10 @@ import (
 // the default classifier, or a 200 with an error in the body), breaks the
 // promise: nobody retries. Answer a failure below with the status it came
 // with, or a 502, 503 or 504. A relative timeout does not count the time
-// the request spends in transit, so each hop's deadline falls up to a
-// transit time (a millisecond on a LAN) after its caller's; the value is
-// rounded down to the millisecond, which takes most of that back. A proxy
+// the request spends in transit (a new connection's set-up included), so
+// each hop's deadline falls a transit time after its caller's; the value
+// is rounded down to the millisecond, which takes a warm connection's
+// back on a LAN. A proxy
 // between two hops that does not speak the protocol passes the request's
 // headers on unchanged: the next hop then gets the caller's values, not
 // the proxy's.
