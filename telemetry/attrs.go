@@ -93,6 +93,13 @@ const (
 	// KeyAttemptProbe (invented, attempt spans and logs) is true on a
 	// half-open breaker's probe; absent otherwise.
 	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// KeyAttemptPushback (invented, attempt spans and logs) is true on an
+	// attempt whose answer carried the hop protocol's pushback
+	// (transport.PushbackHeader) from a peer and was not retried for it:
+	// the call made no further attempt (resilience.Verdict.Pushback);
+	// absent otherwise. The request then ends with gotry.reason "pushback"
+	// unless an attempt still in flight answers.
+	KeyAttemptPushback = attribute.Key("gotry.attempt.pushback")
 	// KeyBackoffRetryAfter (invented, backoff span) is true when the
 	// sleep's delay came from the server's Retry-After header.
 	KeyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")

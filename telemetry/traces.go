@@ -200,11 +200,12 @@ func (a *attempt) findOuter(resp *http.Response) {
 
 // spanResult records an attempt's result on its span: outcome, status,
 // time to the response headers and protocol version when there is a
-// response (resp), error.type. A cancelled attempt (a hedge loser, or the
-// caller gave up) is not an error: no error.type, no status. In otelhttp
-// mode only the outcome and time to headers are added to otelhttp's span,
+// response (resp), error.type, and gotry.attempt.pushback when its answer's
+// pushback was honoured. A cancelled attempt (a hedge loser, or the caller
+// gave up) is not an error: no error.type, no status. In otelhttp mode only
+// the outcome, time to headers and pushback are added to otelhttp's span,
 // and only while it still records (it ends at once on a transport error).
-func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
+func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, pushback bool, resp *http.Response) {
 	if a.span == nil {
 		if a.outer == nil {
 			a.findOuter(resp)
@@ -213,6 +214,9 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 			a.outer.SetAttributes(KeyAttemptOutcome.String(o.String()))
 			if resp != nil {
 				a.outer.SetAttributes(keyAttemptTimeToHeaders.Float64(dur.Seconds()))
+			}
+			if pushback {
+				a.outer.SetAttributes(KeyAttemptPushback.Bool(true))
 			}
 		}
 		return
@@ -231,6 +235,9 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 		if v := protocolVersion(resp); v != "" {
 			kv = append(kv, keyProtocolVersion.String(v))
 		}
+	}
+	if pushback {
+		kv = append(kv, KeyAttemptPushback.Bool(true))
 	}
 	if o != resilience.AttemptCancelled {
 		if et := resultErrorType(code, err); et != "" {
