@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -348,9 +349,9 @@ func TestTransportSendsItsTimeLeft(t *testing.T) {
 // TestTransportSendsNothingWithNoTimeLeft: with less than MinHopTimeout
 // left of its deadline, a Transport does not send the attempt to a peer:
 // the request fails at once with an error matching
-// context.DeadlineExceeded, and the breaker (threshold 1) does not count
-// it. A host that is no peer is sent the attempt (it has no protocol to
-// be told by).
+// context.DeadlineExceeded, the breaker (threshold 1) does not count it,
+// and the request's body is closed all the same. A host that is no peer
+// is sent the attempt (it has no protocol to be told by).
 func TestTransportSendsNothingWithNoTimeLeft(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -371,12 +372,16 @@ func TestTransportSendsNothingWithNoTimeLeft(t *testing.T) {
 			tr := transport.New(base, peers, transport.WithClock(fc), transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1}))
 			ctx, cancel := context.WithDeadline(testCtx(t), fc.Now().Add(900*time.Microsecond))
 			t.Cleanup(cancel)
-			resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://127.0.0.1:1/", nil))
+			body := newCallerBody(strings.NewReader("x"))
+			resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodPost, "http://127.0.0.1:1/", body)) // sent once, its body unread
 			if err == nil {
 				readBody(t, resp)
 			}
 			if n := int32(len(calls.get())); n != tc.want {
 				t.Fatalf("the base saw %d attempts, want %d", n, tc.want)
+			}
+			if tc.peer && body.closes.Load() != 1 {
+				t.Errorf("the request body was closed %d times, want once", body.closes.Load())
 			}
 			if tc.peer && (!errors.Is(err, context.DeadlineExceeded) || breakerState(tr, "127.0.0.1:1") != resilience.BreakerClosed) {
 				t.Errorf("error %v, breaker %v; want one matching context.DeadlineExceeded, and closed", err, breakerState(tr, "127.0.0.1:1"))

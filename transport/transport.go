@@ -323,6 +323,16 @@ func (c *call) prepare(n int) (int, resilience.EndReason, error) {
 
 // Do sends one attempt.
 func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response, error) {
+	var left string // TimeoutHeader's value, for a peer
+	if c.peer {
+		var ok bool
+		if left, ok = c.timeLeft(ctx); !ok {
+			if a.Number == 1 && c.first != nil {
+				c.first.Close() // the first attempt owns the body (see Prepare), sent or not
+			}
+			return nil, errHopTooLate
+		}
+	}
 	req := c.req
 	body := c.first
 	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
@@ -364,10 +374,6 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	switch {
 	case c.peer:
-		left, ok := c.timeLeft(ctx)
-		if !ok {
-			return nil, errHopTooLate
-		}
 		if header == nil {
 			header = c.NewCarrier(a).(http.Header)
 		}
