@@ -147,6 +147,12 @@ const (
 	// keyBackoffTotal (invented, request span) is the seconds slept between
 	// attempts, as a float; on the span only when not zero.
 	keyBackoffTotal = attribute.Key("gotry.backoff.total")
+	// keyTimeLeft (invented, request span) is the seconds that were left
+	// of the request context's deadline when the request started, as a
+	// float: under transport.Middleware, the deadline a trusted caller
+	// propagated (transport.TimeoutHeader) included. Absent without a
+	// deadline.
+	keyTimeLeft = attribute.Key("gotry.request.time_left")
 	// keyRequestDuration (invented, logs only) is the request's seconds.
 	keyRequestDuration = attribute.Key("gotry.request.duration")
 	// keyAttempt (invented, span events and logs; never a metric label) is

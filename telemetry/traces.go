@@ -91,8 +91,13 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 		opts = append(opts[:1:1], trace.WithTimestamp(start))
 	}
 	ctx, c.span = t.tracer.Start(ctx, c.spanName, opts...)
-	if req != nil && c.span.IsRecording() {
-		c.url = fullURL(req.URL, t.cfg.dropQuery)
+	if c.span.IsRecording() {
+		if req != nil {
+			c.url = fullURL(req.URL, t.cfg.dropQuery)
+		}
+		if dl, ok := ctx.Deadline(); ok && !start.IsZero() {
+			c.timeLeft = max(dl.Sub(start), time.Nanosecond) // a deadline already past shows as (almost) none left
+		}
 	}
 	return ctx
 }
@@ -133,7 +138,7 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 // The SDK copies what it keeps, so a buffer is free again once the call
 // returns.
 type scratch struct {
-	kv   [11]attribute.KeyValue // the most a span is given at once: the request span's end
+	kv   [12]attribute.KeyValue // the most a span is given at once: the request span's end
 	opts [3]trace.SpanStartOption
 }
 
@@ -343,6 +348,9 @@ func (c *call) endCall(e callEnd) {
 	}
 	if e.code > 0 {
 		kv = append(kv, keyStatusCode.Int(e.code))
+	}
+	if c.timeLeft > 0 {
+		kv = append(kv, keyTimeLeft.Float64(c.timeLeft.Seconds()))
 	}
 	if et := resultErrorType(e.code, e.err); et != "" {
 		kv = append(kv, KeyErrorType.String(et))
