@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "shift", "outage", "recovery", "scaling", "overload", "fleet", "crowd", "ladder"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "shift", "outage", "recovery", "scaling", "overload", "fleet", "chain", "crowd", "ladder"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -208,6 +208,10 @@ func Run(w io.Writer, cfg Config) (*Results, error) {
 		if res.Fleet, err = runFleet(&cfg); err != nil {
 			return res, err
 		}
+		res.Fleet.write(w)
+	}
+	if cfg.wants("chain") && !cfg.wants("fleet") { // the fleet scenario runs the chain too
+		res.Fleet = &FleetResult{Chain: runChain(&cfg)}
 		res.Fleet.write(w)
 	}
 	if cfg.wants("crowd") {

@@ -125,6 +125,7 @@ const (
 	ReasonBodyNotReplayable = "body_not_replayable"
 	ReasonOverloaded        = "overloaded"
 	ReasonCanceled          = "canceled"
+	ReasonPushback          = "pushback"
 )
 
 // Values of LabelAttemptKind.
@@ -294,7 +295,7 @@ func GiveUpReasons() []string {
 	return []string{
 		ReasonAttemptsExhausted, ReasonBudgetExhausted, ReasonCircuitOpen,
 		ReasonRetryAfterTooLong, ReasonPastDeadline, ReasonNotIdempotent,
-		ReasonBodyNotReplayable, ReasonOverloaded, ReasonCanceled,
+		ReasonBodyNotReplayable, ReasonOverloaded, ReasonCanceled, ReasonPushback,
 	}
 }
 

@@ -212,12 +212,16 @@ func (r *run[T]) report(tr transition) {
 	}
 }
 
-// admitNext asks the budget, then the breaker, then the concurrency limit,
-// for one more attempt of kind k at in (the admission's time), taking what
-// each grants into ad. It reports the reason when one refuses, having
+// admitNext asks the deadline, the budget, then the breaker, then the
+// concurrency limit, for one more attempt of kind k at in (the admission's
+// time), taking what each grants into ad: none starts after the caller's
+// deadline. It reports the reason when one refuses, having
 // given back all of ad.
 func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant, afterTimeout bool) (EndReason, bool) {
 	switch {
+	case r.pastDeadline(in): // nothing taken yet
+		r.giveBack(ad) // (what a hedge's admission took of adaptive hedging's)
+		return ReasonPastDeadline, false
 	case !r.spend(k, ad, in, afterTimeout):
 		r.giveBack(ad)
 		return ReasonBudgetExhausted, false

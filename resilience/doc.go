@@ -129,7 +129,7 @@
 // hook sets. CallEndEvent.Reason, an [EndReason], says why a call ended:
 // success, not_retryable, or a give-up (attempts_exhausted,
 // budget_exhausted, circuit_open, retry_after_too_long, past_deadline,
-// not_idempotent, body_not_replayable, canceled).
+// not_idempotent, body_not_replayable, canceled, overloaded, pushback).
 //
 // On a give-up the most recent retryable result is returned if there was
 // one, with a nil error; otherwise the last error, as an [*Error] when more

@@ -216,6 +216,19 @@ type Verdict struct {
 	// are safe to repeat whatever the call, such as an HTTP/2 stream the
 	// server refused unprocessed; such an operation's call must not hedge.
 	NotIdempotent bool
+	// Pushback reports that the downstream said the retrying was already
+	// done below it (for HTTP: transport.PushbackHeader), so the call
+	// launches no further attempt after this result: no retry, no hedge.
+	// It changes nothing else: the result counts as what Retryable,
+	// Throttle and Overload say (a retryable one is a failure for the
+	// breaker, unless a throttle, which the breaker ignores, and for the
+	// budget), so a downstream cannot hide its failures behind it. Nor does
+	// it cancel an attempt still in flight (a hedge, or the attempt a hedge
+	// raced): the call waits for those, as after its last allowed attempt,
+	// and ends with the first that is not retryable or, when none is, the
+	// most recent result, with ReasonPushback. It means nothing on a result
+	// that is not Retryable.
+	Pushback bool
 	// Overload reports that the downstream answered that it is overloaded
 	// (for HTTP: 503, 429): the concurrency limit counts it as congestion,
 	// not as a good result, and the retry budget not as a success.

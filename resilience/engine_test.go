@@ -20,6 +20,7 @@ type step struct {
 	err       error
 	retryable bool
 	throttle  bool          // a throttle: Verdict.Throttle and Overload
+	pushback  bool          // Verdict.Pushback: retried below
 	after     time.Duration // Retry-After
 	block     bool          // wait for the attempt's context to end
 	gate      chan struct{} // wait for this channel (or the context) first
@@ -74,7 +75,8 @@ func (s *scripted) Classify(v int, err error, a AttemptInfo) Verdict {
 	if st.block || st.gate != nil {
 		return Verdict{Retryable: err != nil && !errors.Is(err, context.Canceled)}
 	}
-	return Verdict{Retryable: st.retryable, Throttle: st.throttle, Overload: st.throttle, Code: v, RetryAfter: st.after, HasRetryAfter: st.after > 0}
+	return Verdict{Retryable: st.retryable, Throttle: st.throttle, Overload: st.throttle, Pushback: st.pushback,
+		Code: v, RetryAfter: st.after, HasRetryAfter: st.after > 0}
 }
 
 func (s *scripted) Retain(_ context.Context, v int) int {

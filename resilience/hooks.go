@@ -75,11 +75,12 @@ const (
 	ReasonBudgetExhausted                    // the retry budget refused the next attempt
 	ReasonCircuitOpen                        // the breaker rejected the call or its next attempt
 	ReasonRetryAfterTooLong                  // Retry-After exceeded the allowed maximum
-	ReasonPastDeadline                       // the next delay would end past the caller's deadline
+	ReasonPastDeadline                       // the next attempt would start at or after the caller's deadline (after its delay, or a late wake)
 	ReasonNotIdempotent                      // retryable, but the call may not be repeated
 	ReasonBodyNotReplayable                  // retryable, but the request body cannot be sent again
 	ReasonCanceled                           // the caller's context ended
 	ReasonOverloaded                         // the concurrency limit shed the call or its next attempt
+	ReasonPushback                           // retryable, but the downstream said the retrying was done below it (Verdict.Pushback)
 )
 
 // String returns the reason in snake case, e.g. "attempts_exhausted"; these
@@ -109,6 +110,8 @@ func (r EndReason) String() string {
 		return "canceled"
 	case ReasonOverloaded:
 		return "overloaded"
+	case ReasonPushback:
+		return "pushback"
 	}
 	return "EndReason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -168,6 +171,11 @@ type AttemptEndEvent struct {
 	Start    time.Time
 	Duration time.Duration // until the result (for HTTP: the response headers) or the error
 	Outcome  AttemptOutcome
+	// Pushback reports that the result carried the downstream's pushback
+	// and it was honoured (Verdict.Pushback): no further attempt followed
+	// it. Its Outcome is still what the result is (retryable, for a
+	// failure).
+	Pushback bool
 	// Result is the attempt's result value as the Operation's Do returned
 	// it, or nil when Do returned an error: for the transport its
 	// *http.Response (read it with transport.ResponseOf), whose body may

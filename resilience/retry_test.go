@@ -239,7 +239,7 @@ func TestEndReasonStrings(t *testing.T) {
 		ReasonSuccess: "success", ReasonNotRetryable: "not_retryable", ReasonAttemptsExhausted: "attempts_exhausted",
 		ReasonBudgetExhausted: "budget_exhausted", ReasonCircuitOpen: "circuit_open", ReasonRetryAfterTooLong: "retry_after_too_long",
 		ReasonPastDeadline: "past_deadline", ReasonNotIdempotent: "not_idempotent", ReasonBodyNotReplayable: "body_not_replayable",
-		ReasonCanceled: "canceled",
+		ReasonCanceled: "canceled", ReasonOverloaded: "overloaded", ReasonPushback: "pushback",
 	}
 	for r, s := range want {
 		if r.String() != s {

@@ -465,7 +465,8 @@ func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
 		}
 		h(AttemptEndEvent{Event: Event{Context: a.ctx, Key: r.c.Key, Subject: r.c.Subject},
 			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Code: a.verd.Code,
-			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o, Result: v})
+			Err: a.err, Start: a.start, Duration: a.dur, Outcome: o, Result: v,
+			Pushback: o == AttemptRetryable && a.verd.Pushback})
 	}
 }
 

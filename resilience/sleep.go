@@ -29,6 +29,11 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	if r.parent.Err() != nil {
 		return r.endAfter(a, ReasonCanceled), true // endWithout releases a
 	}
+	if a.verd.Pushback {
+		// Retried below: nothing more launches (no retry, no hedge: see
+		// armHedge and admitHedge), and what is in flight runs on.
+		r.maxAttempts, r.limitReason = r.launched, ReasonPushback
+	}
 	if r.launched >= r.maxAttempts || a.verd.NotIdempotent {
 		if r.inflight > 0 {
 			keep()
@@ -60,7 +65,9 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	} else if delay != nil {
 		d = clampDelay(delay.Delay(r.backoffRetries+1, r.prevDelay))
 	}
-	if dl, ok := r.parent.Deadline(); ok && a.end.now().Add(d).After(dl) {
+	if dl, ok := r.parent.Deadline(); ok && !a.end.now().Add(d).Before(dl) {
+		// The retry would start at or after the deadline, when the
+		// caller's context has ended: no sleep for it.
 		return r.endAfter(a, ReasonPastDeadline), true
 	}
 	// The budget is asked before the sleep, so an exhausted budget ends the
@@ -90,6 +97,12 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 			return r.endWithout(ReasonCanceled, &in), true
 		}
 	}
+	if r.pastDeadline(&in) {
+		// The sleep's timer woke late, at or after the deadline: no
+		// attempt starts after the caller's deadline.
+		r.giveBack(&r.held)
+		return r.endWithout(ReasonPastDeadline, &in), true
+	}
 	if !r.admitBreaker(&r.held, &in) {
 		r.giveBack(&r.held)
 		return r.endWithout(ReasonCircuitOpen, &in), true
@@ -100,6 +113,14 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	}
 	r.launch(KindRetry, &in)
 	return Result[T]{}, false
+}
+
+// pastDeadline reports whether the caller's deadline has come at in: a
+// retry or hedge admitted then would start after it. (The context's own
+// timer may fire a little later, so its Err is not enough.)
+func (r *run[T]) pastDeadline(in *instant) bool {
+	dl, ok := r.parent.Deadline()
+	return ok && !in.now().Before(dl)
 }
 
 // endAfter ends the call, at a's end, after a's retryable result with

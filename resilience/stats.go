@@ -13,9 +13,13 @@ import (
 type Stats struct {
 	// BudgetTokens is how many retries or hedges the retry budget holds
 	// now: what its window earned (deposits less what timeouts cost) and
-	// did not spend, plus what its reserve holds; of the window's share, no
-	// more than the last second has earned can be spent in it, and none
-	// while retries are failing. +Inf when the budget is disabled.
+	// did not spend (a retry or hedge that succeeded gave its token back),
+	// plus what its reserve holds. The window's share is a ceiling, not
+	// what the next retry may take: it pays only a client that earned at
+	// least its reserve in the last second, no more than the last second
+	// earned, and nothing while retries are failing (see
+	// EngineConfig.BudgetRatio); the reserve pays first. +Inf when the
+	// budget is disabled.
 	BudgetTokens float64
 	// UntrackedAdmissions counts the calls served untracked (no breaker,
 	// adaptive delay or concurrency limit) because every tracked key was

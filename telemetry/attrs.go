@@ -93,6 +93,13 @@ const (
 	// KeyAttemptProbe (invented, attempt spans and logs) is true on a
 	// half-open breaker's probe; absent otherwise.
 	KeyAttemptProbe = attribute.Key("gotry.attempt.probe")
+	// KeyAttemptPushback (invented, attempt spans and logs) is true on an
+	// attempt whose answer carried the hop protocol's pushback
+	// (transport.PushbackHeader) from a peer and was not retried for it:
+	// the call made no further attempt (resilience.Verdict.Pushback);
+	// absent otherwise. The request then ends with gotry.reason "pushback"
+	// unless an attempt still in flight answers.
+	KeyAttemptPushback = attribute.Key("gotry.attempt.pushback")
 	// KeyBackoffRetryAfter (invented, backoff span) is true when the
 	// sleep's delay came from the server's Retry-After header.
 	KeyBackoffRetryAfter = attribute.Key("gotry.backoff.retry_after")
@@ -140,6 +147,12 @@ const (
 	// keyBackoffTotal (invented, request span) is the seconds slept between
 	// attempts, as a float; on the span only when not zero.
 	keyBackoffTotal = attribute.Key("gotry.backoff.total")
+	// keyTimeLeft (invented, request span) is the seconds that were left
+	// of the request context's deadline when the request started, as a
+	// float: under transport.Middleware, the deadline a trusted caller
+	// propagated (transport.TimeoutHeader) included. Absent without a
+	// deadline.
+	keyTimeLeft = attribute.Key("gotry.request.time_left")
 	// keyRequestDuration (invented, logs only) is the request's seconds.
 	keyRequestDuration = attribute.Key("gotry.request.duration")
 	// keyAttempt (invented, span events and logs; never a metric label) is

@@ -167,7 +167,7 @@ func (t *Telemetry) hooks(name string, below bool) resilience.Hooks {
 			a := hs.attemptFor(e)
 			// The response is the transport's to close; telemetry reads its
 			// Proto only.
-			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome, transport.ResponseOf(e)) //nolint:bodyclose // not ours to close
+			a.end(e.Context, e.Code, e.Err, e.Duration, e.Outcome, e.Pushback, transport.ResponseOf(e)) //nolint:bodyclose // not ours to close
 		},
 		OnRetry: func(e resilience.RetryEvent) {
 			c := hs.callFor(e.Event)
@@ -219,9 +219,9 @@ func (hs *hookSet) attemptStart(ctx context.Context, e resilience.AttemptStartEv
 	return a.ctx.carry(ctx, attemptKey{hs.t}, a)
 }
 
-// end handles an attempt's result. An HTTP call returns responses whose
-// body ends the span.
-func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
+// end handles an attempt's result (pushback: its answer's pushback was
+// honoured). An HTTP call returns responses whose body ends the span.
+func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, pushback bool, resp *http.Response) {
 	if cell := a.inFlight.Swap(nil); cell != nil {
 		a.c.attemptEnded(cell)
 	}
@@ -229,8 +229,8 @@ func (a *attempt) end(ctx context.Context, code int, err error, dur time.Duratio
 		a.c.hs.foundBelow(ctx, a.c)
 	}
 	a.record(ctx, code, err, dur, o)
-	a.spanResult(code, err, dur, o, resp)
-	a.log(ctx, code, err, dur, o)
+	a.spanResult(code, err, dur, o, pushback, resp)
+	a.log(ctx, code, err, dur, o, pushback)
 	a.settleSpan(a.c.http(), err, o)
 }
 

@@ -173,7 +173,7 @@ func logResult(fs []field, code int, err error) []field {
 	return fs
 }
 
-func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome) {
+func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duration, o resilience.AttemptOutcome, pushback bool) {
 	t := a.c.hs.t
 	if !t.logEnabled(ctx, levelDebug) {
 		return
@@ -184,6 +184,9 @@ func (a *attempt) log(ctx context.Context, code int, err error, dur time.Duratio
 		fstr(KeyAttemptOutcome, o.String()), fsec(keyAttemptDuration, dur))
 	if a.probe {
 		fs = append(fs, fbool(KeyAttemptProbe, true))
+	}
+	if pushback {
+		fs = append(fs, fbool(KeyAttemptPushback, true))
 	}
 	if o == resilience.AttemptCancelled {
 		fs = logResult(fs, code, nil) // not an error

@@ -45,6 +45,7 @@ var exportedNames = map[string]string{
 	"KeyLimitInFlight":      string(KeyLimitInFlight),
 	"KeyLimitWaited":        string(KeyLimitWaited),
 	"KeyAttemptProbe":       string(KeyAttemptProbe),
+	"KeyAttemptPushback":    string(KeyAttemptPushback),
 	"KeyBackoffRetryAfter":  string(KeyBackoffRetryAfter),
 	"KeyBackoffInterrupted": string(KeyBackoffInterrupted),
 	"KeyErrorType":          string(KeyErrorType),
@@ -233,6 +234,8 @@ func TestExportedNamesAreWritten(t *testing.T) {
 	namesInterruptedBackoff(t, r)
 	adaptive := transport.New(base(t), r.tel.Transport(Name("adaptive-sent")), transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1))
 	mustGet(t, adaptive, newServer(t, status(200)).URL) // a host for the hedge delay gauge
+	peer := transport.New(base(t), r.tel.Transport(Name("peer")), transport.WithHopPeers(func(string) bool { return true }))
+	mustGet(t, peer, newServer(t, status(503, transport.PushbackHeader, transport.PushbackRetried)).URL) // a pushback
 	rt := resilience.NewRetrier(r.tel.Retrier(Name("jobs")), resilience.WithMaxAttempts(1))
 	_, _ = resilience.Retry(t.Context(), rt, "sync", func(context.Context) (int, error) { return 0, errors.New("down") })
 	w.add(t, r)

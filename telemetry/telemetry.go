@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -120,6 +121,10 @@ type call struct {
 	op                 string
 	spanName           string // the request span's name
 	attemptName        string // the attempt spans' name
+	// timeLeft is what was left of the request context's deadline when the
+	// call started (under transport.Middleware, the caller's propagated
+	// deadline included); 0 without one. Set only when the span records.
+	timeLeft time.Duration
 
 	// mhost and mport are the metric server.address and server.port, after
 	// the host guard; mport is 0 when the host was folded into OtherHost.

@@ -91,8 +91,13 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 		opts = append(opts[:1:1], trace.WithTimestamp(start))
 	}
 	ctx, c.span = t.tracer.Start(ctx, c.spanName, opts...)
-	if req != nil && c.span.IsRecording() {
-		c.url = fullURL(req.URL, t.cfg.dropQuery)
+	if c.span.IsRecording() {
+		if req != nil {
+			c.url = fullURL(req.URL, t.cfg.dropQuery)
+		}
+		if dl, ok := ctx.Deadline(); ok && !start.IsZero() {
+			c.timeLeft = max(dl.Sub(start), time.Nanosecond) // a deadline already past shows as (almost) none left
+		}
 	}
 	return ctx
 }
@@ -133,7 +138,7 @@ func (a *attempt) startSpan(ctx context.Context, header http.Header) context.Con
 // The SDK copies what it keeps, so a buffer is free again once the call
 // returns.
 type scratch struct {
-	kv   [11]attribute.KeyValue // the most a span is given at once: the request span's end
+	kv   [12]attribute.KeyValue // the most a span is given at once: the request span's end
 	opts [3]trace.SpanStartOption
 }
 
@@ -200,11 +205,12 @@ func (a *attempt) findOuter(resp *http.Response) {
 
 // spanResult records an attempt's result on its span: outcome, status,
 // time to the response headers and protocol version when there is a
-// response (resp), error.type. A cancelled attempt (a hedge loser, or the
-// caller gave up) is not an error: no error.type, no status. In otelhttp
-// mode only the outcome and time to headers are added to otelhttp's span,
+// response (resp), error.type, and gotry.attempt.pushback when its answer's
+// pushback was honoured. A cancelled attempt (a hedge loser, or the caller
+// gave up) is not an error: no error.type, no status. In otelhttp mode only
+// the outcome, time to headers and pushback are added to otelhttp's span,
 // and only while it still records (it ends at once on a transport error).
-func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, resp *http.Response) {
+func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilience.AttemptOutcome, pushback bool, resp *http.Response) {
 	if a.span == nil {
 		if a.outer == nil {
 			a.findOuter(resp)
@@ -213,6 +219,9 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 			a.outer.SetAttributes(KeyAttemptOutcome.String(o.String()))
 			if resp != nil {
 				a.outer.SetAttributes(keyAttemptTimeToHeaders.Float64(dur.Seconds()))
+			}
+			if pushback {
+				a.outer.SetAttributes(KeyAttemptPushback.Bool(true))
 			}
 		}
 		return
@@ -231,6 +240,9 @@ func (a *attempt) spanResult(code int, err error, dur time.Duration, o resilienc
 		if v := protocolVersion(resp); v != "" {
 			kv = append(kv, keyProtocolVersion.String(v))
 		}
+	}
+	if pushback {
+		kv = append(kv, KeyAttemptPushback.Bool(true))
 	}
 	if o != resilience.AttemptCancelled {
 		if et := resultErrorType(code, err); et != "" {
@@ -336,6 +348,9 @@ func (c *call) endCall(e callEnd) {
 	}
 	if e.code > 0 {
 		kv = append(kv, keyStatusCode.Int(e.code))
+	}
+	if c.timeLeft > 0 {
+		kv = append(kv, keyTimeLeft.Float64(c.timeLeft.Seconds()))
 	}
 	if et := resultErrorType(e.code, e.err); et != "" {
 		kv = append(kv, KeyErrorType.String(et))

@@ -466,3 +466,48 @@ func TestTraceEmptyResponseEndsWithRoundTrip(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// A peer's answer with pushback: the attempt span says so, and the
+// request ends with the reason pushback after that one attempt.
+func TestTracePushbackFromAPeer(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503, transport.PushbackHeader, transport.PushbackRetried), status(200))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithHopPeers(func(string) bool { return true }))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	spans := r.waitEnded(t, 2)
+	want(t, "request span", ordered(spans, "gotry GET")[0].Attributes(), map[attribute.Key]any{
+		KeyAttempts: int64(1), KeyReason: "pushback", keyStatusCode: int64(503),
+	})
+	want(t, "attempt", ordered(spans, "GET")[0].Attributes(), map[attribute.Key]any{
+		KeyAttemptOutcome: "retryable", KeyAttemptPushback: true, keyStatusCode: int64(503),
+	})
+}
+
+// A request whose context has a deadline (under transport.Middleware, the
+// caller's propagated one) shows the time it had left on its span; one
+// without shows none.
+func TestTraceRequestTimeLeft(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(200))
+	tr := transport.New(base(t), r.tel.Transport())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []context.Context{ctx, context.Background()} {
+		req, _ := http.NewRequestWithContext(c, http.MethodGet, srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(t, resp)
+	}
+	spans := ordered(r.waitEnded(t, 4), "gotry GET")
+	left := attrs(spans[0].Attributes())[keyTimeLeft].AsFloat64()
+	if left <= 50 || left > 60 {
+		t.Errorf("%s = %v, want just under 60", keyTimeLeft, left)
+	}
+	want(t, "no deadline", spans[1].Attributes(), map[attribute.Key]any{keyTimeLeft: nil})
+}

@@ -112,8 +112,8 @@
 // deadline. Otherwise the transport stops and returns that response, so the
 // caller sees the server's status and body. Other statuses, and a malformed
 // header, use the backoff. The backoff is held to the deadline too: a sleep
-// that would end past it is not started, and the transport returns what it
-// has.
+// that would end at or past it is not started, and the transport returns
+// what it has.
 //
 // # Retries and hedges share MaxAttempts
 //
@@ -203,15 +203,76 @@
 // # Chains of services
 //
 // A service that calls others through a Transport wraps its handler in
-// [Middleware] and makes its calls with the incoming request's context.
-// Along a chain (client → A → B → leaf) one hop then retries a failure
-// instead of every hop, so attempts add up rather than multiply (three
-// attempts at each of three hops: 5 at the leaf, not 27). A Transport under
-// Middleware sends [RetriesLeftHeader] on every attempt; a service whose
-// caller will retry makes one attempt per call and passes the promise on;
-// and a failed answer from a service that did retry below carries
-// [PushbackHeader], which every Transport honours by not retrying it (on by
-// default; a Transport outside Middleware sends nothing new).
+// [Middleware], makes its calls with the incoming request's context, and
+// says who speaks gotry's hop protocol with it: the callers it believes
+// ([WithTrustedCallers]) and the hosts it calls that are services of the
+// chain ([WithHopPeers]):
+//
+//	internal := func(host string) bool { return strings.HasSuffix(host, ".internal") }
+//	api := &http.Client{Transport: transport.New(nil, transport.WithHopPeers(internal))}
+//	mesh := transport.CallersFrom(netip.MustParsePrefix("10.0.0.0/8")) // only if nothing else connects from there
+//	http.ListenAndServe(addr, transport.Middleware(mux, transport.WithTrustedCallers(mesh)))
+//
+// Three headers then pass along a chain (client → A → B → leaf):
+//
+//   - [RetriesLeftHeader], on each attempt to a peer: what the sender will
+//     do if the attempt fails (0 for a request it may not repeat, a body
+//     it cannot send again, or its last attempt). A service whose trusted
+//     caller will retry makes one attempt per call and passes the promise
+//     on; on the caller's last attempt it retries as usual. So one layer
+//     retries a failure at a time, and attempts add up rather than
+//     multiply: with three attempts at every hop and no budget, the leaf
+//     of a chain of three sees 7 attempts a request, not 27 (5 when A, the
+//     edge, trusts no caller), as TestChainAttemptsAddUp counts.
+//   - [TimeoutHeader], on each attempt to a peer whose request has a
+//     deadline (or a per-attempt timeout): the time left, in milliseconds,
+//     as gRPC's grpc-timeout. Middleware puts a trusted caller's time left
+//     on the request's context (never extending a deadline it has), so the
+//     calls below send theirs on, and no hop starts an attempt, retry or
+//     hedge after the top caller's deadline; a trusted caller with less
+//     than [MinHopTimeout] left is answered 504 at once. Through a chain of
+//     three services with a 300 ms deadline, the leaf stalling or failing,
+//     even behind a proxy that keeps a request running after its client
+//     left, the latest attempt started 3.5 ms after the deadline, in transit
+//     (TestChainDeadlineFlowsDown). A Transport does not send an attempt to a
+//     peer with less than MinHopTimeout left: it fails at once, with an error
+//     matching context.DeadlineExceeded that the breaker does not count.
+//   - [PushbackHeader], on a failed answer of a service whose calls below
+//     retried (or met an open breaker). A Transport does not retry such an
+//     answer from a peer, when the built-in rules judged it (a
+//     [Classifier]'s own Retry or Throttled stands), and [WithPushback](false)
+//     turns that off. It hides nothing: the answer counts as the failure it
+//     is, for the breaker and the retry budget (a throttle stays a throttle,
+//     which the breaker ignores), and it cancels no attempt in flight: a
+//     hedge answered with pushback waits for the attempt it raced, which may
+//     still succeed. The call's end reason is pushback.
+//
+// The defaults trust nobody, as Envoy strips its x-envoy-* headers from
+// external requests: Middleware with no option ignores both request
+// headers (and removes them from the request its handler sees, so a
+// handler that forwards its headers cannot carry them inward), and a
+// Transport with no peers sends no header of the protocol and honours no
+// pushback, so a third-party API learns nothing of it and cannot stop a
+// retry with it. No address tells a caller inside a system from a proxy
+// relaying the internet to it (a load balancer, an ingress, a sidecar or an
+// nginx on the same host connect from private or loopback addresses), so
+// trust callers by address ([CallersFrom]) only where nothing untrusted can
+// connect from it, or behind a proxy that removes Gotry-* headers from
+// outside requests; otherwise trust on what such a proxy sets, or a client
+// certificate. Even a trusted caller can only shorten its own request's
+// deadline (what hanging up would do) and make the service retry less for
+// it; a malformed, repeated or out-of-range value is ignored. With the
+// defaults a chain behaves as without Middleware (27 leaf attempts, as
+// above, with no budget): configure both ends.
+//
+// Failure modes: a service whose caller promised a retry, and which answers
+// a failure below with a status the caller does not retry (a 500, by
+// default, or a 200 with an error inside), breaks the chain's promise and
+// nobody retries: answer with the status that came back, or 502, 503 or
+// 504. A relative deadline does not count the time the request takes to
+// arrive (a new connection's set-up included), so each hop's deadline falls
+// a transit time after its caller's. A proxy between two hops that does not
+// speak the protocol passes the caller's values on unchanged.
 //
 // # Circuit breaker
 //
@@ -334,7 +395,8 @@
 //
 //   - the caller's deadline (the request's context) bounds the whole
 //     request, retries and backoff included; when it passes, the request
-//     ends and is not retried;
+//     ends and is not retried, and no retry or hedge starts at or after it
+//     (even when a sleep's timer wakes late);
 //   - [WithPerAttemptTimeout] (Policy.PerAttemptTimeout) bounds each
 //     attempt from its start to its response headers: the upload of the
 //     request body counts;
@@ -537,7 +599,8 @@
 //     every attempt sends exactly the caller's bytes, and the caller's body
 //     is always closed.
 //   - A Retry-After wait is never negative, never longer than
-//     WithMaxRetryAfter and never ends after the request's deadline.
+//     WithMaxRetryAfter and ends before the request's deadline; no retry
+//     or hedge starts at or after that deadline.
 //   - The package writes nothing: no logger, no stdout or stderr, and its
 //     errors never repeat request headers or bodies.
 //   - Retries and hedges together never exceed MaxAttempts; every response

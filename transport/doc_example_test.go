@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -235,8 +236,11 @@ func Example_errors() {
 }
 
 // A service wraps its handler in Middleware and calls its downstream with
-// the incoming request's context: when its caller says it will retry, the
-// service makes one attempt, and the retrying happens at one hop only.
+// the incoming request's context: when its caller, which it trusts, says
+// it will retry, the service makes one attempt, and the retrying happens at
+// one hop only. Here the service trusts callers on loopback, and its
+// Transport takes loopback hosts for peers; a real service names its own
+// networks and hosts (see WithTrustedCallers and WithHopPeers).
 func ExampleMiddleware() {
 	var leafHits atomic.Int32
 	leaf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -245,7 +249,10 @@ func ExampleMiddleware() {
 	}))
 	defer leaf.Close()
 
-	api := &http.Client{Transport: transport.New(nil, transport.WithBackoff(resilience.Constant(0)), transport.WithRetryBudget(0, 0))}
+	internal := func(host string) bool { return host == "127.0.0.1" } // the hosts of the chain
+	api := &http.Client{Transport: transport.New(nil, transport.WithHopPeers(internal),
+		transport.WithBackoff(resilience.Constant(0)), transport.WithRetryBudget(0, 0))}
+	callers := transport.CallersFrom(netip.MustParsePrefix("127.0.0.0/8")) // who may speak the protocol to it
 	service := httptest.NewServer(transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, leaf.URL, nil)
 		resp, err := api.Do(req)
@@ -255,7 +262,7 @@ func ExampleMiddleware() {
 		}
 		resp.Body.Close()
 		w.WriteHeader(resp.StatusCode)
-	})))
+	}), transport.WithTrustedCallers(callers)))
 	defer service.Close()
 
 	for _, left := range []string{"2", "0"} { // the caller will retry twice more; its last attempt

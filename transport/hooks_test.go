@@ -294,6 +294,8 @@ func TestOutcomeAndReasonStrings(t *testing.T) {
 		{resilience.ReasonNotIdempotent, "not_idempotent"},
 		{resilience.ReasonBodyNotReplayable, "body_not_replayable"},
 		{resilience.ReasonCanceled, "canceled"},
+		{resilience.ReasonOverloaded, "overloaded"},
+		{resilience.ReasonPushback, "pushback"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {

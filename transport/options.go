@@ -39,6 +39,11 @@ type config struct {
 	maxRetainedBody int64
 	nonIdempotent   bool
 	attemptHeader   string // canonical name of the attempt header; "" for none
+	// The hop protocol (hop.go): the Transport's peers and whether their
+	// pushback is ignored; Middleware's trusted callers.
+	hopPeer        func(host string) bool
+	ignorePushback bool
+	trustedCallers func(*http.Request) bool
 }
 
 func defaultConfig() config {
@@ -50,9 +55,11 @@ func defaultConfig() config {
 	}
 }
 
-// Option configures a Transport. Options are applied in order at New; a
-// later option overrides an earlier one, except WithHooks and WithHooksFor,
-// which add. The option constructors check their arguments when they are
+// Option configures a Transport, or Middleware. Options are applied in
+// order at New (or Middleware); a later option overrides an earlier one,
+// except WithHooks and WithHooksFor, which add. Middleware reads
+// WithTrustedCallers and WithClock and ignores the others; New ignores
+// WithTrustedCallers. The option constructors check their arguments when they are
 // called and panic, with a message naming the option and the value, on one
 // that makes no sense; New itself panics only where a WithHooksFor func
 // does (telemetry's, when one transport is given two different names), and
@@ -411,10 +418,11 @@ func validHeaderName(s string) bool {
 
 // WithClock runs the transport on c: its backoff sleeps, hedge timers,
 // per-attempt timeouts, breaker and budget windows and Retry-After dates
-// (default the wall clock; nil is ignored). A test passes a clock.Fake and
-// moves it on instead of sleeping (see the clock package's example); the
-// transport runs the same code on it as on the wall clock. Resilience's
-// Retrier, telemetry and the kit take the same option.
+// (default the wall clock; nil is ignored); and Middleware on c, for the
+// deadline it sets from a caller's TimeoutHeader. A test passes a
+// clock.Fake and moves it on instead of sleeping (see the clock package's
+// example); the transport runs the same code on it as on the wall clock.
+// Resilience's Retrier, telemetry and the kit take the same option.
 func WithClock(cl clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if cl != nil {

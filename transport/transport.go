@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			rc.Policy.MaxAttempts = 1
 		}
 	}
+	if peer := t.cfg.hopPeer; peer != nil && peer(hostName(req.URL)) {
+		c.peer = true
+		c.perAttempt = rc.Policy.PerAttemptTimeout
+	} else if c.hop != nil && hasHopHeader(req.Header) {
+		c.strip = true // copied from the handler's request, for no peer (see WithHopPeers)
+	}
 	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
 	// c is not touched after this: the engine recycles it (see Recycle)
 	// when nothing else can use it, and a late attempt may be using it
@@ -140,7 +147,13 @@ type call struct {
 	refusedOnly     bool
 	firstIsOriginal bool // first is req.Body itself (not a buffer or prefix)
 	hop             *hop // the incoming request's, under Middleware; nil otherwise
-	limit           int  // the attempts Prepare allowed
+	// peer: the host speaks the hop protocol (WithHopPeers): attempts carry
+	// its headers and its pushback may be honoured. strip: under
+	// Middleware, the request carries the protocol's headers for a host
+	// that is no peer, and attempts drop them.
+	peer, strip bool
+	perAttempt  time.Duration // the per-attempt timeout, for TimeoutHeader (a peer's call only)
+	limit       int           // the attempts Prepare allowed
 	// bodyFresh reports that req.Body has not been handed to any attempt,
 	// so RoundTrip still owns (and must close) it.
 	bodyFresh bool
@@ -310,6 +323,16 @@ func (c *call) prepare(n int) (int, resilience.EndReason, error) {
 
 // Do sends one attempt.
 func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response, error) {
+	var left string // TimeoutHeader's value, for a peer
+	if c.peer {
+		var ok bool
+		if left, ok = c.timeLeft(ctx); !ok {
+			if a.Number == 1 && c.first != nil {
+				c.first.Close() // the first attempt owns the body (see Prepare), sent or not
+			}
+			return nil, errHopTooLate
+		}
+	}
 	req := c.req
 	body := c.first
 	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
@@ -321,7 +344,10 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	}
 	cfg := &c.t.cfg
 	hooks := &c.t.hooks
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 && c.hop == nil {
+	if c.hop != nil && a.Number > 1 {
+		c.hop.pushback.Store(true) // retried (or hedged) below
+	}
+	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 && !c.peer && !c.strip {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
@@ -346,14 +372,22 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 		}
 		setAttemptHeader(header, cfg.attemptHeader, attemptHeaderValue(a))
 	}
-	if c.hop != nil {
+	switch {
+	case c.peer:
 		if header == nil {
 			header = c.NewCarrier(a).(http.Header)
 		}
-		setAttemptHeader(header, RetriesLeftHeader, retriesLeft(c.hop, a.Number, c.limit))
-		if a.Number > 1 {
-			c.hop.pushback.Store(true) // retried (or hedged) below
+		setAttemptHeader(header, RetriesLeftHeader, strconv.Itoa(c.retriesLeft(a.Number)))
+		if left != "" {
+			setAttemptHeader(header, TimeoutHeader, left)
+		} else {
+			dropHeader(header, TimeoutHeader) // the caller's own, if it set one: not ours to vouch for
 		}
+	case c.strip:
+		if header == nil {
+			header = c.NewCarrier(a).(http.Header)
+		}
+		dropHopHeaders(header)
 	}
 	if header != nil {
 		out.Header = header
@@ -362,6 +396,75 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 		return ht.finish(c.send(out))
 	}
 	return c.send(out)
+}
+
+// retriesLeft is RetriesLeftHeader's value for attempt number n: what
+// this call's side will do if the attempt fails. Under a caller that will
+// retry (see Middleware), that caller's promise: this call makes one
+// attempt, and the retry comes from above. Otherwise the attempts this
+// call has left, of those Prepare allowed: none for a request that may
+// not be repeated (one attempt, or a refused stream alone: no failure
+// the next hop could answer with is retried), a body that cannot be sent
+// again, a breaker's probe, or a Policy's MaxAttempts. (The budget may
+// refuse a retry still; the header does not wait for it to decide.)
+func (c *call) retriesLeft(n int) int {
+	switch {
+	case c.hop != nil && c.hop.above > 0:
+		return c.hop.above
+	case c.refusedOnly:
+		return 0
+	}
+	return max(c.limit-n, 0)
+}
+
+// timeLeft is TimeoutHeader's value for an attempt with context ctx that
+// starts now: the time left of the request's deadline and of the
+// per-attempt timeout, whichever is sooner, rounded down to the
+// millisecond; "" when there is neither (or more than the header holds).
+// It reports false when the deadline leaves less than MinHopTimeout: the
+// attempt is not sent. The deadline is read on the transport's clock, as
+// the backoff's is. (A per-attempt timeout below MinHopTimeout is not
+// sent: it cannot be honoured below.)
+func (c *call) timeLeft(ctx context.Context) (string, bool) {
+	left := c.perAttempt
+	if left < MinHopTimeout {
+		left = 0
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d := dl.Sub(c.t.engine.Now())
+		if d < MinHopTimeout {
+			return "", false
+		}
+		if left == 0 || d < left {
+			left = d
+		}
+	}
+	if left == 0 {
+		return "", true
+	}
+	v, _ := formatTimeout(left)
+	return v, true
+}
+
+// hostName is u's host name as WithHopPeers's predicate sees it: without
+// port or brackets, lower-cased.
+func hostName(u *url.URL) string {
+	h := u.Hostname()
+	for i := 0; i < len(h); i++ {
+		if 'A' <= h[i] && h[i] <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}
+
+// dropHeader removes key from h under every spelling.
+func dropHeader(h http.Header, key string) {
+	for k := range h {
+		if strings.EqualFold(k, key) {
+			delete(h, k)
+		}
+	}
 }
 
 // setAttemptHeader sets h's canonical key to v, in the attempt's own copy of
@@ -412,7 +515,8 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 	if c.cl != nil {
 		d = c.cl(at)
 	}
-	if d == Default {
+	builtIn := d == Default // a classifier's own decision is not overridden by a pushback
+	if builtIn {
 		d = decide(at, &c.t.cfg.statuses)
 	}
 	v := resilience.Verdict{Retryable: d == Retry || d == Throttled}
@@ -425,9 +529,9 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 		v.Overload = err != nil && c.headerTimeout > 0 && isHeaderTimeout(err)
 		return v
 	}
-	if v.Retryable && pushedBack(resp.Header) {
-		v.Retryable = false // retried below already (see Middleware)
-	}
+	// Retried below already (see Middleware): no further attempt, and the
+	// answer still counts as the failure it is.
+	v.Pushback = v.Retryable && builtIn && c.peer && !c.t.cfg.ignorePushback && pushedBack(resp.Header)
 	v.Code = resp.StatusCode
 	// A throttle (see Classifier) is an overload answer too: the limit
 	// counts it as congestion, the budget as no success.

@@ -70,6 +70,9 @@ var (
 		"WithPerAttemptHeaderTimeout": "HTTP response headers",
 		"WithRetryableStatuses":       "HTTP status codes",
 		"WithMaxHosts":                "the Retrier's WithMaxKeys: a transport's keys are hosts",
+		"WithHopPeers":                "the hop protocol's HTTP headers",
+		"WithPushback":                "the hop protocol's HTTP answer header",
+		"WithTrustedCallers":          "Middleware's callers: HTTP requests",
 	}
 	retrierOnly = map[string]string{
 		"WithRetryIf": "classifies errors; the transport's is WithClassifier",
