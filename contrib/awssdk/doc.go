@@ -225,4 +225,4 @@
 //     those calls (transport.WithPolicy(ctx, transport.Policy{MaxAttempts:
 //     2})) and count those retries in the load the QPS limit is meant to
 //     bound.
-package sdk
+package awssdk

@@ -1,4 +1,4 @@
-package sdk_test
+package awssdk_test
 
 import (
 	"context"
@@ -10,11 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/awssdk"
 	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -32,49 +29,26 @@ func ExampleS3Transport() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	base, err := sdk.SDKTransport(cfg)
+	base, err := awssdk.SDKTransport(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	tel := telemetry.New() // the otel global providers
-	cfg.HTTPClient = &http.Client{Transport: sdk.S3Transport(base, tel.Transport())}
+	cfg.HTTPClient = &http.Client{Transport: awssdk.S3Transport(base, tel.Transport())}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.Retryer = sdk.S3Retryer() // the standard retryer; gotry's refusals final
+		o.Retryer = awssdk.S3Retryer() // the standard retryer; gotry's refusals final
 	})
 
 	// A read: hedged after 50ms (near its p95), with a per-attempt timeout,
 	// both through the operation's context. Writes keep neither: a
 	// per-attempt timeout would count their upload time.
-	read := transport.WithPolicy(ctx, sdk.ReadPolicy(50*time.Millisecond, 2*time.Second))
+	read := transport.WithPolicy(ctx, awssdk.ReadPolicy(50*time.Millisecond, 2*time.Second))
 	out, err := client.GetObject(read, &s3.GetObjectInput{Bucket: aws.String("bucket"), Key: aws.String("key")})
 	if err != nil {
 		log.Fatal(err)
 	}
 	_, err = io.Copy(io.Discard, out.Body)
 	out.Body.Close()
-	if err != nil {
-		log.Fatal(err)
-	}
-}
-
-// client-go over gotry: client-go retries what the API server asks it to
-// (429 and 5xx with Retry-After, any verb), through its QPS limiter, and
-// gotry sends each of its requests once, with a breaker (which client-go
-// does not retry past), a concurrency limit and telemetry. rest.Config.Wrap
-// keeps any wrapper the config already had. It needs a cluster, so it is
-// built but not run.
-func ExampleKubernetesWrap() {
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		log.Fatal(err)
-	}
-	tel := telemetry.New()
-	cfg.Wrap(sdk.KubernetesWrap(tel.Transport()))
-	core, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	_, err = core.ConfigMaps("default").Get(context.Background(), "settings", metav1.GetOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

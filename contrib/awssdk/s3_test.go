@@ -1,4 +1,4 @@
-package sdk_test
+package awssdk_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/awssdk"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
@@ -118,7 +118,7 @@ func TestS3RecommendedSetUpKeepsEveryWriteUnderFaults(t *testing.T) {
 	// reports every physical attempt, the SDK's retries included.
 	reader := sdkmetric.NewManualReader()
 	tel := telemetry.New(telemetry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
-	client := newS3(srv, sdk.S3Transport(base, seen.hooks(), tel.Transport()), sdk.S3Retryer(shortBackoff))
+	client := newS3(srv, awssdk.S3Transport(base, seen.hooks(), tel.Transport()), awssdk.S3Retryer(shortBackoff))
 
 	// Every operation meets one fault on its first arrival, and the
 	// multipart upload one on each POST and on its second part.
@@ -321,7 +321,7 @@ func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 	srv := newFaultyS3(t, false)
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	client := newS3(srv, sdk.S3Transport(base), sdk.S3Retryer(shortBackoff))
+	client := newS3(srv, awssdk.S3Transport(base), awssdk.S3Retryer(shortBackoff))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	want := randomBytes(t, 64<<10)
@@ -332,7 +332,7 @@ func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 	srv.counts()
 
 	start := time.Now()
-	out, err := client.GetObject(transport.WithPolicy(ctx, sdk.ReadPolicy(200*time.Millisecond, 0)), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+	out, err := client.GetObject(transport.WithPolicy(ctx, awssdk.ReadPolicy(200*time.Millisecond, 0)), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestS3HedgedGetUnderTheSDKsRetryer(t *testing.T) {
 // (TestS3OutageStillOpensTheBreaker).
 func TestS3SlowDownStormAttemptsPerOperation(t *testing.T) {
 	const workers, perWorker = 4, 10
-	readPolicy := sdk.ReadPolicy(50*time.Millisecond, 5*time.Second)
+	readPolicy := awssdk.ReadPolicy(50*time.Millisecond, 5*time.Second)
 	cases := []struct {
 		name     string
 		tr       func(base http.RoundTripper) http.RoundTripper
@@ -385,16 +385,16 @@ func TestS3SlowDownStormAttemptsPerOperation(t *testing.T) {
 		},
 		{
 			name:    "recommended: SDK standard over gotry at one attempt",
-			tr:      func(base http.RoundTripper) http.RoundTripper { return sdk.S3Transport(base) },
-			retryer: sdk.S3Retryer(shortBackoff),
+			tr:      func(base http.RoundTripper) http.RoundTripper { return awssdk.S3Transport(base) },
+			retryer: awssdk.S3Retryer(shortBackoff),
 			// The SDK's 3 attempts, each one request; fewer where the
 			// limit sheds one (final for the SDK).
 			maxPerOp: 3,
 		},
 		{
 			name:    "recommended, reads with ReadPolicy (a hedge or a retry in gotry)",
-			tr:      func(base http.RoundTripper) http.RoundTripper { return sdk.S3Transport(base) },
-			retryer: sdk.S3Retryer(shortBackoff),
+			tr:      func(base http.RoundTripper) http.RoundTripper { return awssdk.S3Transport(base) },
+			retryer: awssdk.S3Retryer(shortBackoff),
 			policy:  &readPolicy,
 			// Each SDK attempt up to two requests.
 			maxPerOp: 3 * 2,
