@@ -12,14 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/MrVSiK/gotry/contrib/awssdk"
-	"github.com/MrVSiK/gotry/telemetry"
 	"github.com/MrVSiK/gotry/transport"
 )
 
 // The AWS SDK for Go v2 over gotry: the SDK's retryer retries (S3's error
 // codes, its POSTs, multi-MiB bodies it replays from their readers), and
-// gotry sends each of its attempts once, with a breaker, a concurrency
-// limit and telemetry of every physical attempt. The config is loaded
+// gotry sends each of its attempts once, with a breaker and a concurrency
+// limit (and, given telemetry's option, telemetry of every physical
+// attempt). The config is loaded
 // without config.WithHTTPClient, which fails when AWS_CA_BUNDLE is set, and
 // gotry goes over the transport the SDK built, which carries the bundle.
 // It needs AWS credentials and a bucket, so it is built but not run.
@@ -33,8 +33,9 @@ func ExampleS3Transport() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tel := telemetry.New() // the otel global providers
-	cfg.HTTPClient = &http.Client{Transport: awssdk.S3Transport(base, tel.Transport())}
+	// Telemetry of every attempt: pass telemetry.New().Transport()
+	// (package github.com/MrVSiK/gotry/telemetry) after base.
+	cfg.HTTPClient = &http.Client{Transport: awssdk.S3Transport(base)}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.Retryer = awssdk.S3Retryer() // the standard retryer; gotry's refusals final
 	})
