@@ -1,30 +1,36 @@
-// Package sdk puts gotry under two SDKs that retry by themselves, the AWS
-// SDK for Go v2 and Kubernetes client-go, in set-ups its tests hold against
-// real local servers with injected faults: S3 requests against gofakes3 (a
-// real S3 implementation) answering 500 InternalError, 503 SlowDown, reset
-// connections and stalls; client-go against an API server speaking
-// Kubernetes JSON, answering 429 and 503 with and without Retry-After.
-// It is a module of its own, so neither SDK enters gotry's go.mod; run its
-// tests with make sdk-test.
+// Package awssdk puts gotry under the AWS SDK for Go v2, which retries by
+// itself, in a set-up its tests hold against a real S3 implementation on
+// loopback (gofakes3 over memory) with injected faults: 500 InternalError,
+// 503 SlowDown, reset connections and stalls. S3Transport is the entry
+// point: gotry as the SDK's HTTP transport; S3Retryer is the SDK's
+// retryer to go with it, and ReadPolicy the policy for reads.
+//
+// It is a module of its own, github.com/MrVSiK/gotry/contrib/awssdk, so
+// that only programs that use it build against the AWS SDK. The package
+// imports gotry and the SDK's core module (github.com/aws/aws-sdk-go-v2);
+// its tests also require the S3 client, the SDK's config and gofakes3,
+// which therefore appear on its users' build lists (go list -m all) too,
+// at least at the versions its go.mod requires. Run the tests with make
+// sdk-test.
 //
 // # Which layer retries
 //
-// When both an SDK and gotry retry, every SDK attempt is a new request to
+// When both the SDK and gotry retry, every SDK attempt is a new request to
 // gotry and the attempts multiply; gotry's retry budget bounds only
-// gotry's share. For these two SDKs the SDK should keep retrying and gotry
-// should send each of its attempts once (transport.WithMaxAttempts(1)),
-// adding what the SDK does not have: a circuit breaker and a concurrency
-// limit per host, and telemetry of every physical attempt (the SDKs report
-// per operation). The SDK is the better retrying layer here because it
-// knows its service: which error codes mean "again" (S3's 500
-// InternalError, its SlowDown), which POSTs the service lets it resend, how
-// to replay bodies of any size from their readers. gotry, on its own,
-// sends a POST once, retries 502, 503, 504 and 429 only, and replays a body
-// only up to MaxBufferedBody (1 MiB by default).
+// gotry's share. The SDK should keep retrying and gotry should send each
+// of its attempts once (transport.WithMaxAttempts(1)), adding what the SDK
+// does not have: a circuit breaker and a concurrency limit per host, and
+// telemetry of every physical attempt (the SDK reports per operation). The
+// SDK is the better retrying layer here because it knows its service:
+// which error codes mean "again" (S3's 500 InternalError, its SlowDown),
+// which POSTs the service lets it resend, how to replay bodies of any size
+// from their readers. gotry, on its own, sends a POST once, retries 502,
+// 503, 504 and 429 only, and replays a body only up to MaxBufferedBody (1
+// MiB by default).
 //
-// # AWS SDK for Go v2
+// # The set-up
 //
-// The set-up (S3Transport, S3Retryer, ReadPolicy; see ExampleS3Transport):
+// S3Transport, S3Retryer and ReadPolicy; see ExampleS3Transport:
 //
 //   - The SDK's standard retryer with two changes (S3Retryer): an error
 //     from gotry's breaker or concurrency limit is final (RefusedByGotry).
@@ -35,12 +41,14 @@
 //     the SDK's full jitter a retry may land at once, inside the throttle
 //     that failed it.
 //   - gotry with WithMaxAttempts(1), S3Classifier, WithBreaker and
-//     WithConcurrencyLimit, plus telemetry's option, as cfg.HTTPClient.
-//     S3Classifier marks S3's 503s (SlowDown, ServiceUnavailable: "reduce
-//     your request rate", sent without Retry-After) throttles, which the
-//     breaker does not count and the concurrency limit does; and its 500
-//     InternalError a failure, which the breaker counts (gotry's default
-//     rules take a 500 for a final answer, a success to the breaker).
+//     WithConcurrencyLimit (S3Transport), plus telemetry's option
+//     (telemetry.New().Transport(), package
+//     github.com/MrVSiK/gotry/telemetry), as cfg.HTTPClient. S3Classifier
+//     marks S3's 503s (SlowDown, ServiceUnavailable: "reduce your request
+//     rate", sent without Retry-After) throttles, which the breaker does
+//     not count and the concurrency limit does; and its 500 InternalError
+//     a failure, which the breaker counts (gotry's default rules take a
+//     500 for a final answer, a success to the breaker).
 //   - Reads may carry a policy on the operation's context
 //     (transport.WithPolicy(ctx, ReadPolicy(hedgeDelay, perAttemptTimeout))):
 //     one hedge of a slow GetObject, and a per-attempt timeout. Writes
@@ -64,7 +72,9 @@
 // for its checksums before sending it, so it must be seekable (a
 // bytes.Reader, an *os.File).
 //
-// What the tests measured (make sdk-test; each test logs its numbers):
+// # What the tests measured
+//
+// Run with make sdk-test; each test logs its numbers.
 //
 //   - Under faults (TestS3RecommendedSetUpKeepsEveryWriteUnderFaults): a 2
 //     MiB PutObject after an InternalError and a reset, a multipart upload
@@ -72,9 +82,9 @@
 //     a reset and a SlowDown on a part, and stalled reads all succeed; the
 //     objects read back byte for byte; CreateMultipartUpload and
 //     CompleteMultipartUpload each took effect once (their SlowDowns come
-//     before S3 acts); every arrival at S3 is one gotry attempt, at most
-//     the SDK's three per operation, and gotry's telemetry counted each
-//     (its gotry.attempts counter equals the arrivals).
+//     before S3 acts); every arrival at S3 is one gotry attempt (as
+//     counted by gotry's hooks, which its telemetry reads), at most the
+//     SDK's three per operation.
 //   - With gotry as the only retrying layer (the SDK's retries off,
 //     TestS3GotryAloneLosesWritesTheSDKWouldKeep), each of these fails on a
 //     single fault: a PutObject after a 500 InternalError,
@@ -110,12 +120,15 @@
 //     in plain runs, 1.7 under the race detector, whose slower requests
 //     the limit shed more of): a throttle does not open the breaker, so
 //     each operation makes the SDK's attempts (at most 3), fewer where
-//     the concurrency limit, cut by the SlowDowns, sheds one; the SDK's retry quota (500 tokens, 5
-//     per throttle retry) bounds the retries of a storm that lasts. (When
+//     the concurrency limit, cut by the SlowDowns, sheds one; the SDK's
+//     retry quota (500 tokens, 5 per throttle retry) bounds the retries
+//     of a storm that lasts. (When
 //     SlowDown opened the breaker, 0.12–0.17: the storm was answered as an
 //     outage, and so was a burst of a fraction of a second.)
 //
-// AWS_CA_BUNDLE: with it set (or config.WithCustomCABundle),
+// # AWS_CA_BUNDLE
+//
+// With AWS_CA_BUNDLE set (or config.WithCustomCABundle),
 // config.LoadDefaultConfig(ctx, config.WithHTTPClient(c)) fails for any
 // client but the SDK's own ("unable to add custom RootCAs HTTPClient, has
 // no WithTransportOptions, *http.Client"): it adds the bundle's roots to
@@ -124,105 +137,4 @@
 // the roots (SDKTransport), and set cfg.HTTPClient to an *http.Client
 // over gotry over that transport. TestS3CABundleWithGotry holds both the
 // failure and the way out over real TLS.
-//
-// # Kubernetes client-go
-//
-// client-go resends a request, whatever its verb (a create's POST
-// included), when the answer is a 429 or any 5xx carrying Retry-After, up
-// to 10 times, waiting the Retry-After; and a GET whose connection was
-// reset or ended early. A typed client cannot turn that off
-// (rest.Request.MaxRetries is not reachable through it). The API server
-// answers 429 from priority and fairness before it acts, so those resends
-// are safe; client-go is the retrying layer. (A 5xx with Retry-After may
-// come after the server acted, from a request that timed out but still
-// completes; client-go's resend of a create then fails with 409
-// AlreadyExists. That is client-go's behaviour, the same with or without
-// gotry.)
-//
-// The set-up (KubernetesWrap; see ExampleKubernetesWrap):
-// cfg.Wrap(KubernetesWrap(tel.Transport())), which is gotry with
-// WithMaxAttempts(1), WithBreaker, WithConcurrencyLimit and
-// KubernetesClassifier (a 429 is final for gotry). A 429, and a 503 whose
-// Retry-After asks for a wait, are throttles, which gotry's breaker does
-// not count: they ask this client to slow down, which client-go does; they
-// do not mean the server is down. client-go does not retry gotry's
-// refusals, so an open breaker fails calls at once.
-//
-// Over HTTP/2 (what an API server speaks over TLS) a server that fails one
-// request resets its stream where over HTTP/1.1 it closes the connection.
-// client-go resends a GET whose connection was reset, not one whose stream
-// was, and gotry at one attempt sends it once: the GET failed. The
-// transport KubernetesWrap returns (KubernetesTransport) reports a GET's
-// reset or refused stream to client-go as a connection reset too (the
-// error also matches syscall.ECONNRESET), so client-go resends it, a
-// second later and through its QPS limiter, as it does over HTTP/1.1. The
-// retrying layer stays client-go, whose resends the QPS limit bounds; gotry
-// still sends each request once and counts each reset against its
-// breaker, which client-go does not resend past. (The other way, letting
-// gotry retry a reset stream at one configured attempt, would have
-// changed what MaxAttempts means for every user, and its retries would
-// bypass the QPS limiter.) A create, or any other verb, whose stream was
-// reset is sent once: it may have taken effect.
-//
-// rest.Config.WrapTransport (and Wrap) put gotry directly over client-go's
-// HTTP transport, under its authentication and user-agent wrappers and
-// under its QPS limiter: client-go's own retries wait for the limiter,
-// gotry's do not. Only GETs (get, list, opening a watch) are safe for gotry
-// to retry: a create is a POST, which gotry sends once; gotry's default
-// rules treat PUT and DELETE as idempotent, but a Kubernetes update sent
-// again after it took effect fails with 409 Conflict (its resourceVersion
-// is stale) and a delete with 404, so a caller would see errors for writes
-// that succeeded. A watch is a long GET; gotry's attempt ends at its
-// response headers, so open watches hold no permit of the concurrency
-// limit (TestKubernetesOpenWatchesLeaveTheLimitFree: 40 open, twice the
-// initial limit, nothing in flight or shed).
-//
-// What the tests measured:
-//
-//   - Under faults (TestKubernetesRecommendedSetUpUnderFaults): creates
-//     throttled once (429), a get answered 503 with Retry-After, a list
-//     whose connection was reset, a watch throttled once all succeed, with
-//     the watch delivering its events; each create took effect once and
-//     gotry retried nothing. A create answered 503 without Retry-After
-//     fails with that 503: neither layer sends it again. The list's reset
-//     was resent by net/http itself on a new connection, inside gotry's one
-//     attempt (http.Transport does this for a GET on a reused connection).
-//   - Even retrying with its defaults under client-go
-//     (TestKubernetesGotryNeverResendsACreate), gotry sent no create twice:
-//     one arrival after a 503 without Retry-After and after a reset
-//     connection (both fail), two after a 429 with Retry-After (client-go's
-//     resend, which succeeds).
-//   - Reset streams over HTTP/2 (TLS; TestKubernetesResetStream): a Get
-//     whose first stream the server resets succeeds under KubernetesWrap,
-//     after client-go's one-second wait (1.0 s, two arrivals, two gotry
-//     attempts, no gotry retry); under gotry at one attempt without the
-//     adaptation it fails after one arrival. A create whose stream the
-//     server reset after reading it (it took effect) fails and is not sent
-//     again. A server that resets every Get's stream
-//     (TestKubernetesResetStreamStormOpensTheBreaker) sees 5 sends of a
-//     Get, not client-go's 11: the fifth reset opens gotry's breaker, and
-//     client-go stops at its refusal (5.0 s).
-//   - Requests reaching the API server per Get when every answer is an
-//     error (4 workers × 5 Gets, TestKubernetesOutageArrivalsPerGet): 503
-//     with "Retry-After: 0", client-go over gotry's defaults, 11.1 (222 for
-//     20; client-go's 11 sends, gotry's retries cut by its budget; up to
-//     33); the set-up above, 0.30–0.40 (6 to 8 for 20), the same for a 503
-//     without Retry-After. 429 (a throttle): the set-up above, 5.8–11.0
-//     (115–220 for 20: client-go's resends, each waiting the server's
-//     Retry-After, some shed by gotry's limit, more under the race
-//     detector), as before this change,
-//     when KubernetesClassifier made a 429 a success to the breaker.
-//   - gotry's retries under the QPS limiter
-//     (TestKubernetesGotryRetriesBypassQPS): 40 Gets at QPS 20 (burst 1)
-//     over gotry retrying with its defaults, each Get answered first by a
-//     503 without Retry-After: the limiter held the Gets to 20 a second
-//     (2.0 s), and the server saw 44 requests (22 a second): 4 gotry
-//     retries, which its budget's reserve bounded (36 Gets failed when it
-//     refused; with the budget's earlier per-second floor, 63–68 requests
-//     and 23–28 retries).
-//     If a proxy in front of the API server answers 502–504 without
-//     Retry-After and reads should ride that out, allow gotry a retry on
-//     those calls (transport.WithPolicy(ctx, transport.Policy{MaxAttempts:
-//     2})) and count those retries in the load the QPS limit is meant to
-//     bound.
 package awssdk
