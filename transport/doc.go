@@ -456,10 +456,13 @@
 //     it) and a classifier that leaves 429 to client-go; if you let this
 //     transport retry, only GETs: a repeated update fails with 409 and a
 //     repeated delete with 404.
-//   - The set-ups for both SDKs, held by tests against S3 (gofakes3) and a
-//     Kubernetes API server with injected faults, with the attempts per
-//     operation they measured, are in the examples/sdk module:
-//     https://pkg.go.dev/github.com/MrVSiK/gotry/examples/sdk.
+//   - Both set-ups are modules of their own, which a program requires
+//     beside this one, each held by tests with injected faults and
+//     documented with the attempts per operation they measured:
+//     github.com/MrVSiK/gotry/contrib/awssdk (awssdk.S3Transport and
+//     awssdk.S3Retryer; tests against S3 in gofakes3) and
+//     github.com/MrVSiK/gotry/contrib/kubernetes (kubernetes.Wrap, for
+//     rest.Config.Wrap; tests against a Kubernetes API server).
 //   - OTLP/HTTP exporters: the safe setup is the exporter's retries off
 //     (otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})),
 //     a transport of its own with WithNonIdempotentRetries(true) and
