@@ -56,7 +56,7 @@ func newConfigMaps(t testing.TB, srv *fakeAPIServer, qps float32, burst int, wra
 		ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"},
 	}
 	if srv.TLS != nil {
-		cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		cfg.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	}
 	c, err := corev1client.NewForConfig(cfg)
 	if err != nil {
