@@ -100,7 +100,8 @@ peers-smoke:
 ## Kubernetes JSON), with injected faults. Each is a module of its own, so
 ## neither SDK enters the root's go.mod. A cold build (empty build cache,
 ## -race) compiles client-go and the S3 client: 7.5 min on a busy 2-core
-## machine (3.6 min of CPU); seconds once cached.
+## machine (3.6 min of CPU); seconds once cached. The tests take about
+## 30 s (awssdk 18 s, kubernetes 13 s).
 sdk-test:
 	@set -e; for m in $(CONTRIB_MODULES); do \
 		echo "sdk-test: $$m"; \
