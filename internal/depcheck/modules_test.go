@@ -1,10 +1,14 @@
 package depcheck
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,7 +30,10 @@ const rootModule = "github.com/MrVSiK/gotry"
 // that needs the Prometheus exporter is promexport, and telemetry's tests
 // that need an exporter live there and in internal/sdktest); one of
 // promexport gets the Prometheus client and exporter, with protobuf, and
-// still nothing of gRPC or OTLP.
+// still nothing of gRPC or OTLP. One of an SDK adapter (contrib/awssdk,
+// contrib/kubernetes) gets its SDK's modules, those its tests need
+// included, and nothing of telemetry, OpenTelemetry, zap, testify or the
+// other SDK.
 //
 // It needs the modules on the lists: from the module cache, else from
 // GOPROXY. The temporary module's go.sum starts from the go.sum files of
@@ -58,6 +65,41 @@ func TestWhatAUserDownloads(t *testing.T) {
 				rootModule + "/cmd/",
 				rootModule + "/internal/",
 				rootModule + "/telemetry/promexport",
+			},
+		},
+		{
+			// The adapters' packages import little (awssdk the SDK's core
+			// module, kubernetes nothing but gotry); their tests' modules
+			// (gofakes3, the S3 client; client-go) reach the list, but
+			// nothing of telemetry, of the other SDK or testify.
+			name:    "awssdk",
+			imports: []string{"contrib/awssdk"},
+			must:    []string{rootModule, rootModule + "/contrib/awssdk", "github.com/aws/aws-sdk-go-v2"},
+			mustNot: []string{
+				rootModule + "/telemetry",
+				"go.opentelemetry.io/",
+				"go.uber.org/zap",
+				"github.com/stretchr/testify",
+				"k8s.io/",
+				rootModule + "/contrib/kubernetes",
+				rootModule + "/cmd/",
+				rootModule + "/internal/",
+			},
+		},
+		{
+			name:    "kubernetes",
+			imports: []string{"contrib/kubernetes"},
+			must:    []string{rootModule, rootModule + "/contrib/kubernetes"},
+			mustNot: []string{
+				rootModule + "/telemetry",
+				"go.opentelemetry.io/",
+				"go.uber.org/zap",
+				"github.com/stretchr/testify",
+				"github.com/aws/",
+				"github.com/johannesboyne/",
+				rootModule + "/contrib/awssdk",
+				rootModule + "/cmd/",
+				rootModule + "/internal/",
 			},
 		},
 		{
@@ -107,9 +149,10 @@ func TestWhatAUserDownloads(t *testing.T) {
 
 // userBuildList makes a module example.com/user in a temporary directory,
 // whose main package imports pkgs (paths below this repository's root),
-// requiring gotry, telemetry and promexport replaced by repo's directories,
-// runs go mod tidy in it and returns go list -m all, one module path an
-// entry, the user's first.
+// requiring gotry, telemetry and promexport, and the adapter modules under
+// contrib/ that pkgs name, replaced by repo's directories, runs go mod tidy
+// in it and returns go list -m all, one module path an entry, the user's
+// first.
 func userBuildList(t *testing.T, repo string, pkgs []string) []string {
 	t.Helper()
 	dir := t.TempDir()
@@ -123,6 +166,14 @@ func userBuildList(t *testing.T, repo string, pkgs []string) []string {
 	// Replaced at every version: whatever version the nested modules
 	// require resolves to the working tree.
 	modules := []string{"", "/telemetry", "/telemetry/promexport"}
+	for _, p := range pkgs {
+		// contrib/NAME/... is in the module contrib/NAME.
+		if parts := strings.Split(p, "/"); parts[0] == "contrib" && len(parts) > 1 {
+			if m := "/contrib/" + parts[1]; !slices.Contains(modules, m) {
+				modules = append(modules, m)
+			}
+		}
+	}
 	for _, m := range modules {
 		gomod.WriteString("replace " + rootModule + m + " => " + filepath.Join(repo, filepath.FromSlash(m)) + "\n")
 		gomod.WriteString("require " + rootModule + m + " v0.0.0-00010101000000-000000000000\n")
@@ -169,7 +220,8 @@ func userBuildList(t *testing.T, repo string, pkgs []string) []string {
 // would build only against the root versions whose internal API it was
 // written for; the other modules use the public packages (clock.NewFake
 // for internal/clock/fakeclock, clock for internal/clock). Test files
-// count too.
+// count too, and so do the modules outside go.work, the released SDK
+// adapters under contrib/ among them.
 func TestNoOtherModuleImportsTheRootsInternals(t *testing.T) {
 	var rootInternal []string
 	for _, line := range strings.Split(strings.TrimSpace(string(goList(t, "-f", "{{.ImportPath}} {{.Module.Path}}", rootModule+"/internal/..."))), "\n") {
@@ -200,6 +252,58 @@ func TestNoOtherModuleImportsTheRootsInternals(t *testing.T) {
 	for _, p := range []string{"telemetry", "telemetry/promexport", "cmd/gotry-demo", "cmd/gotry-demo/internal/demo", "internal/sdktest"} {
 		if !checked[rootModule+"/"+p] {
 			t.Errorf("go list did not check %s; modules: %v", p, patterns)
+		}
+	}
+
+	// The modules outside go.work (the SDK adapters under contrib/, which
+	// are released, and the harnesses) are out of go list's reach from
+	// here: their imports are read from their source.
+	workspace := map[string]bool{}
+	for _, dir := range strings.Split(strings.TrimSpace(string(goList(t, "-m", "-f", "{{.Dir}}"))), "\n") {
+		workspace[filepath.Clean(dir)] = true
+	}
+	repo := root(t)
+	parsed := map[string]bool{} // directories, relative to repo
+	err := filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "go.mod" || workspace[filepath.Dir(path)] {
+			return nil
+		}
+		return filepath.WalkDir(filepath.Dir(path), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return nil
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(repo, path)
+			parsed[filepath.ToSlash(filepath.Dir(rel))] = true
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); slices.Contains(rootInternal, p) {
+					t.Errorf("%s imports %s, an internal package of the root module", filepath.ToSlash(rel), p)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"contrib/awssdk", "contrib/kubernetes"} {
+		if !parsed[dir] {
+			t.Errorf("the Go files of %s, a module outside go.work, were not read", dir)
 		}
 	}
 }

@@ -40,7 +40,9 @@ var docs = []string{
 
 // modulePackages maps the name a doc qualifies an identifier with to the
 // package's directory. Only these qualifiers are checked: others (http,
-// otelhttp, ...) are not this module's.
+// otelhttp, ...) are not this repository's. kubernetes is the adapter of
+// contrib/kubernetes: a doc that names client-go's clientset package
+// (k8s.io/client-go/kubernetes) qualifies it otherwise, e.g. clientset.
 var modulePackages = map[string]string{
 	"transport":     "transport",
 	"transporttest": "transport/transporttest",
@@ -53,6 +55,8 @@ var modulePackages = map[string]string{
 	"cache":         "resilience/cache",
 	"dnscache":      "resilience/dnscache",
 	"dashboards":    "dashboards",
+	"awssdk":        "contrib/awssdk",
+	"kubernetes":    "contrib/kubernetes",
 }
 
 var (

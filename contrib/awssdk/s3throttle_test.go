@@ -1,4 +1,4 @@
-package sdk_test
+package awssdk_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/awssdk"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -76,8 +76,8 @@ func TestS3ThrottleBurstKeepsEveryWrite(t *testing.T) {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	var seen keyCounter
-	tr := sdk.S3Transport(base, seen.hooks())
-	client := newS3(srv, tr, sdk.S3Retryer())
+	tr := awssdk.S3Transport(base, seen.hooks())
+	client := newS3(srv, tr, awssdk.S3Retryer())
 
 	bodies := make([][]byte, writers)
 	for i := range bodies {
@@ -172,11 +172,11 @@ func TestS3OutageStillOpensTheBreaker(t *testing.T) {
 			base := &http.Transport{}
 			defer base.CloseIdleConnections()
 			var seen keyCounter
-			tr := sdk.S3Transport(base, seen.hooks())
+			tr := awssdk.S3Transport(base, seen.hooks())
 			client := s3.New(s3.Options{
 				Region: "us-east-1", BaseEndpoint: aws.String(url), UsePathStyle: true,
 				Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-				HTTPClient:  &http.Client{Transport: tr}, Retryer: sdk.S3Retryer(shortBackoff),
+				HTTPClient:  &http.Client{Transport: tr}, Retryer: awssdk.S3Retryer(shortBackoff),
 			})
 			var wg sync.WaitGroup
 			var failed, refused atomic.Int32
@@ -251,7 +251,7 @@ func TestS3RetryerWaitsOutThrottles(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := sdk.S3Retryer(tc.opts...)
+			r := awssdk.S3Retryer(tc.opts...)
 			lo, hi := time.Duration(1<<62), time.Duration(0)
 			for range 1000 {
 				d, err := r.RetryDelay(tc.attempt, tc.err)

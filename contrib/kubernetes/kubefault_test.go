@@ -1,12 +1,16 @@
-package sdk_test
+package kubernetes_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,12 +22,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// What the fake API server does with one arrival besides serving it.
+// fault is what the fake API server does with one arrival instead of
+// serving it.
+type fault int
+
 const (
-	throttled   fault = 100 + iota // 429 with Retry-After: 0, as priority and fairness answers
-	unavailable                    // 503 with Retry-After: 0
-	bare503                        // 503 without Retry-After, as a proxy in front might answer
-	bare429                        // 429 without Retry-After, as a rate-limiting proxy in front might answer
+	pass        fault = iota // served
+	reset                    // the connection is reset before any response
+	throttled                // 429 with Retry-After: 0, as priority and fairness answers
+	unavailable              // 503 with Retry-After: 0
+	bare503                  // 503 without Retry-After, as a proxy in front might answer
+	bare429                  // 429 without Retry-After, as a rate-limiting proxy in front might answer
 	// The server reads the request (a create takes effect), then resets
 	// its HTTP/2 stream (RST_STREAM, INTERNAL_ERROR) instead of answering,
 	// as Go's server does when a handler panics.
@@ -273,4 +282,35 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, ms
 		st.Details = &metav1.StatusDetails{RetryAfterSeconds: 0}
 	}
 	writeObject(w, code, st)
+}
+
+// resetConn takes over the connection and closes it with SO_LINGER 0, so
+// the client sees a TCP reset, not an orderly close.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // cannot hijack (HTTP/2): abort the stream instead
+	}
+	raw := conn
+	if tc, ok := conn.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tcp, ok := raw.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0) // best effort: a plain close still fails the request
+	}
+	_ = conn.Close() // the reset is the point; its error says nothing new
+}
+
+// sortedOps renders counts in a stable order for the test log.
+func sortedOps(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%d ", k, m[k])
+	}
+	return strings.TrimSpace(b.String())
 }

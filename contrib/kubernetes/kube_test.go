@@ -1,4 +1,4 @@
-package sdk_test
+package kubernetes_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/kubernetes"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -56,7 +56,7 @@ func newConfigMaps(t testing.TB, srv *fakeAPIServer, qps float32, burst int, wra
 		ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"},
 	}
 	if srv.TLS != nil {
-		cfg.TLSClientConfig.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		cfg.CAData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	}
 	c, err := corev1client.NewForConfig(cfg)
 	if err != nil {
@@ -74,7 +74,7 @@ func opCtx(t testing.TB) context.Context {
 func TestKubernetesRecommendedSetUpUnderFaults(t *testing.T) {
 	srv := newFakeAPIServer(t)
 	var seen kubeCounter
-	cms := newConfigMaps(t, srv, 1000, 1000, sdk.KubernetesWrap(seen.hooks()))
+	cms := newConfigMaps(t, srv, 1000, 1000, kubernetes.Wrap(seen.hooks()))
 
 	// The first of each call meets a fault client-go answers by itself:
 	// priority and fairness throttling a create and a watch, a 503 with
@@ -170,7 +170,7 @@ func TestKubernetesRecommendedSetUpUnderFaults(t *testing.T) {
 // opens the breaker, so client-go's resends all go out, each waiting the
 // server's Retry-After through client-go's QPS limiter; gotry's
 // concurrency limit, cut by the 429s, may shed some, which client-go does
-// not resend. (So did the set-up before: KubernetesClassifier made a 429
+// not resend. (So did the set-up before: kubernetes.Classifier made a 429
 // an answer, a success to the breaker.)
 func TestKubernetesOutageArrivalsPerGet(t *testing.T) {
 	const workers, perWorker = 4, 5
@@ -195,20 +195,20 @@ func TestKubernetesOutageArrivalsPerGet(t *testing.T) {
 		{
 			// "Retry-After: 0" asks for no wait: a failure, not a throttle.
 			name:     "503 with Retry-After, recommended: the breaker opens",
-			wrap:     sdk.KubernetesWrap(),
+			wrap:     kubernetes.Wrap(),
 			what:     unavailable,
 			maxPerOp: breakerBound,
 		},
 		{
 			// client-go does not resend these.
 			name:     "503 without Retry-After, recommended: the breaker opens",
-			wrap:     sdk.KubernetesWrap(),
+			wrap:     kubernetes.Wrap(),
 			what:     bare503,
 			maxPerOp: breakerBound,
 		},
 		{
 			name: "429, recommended: a throttle, client-go resends",
-			wrap: sdk.KubernetesWrap(),
+			wrap: kubernetes.Wrap(),
 			what: throttled,
 			// client-go's 11 sends, one request each.
 			maxPerOp: 11,
@@ -244,6 +244,9 @@ func TestKubernetesOutageArrivalsPerGet(t *testing.T) {
 	}
 }
 
+// attemptHeader carries gotry's attempt number and kind to the server.
+const attemptHeader = "X-Gotry-Attempt"
+
 // gotry sits under client-go's QPS limiter: client-go's own retries wait
 // for it, gotry's do not; gotry's retry budget is what bounds them. Forty
 // Gets at QPS 20 (burst 1), each answered first by a 503 without
@@ -251,9 +254,6 @@ func TestKubernetesOutageArrivalsPerGet(t *testing.T) {
 // defaults (no breaker here, so every Get is sent): the limiter holds the
 // Gets to 20 a second, the server sees more, and the Gets whose retry the
 // budget refused fail.
-// attemptHeader carries gotry's attempt number and kind to the server.
-const attemptHeader = "X-Gotry-Attempt"
-
 func TestKubernetesGotryRetriesBypassQPS(t *testing.T) {
 	const gets, qps = 40, 20
 	srv := newFakeAPIServer(t)
@@ -306,9 +306,9 @@ func TestKubernetesGotryRetriesBypassQPS(t *testing.T) {
 func TestKubernetesOpenWatchesLeaveTheLimitFree(t *testing.T) {
 	const watches = 2 * resilience.DefaultInitialLimit
 	srv := newFakeAPIServer(t)
-	var tr *sdk.KubernetesTransport
+	var tr *kubernetes.Transport
 	cms := newConfigMaps(t, srv, 1000, 1000, func(rt http.RoundTripper) http.RoundTripper {
-		tr = sdk.KubernetesWrap()(rt).(*sdk.KubernetesTransport)
+		tr = kubernetes.Wrap()(rt).(*kubernetes.Transport)
 		return tr
 	})
 	if _, err := cms.Create(opCtx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {

@@ -1,4 +1,4 @@
-package sdk_test
+package kubernetes_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/kubernetes"
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/transport"
 )
@@ -17,7 +17,7 @@ import (
 // Over HTTP/2 an API server that fails one request resets its stream
 // (RST_STREAM) where over HTTP/1.1 it would close the connection. client-go
 // resends a GET whose connection was reset, not one whose stream was; gotry
-// at one attempt does not resend either. Under KubernetesWrap the GET is
+// at one attempt does not resend either. Under kubernetes.Wrap the GET is
 // resent, by client-go; a create whose stream was reset after the server
 // read it (it took effect) is not, by either layer.
 func TestKubernetesResetStream(t *testing.T) {
@@ -29,13 +29,13 @@ func TestKubernetesResetStream(t *testing.T) {
 		wantErr                bool
 		wantArrivals, wantEffs int
 	}{
-		{"get under KubernetesWrap", "get", func(c *kubeCounter) func(http.RoundTripper) http.RoundTripper {
-			return sdk.KubernetesWrap(c.hooks())
+		{"get under kubernetes.Wrap", "get", func(c *kubeCounter) func(http.RoundTripper) http.RoundTripper {
+			return kubernetes.Wrap(c.hooks())
 		}, false, 2, 1},
-		{"create under KubernetesWrap", "create", func(c *kubeCounter) func(http.RoundTripper) http.RoundTripper {
-			return sdk.KubernetesWrap(c.hooks())
+		{"create under kubernetes.Wrap", "create", func(c *kubeCounter) func(http.RoundTripper) http.RoundTripper {
+			return kubernetes.Wrap(c.hooks())
 		}, true, 1, 1},
-		// The gap KubernetesWrap closes: gotry at one attempt, as
+		// The gap kubernetes.Wrap closes: gotry at one attempt, as
 		// recommended before, under client-go.
 		{"get under gotry at one attempt", "get", func(c *kubeCounter) func(http.RoundTripper) http.RoundTripper {
 			return func(rt http.RoundTripper) http.RoundTripper {
@@ -94,7 +94,7 @@ func TestKubernetesResetStream(t *testing.T) {
 // refusal, so a Get stops after 5 sends instead of client-go's 11.
 func TestKubernetesResetStreamStormOpensTheBreaker(t *testing.T) {
 	srv := newFakeAPIServerH2(t)
-	cms := newConfigMaps(t, srv, 1000, 1000, sdk.KubernetesWrap())
+	cms := newConfigMaps(t, srv, 1000, 1000, kubernetes.Wrap())
 	srv.setPlan(func(op string, _ int, _ http.Header) fault {
 		if op == "get" {
 			return streamReset

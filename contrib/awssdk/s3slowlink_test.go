@@ -1,4 +1,4 @@
-package sdk_test
+package awssdk_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/awssdk"
 	"github.com/MrVSiK/gotry/transport"
 	"github.com/MrVSiK/gotry/transport/transporttest"
 )
@@ -40,13 +40,13 @@ const (
 // server's 100 Continue). It returns the counter of gotry's attempts.
 func slowS3Client(t *testing.T, url string, retryer aws.Retryer) (*s3.Client, *keyCounter) {
 	t.Helper()
-	base, err := sdk.SDKTransport(aws.Config{HTTPClient: awshttp.NewBuildableClient()})
+	base, err := awssdk.SDKTransport(aws.Config{HTTPClient: awshttp.NewBuildableClient()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(base.CloseIdleConnections)
 	seen := &keyCounter{}
-	tr := sdk.S3Transport(base, seen.hooks(), transport.WithPerAttemptHeaderTimeout(time.Second))
+	tr := awssdk.S3Transport(base, seen.hooks(), transport.WithPerAttemptHeaderTimeout(time.Second))
 	return newS3At(url, tr, retryer), seen
 }
 
@@ -132,7 +132,7 @@ func TestS3SlowUploadUnderAHeaderTimeout(t *testing.T) {
 	t.Run("the upload is sent once and kept", func(t *testing.T) {
 		srv := newFaultyS3(t, false)
 		link := transporttest.StartSlowLink(t, srv.Listener.Addr().String(), slowUpRate, 0)
-		client, seen := slowS3Client(t, link.URL(), sdk.S3Retryer())
+		client, seen := slowS3Client(t, link.URL(), awssdk.S3Retryer())
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		data := randomBytes(t, slowObject)
@@ -175,7 +175,7 @@ func TestS3SlowUploadUnderAHeaderTimeout(t *testing.T) {
 		link := transporttest.StartSlowLink(t, srv.Listener.Addr().String(), slowUpRate, 0)
 		// One SDK attempt, so that the cut is the first attempt's and the
 		// SDK's retry does not send the body again.
-		client, seen := slowS3Client(t, link.URL(), sdk.S3Retryer(func(o *retry.StandardOptions) { o.MaxAttempts = 1 }))
+		client, seen := slowS3Client(t, link.URL(), awssdk.S3Retryer(func(o *retry.StandardOptions) { o.MaxAttempts = 1 }))
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		data := randomBytes(t, slowObject)

@@ -1,4 +1,4 @@
-package sdk_test
+package kubernetes_test
 
 import (
 	"net/http"
@@ -22,7 +22,7 @@ import (
 // a single retry heals each. Every Get must succeed.
 //
 // It is written for the budget's redesign and may fail before it (run it
-// with go test -run Issue37 in examples/sdk); see the log line for the
+// with go test -run Issue37 in contrib/kubernetes); see the log line for the
 // counts.
 func TestIssue37KubernetesEveryGetSucceeds(t *testing.T) {
 	const gets, qps = 60, 20

@@ -1,4 +1,4 @@
-package sdk_test
+package awssdk_test
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/MrVSiK/gotry/examples/sdk"
+	"github.com/MrVSiK/gotry/contrib/awssdk"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -49,7 +49,7 @@ func TestS3CABundleWithGotry(t *testing.T) {
 	creds := config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""))
 
 	// The trap: any client but the SDK's own is refused.
-	wrapped := &http.Client{Transport: sdk.S3Transport(http.DefaultTransport)}
+	wrapped := &http.Client{Transport: awssdk.S3Transport(http.DefaultTransport)}
 	_, err := config.LoadDefaultConfig(ctx, creds, config.WithHTTPClient(wrapped))
 	t.Logf("LoadDefaultConfig(WithHTTPClient(gotry)) with AWS_CA_BUNDLE: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "WithTransportOptions") {
@@ -61,16 +61,16 @@ func TestS3CABundleWithGotry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := sdk.SDKTransport(cfg)
+	base, err := awssdk.SDKTransport(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.CloseIdleConnections()
-	cfg.HTTPClient = &http.Client{Transport: sdk.S3Transport(base)}
+	cfg.HTTPClient = &http.Client{Transport: awssdk.S3Transport(base)}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(srv.URL)
 		o.UsePathStyle = true
-		o.Retryer = sdk.S3Retryer(shortBackoff)
+		o.Retryer = awssdk.S3Retryer(shortBackoff)
 		// Over TLS the SDK sends checksummed bodies aws-chunked with a
 		// trailer, which gofakes3 stores framing and all; checksums only
 		// where S3 requires them keep plain bodies.

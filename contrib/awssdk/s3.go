@@ -1,4 +1,4 @@
-package sdk
+package awssdk
 
 import (
 	"errors"
@@ -151,7 +151,7 @@ func ReadPolicy(hedgeDelay, perAttemptTimeout time.Duration) transport.Policy {
 func SDKTransport(cfg aws.Config) (*http.Transport, error) {
 	own, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
 	if !ok {
-		return nil, fmt.Errorf("sdk: cfg.HTTPClient is a %T, not the SDK's *http.BuildableClient", cfg.HTTPClient)
+		return nil, fmt.Errorf("awssdk: cfg.HTTPClient is a %T, not the SDK's *http.BuildableClient", cfg.HTTPClient)
 	}
 	return own.GetTransport(), nil
 }

@@ -1,4 +1,4 @@
-package sdk_test
+package awssdk_test
 
 import (
 	"crypto/tls"
