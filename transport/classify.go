@@ -44,7 +44,7 @@ const (
 	// failure, as any 429 or 503; and its Retry-After is honoured whatever
 	// its status. The built-in rules return it for a 429, and for a 503
 	// whose Retry-After asks for a wait; return it for a service's own
-	// throttling answers (the examples/sdk module does for S3's 503
+	// throttling answers (contrib/awssdk's S3Classifier does for S3's 503
 	// SlowDown, which carries no Retry-After). For an error without a
 	// response it is Retry: only an answer is a throttle.
 	Throttled
