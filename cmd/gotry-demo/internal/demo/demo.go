@@ -144,7 +144,7 @@ func DefaultConfig() Config {
 		AdaptiveHosts:     []string{"search"},
 		HedgeMaxExtraLoad: 0.05,
 		PerAttemptTimeout: time.Second,
-		BudgetRatio:       0.1,
+		BudgetRatio:       resilience.DefaultBudgetRatio,
 		BudgetReserve:     transport.DefaultBudgetReserve,
 		BreakerThreshold:  5,
 		BreakerOpenFor:    5 * time.Second,
