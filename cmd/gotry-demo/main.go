@@ -159,7 +159,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (options
 	adaptive := fs.String("adaptive-hosts", strings.Join(cfg.AdaptiveHosts, ","), "hosts hedged adaptively (the delay learned per host, capped at 2× -hedge-delay); the others after -hedge-delay")
 	fs.Float64Var(&cfg.HedgeMaxExtraLoad, "hedge-max-load", cfg.HedgeMaxExtraLoad, "adaptive hedging: the fraction of requests that may get a hedge; 0 hedges every host after -hedge-delay")
 	fs.DurationVar(&cfg.PerAttemptTimeout, "attempt-timeout", cfg.PerAttemptTimeout, "per-attempt timeout (until response headers)")
-	fs.Float64Var(&cfg.BudgetRatio, "budget-ratio", cfg.BudgetRatio, "retry budget: tokens per successful request (a retry that succeeds is refunded)")
+	fs.Float64Var(&cfg.BudgetRatio, "budget-ratio", cfg.BudgetRatio, "retry budget: tokens per successful request (a retry that succeeds is refunded; the library default is 0.25)")
 	fs.IntVar(&cfg.BudgetReserve, "budget-reserve", cfg.BudgetReserve, "retry budget: retries held for isolated failures, refilled by successes")
 	fs.IntVar(&cfg.BreakerThreshold, "breaker-failures", cfg.BreakerThreshold, "consecutive failures that open a host's breaker; 0 turns the breaker off")
 	fs.DurationVar(&cfg.BreakerOpenFor, "breaker-open", cfg.BreakerOpenFor, "how long an open breaker rejects before probing")

@@ -392,11 +392,11 @@ func TestRunTargets(t *testing.T) {
 	}
 }
 
-// TestRunBurstIsRetriedNotRefused: a burst of independent 503s (30% of
-// requests) is what a retry fixes, so the retry budget pays for the retries
-// instead of refusing them: a retry that succeeds gives its token back.
-// (The budget refuses retries that fail, as in the payments outage.)
-func TestRunBurstIsRetriedNotRefused(t *testing.T) {
+// TestRunBurstDrainsTheBudget: at the demo's budget ratio (0.1, tighter than
+// the library's 0.25), a burst failing 30% of attempts asks for more failed
+// retries than the successes pay for, so the budget refuses some: the
+// dashboards' budget panels and GotryRetryBudgetExhausted get data.
+func TestRunBurstDrainsTheBudget(t *testing.T) {
 	cfg := testConfig(io.Discard)
 	def := DefaultConfig()
 	cfg.BudgetRatio, cfg.BudgetReserve = def.BudgetRatio, def.BudgetReserve
@@ -416,12 +416,8 @@ func TestRunBurstIsRetriedNotRefused(t *testing.T) {
 	if burst == 0 {
 		t.Errorf("the upstream served no burst 503s: %v", sum.Served)
 	}
-	if sum.Counters.Retries == 0 {
-		t.Errorf("no retries during a %g burst at %g req/s: %+v", cfg.Burst.Share, cfg.Rate, sum.Counters)
-	}
-	if sum.Counters.BudgetRefusals*10 > sum.Counters.Retries {
-		t.Errorf("the budget refused %d retries of %d during a burst of independent failures: %+v",
-			sum.Counters.BudgetRefusals, sum.Counters.Retries, sum.Counters)
+	if sum.Counters.BudgetRefusals == 0 {
+		t.Errorf("no budget refusals during a %g burst at %g req/s: %+v", cfg.Burst.Share, cfg.Rate, sum.Counters)
 	}
 }
 

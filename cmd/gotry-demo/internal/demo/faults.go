@@ -124,10 +124,10 @@ type Burst struct {
 // DefaultBurst fails 30% of every host's requests for 10s every 60s, first
 // 35s in: once in the demo's default 60s run, between two payments outages.
 // At the default 50 requests/s that asks for about 20 retries/s, which
-// succeed 70% of the time: the retry budget pays them all (a retry that
-// succeeds gives its token back), so the burst shows retries fixing a
-// partial failure, where the payments outage shows the budget and the
-// breaker stopping retries that fail.
+// succeed 70% of the time. The library's default budget would pay them all
+// (a retry that succeeds gives its token back); the demo's tighter ratio
+// (0.1) pays the failed ones only up to a tenth of the successes, so some
+// requests give up with budget_exhausted and the budget's panels have data.
 func DefaultBurst() Burst {
 	return Burst{Share: 0.3, Start: 35 * time.Second, Every: 60 * time.Second, For: 10 * time.Second}
 }
