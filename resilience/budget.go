@@ -313,14 +313,6 @@ func (b *retryBudget) recent(ws *[budgetBuckets]atomic.Uint64, now time.Time, e 
 	return float64(sum(ws, e, 1)) + past(now)*float64(sum(ws, prev, 1))
 }
 
-// Withdraw spends one token for a retry or hedge about to launch at now and
-// reports whether it was allowed. It first uses the reserve, then the
-// deposits.
-func (b *retryBudget) Withdraw(now time.Time) bool {
-	_, ok := b.take(now, false)
-	return ok
-}
-
 // budgetToken is one token taken from a budget, which Refund gives back. The
 // zero value refunds nothing.
 type budgetToken struct {
@@ -350,9 +342,11 @@ func (t budgetToken) Refund() {
 	}
 }
 
-// Take is Withdraw returning the token it spent, so that a retry that does
-// not launch after all, or succeeds, can Refund it. A retry after a timeout
-// (afterTimeout) is paid by the reserve alone.
+// take spends one token for a retry or hedge about to launch at now and
+// returns it, so that a retry that does not launch after all, or succeeds,
+// can Refund it; it reports whether it was allowed. It first uses the
+// reserve, then the deposits; a retry after a timeout (afterTimeout) is
+// paid by the reserve alone.
 func (b *retryBudget) take(now time.Time, afterTimeout bool) (budgetToken, bool) {
 	if b == nil {
 		return budgetToken{}, true

@@ -18,6 +18,13 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// Withdraw is take for a retry after a failure, reporting only whether it
+// was allowed: the tests' shorthand.
+func (b *retryBudget) Withdraw(now time.Time) bool {
+	_, ok := b.take(now, false)
+	return ok
+}
+
 // TestBudgetReserveIsSpentOnceNotEverySecond: the reserve starts full and
 // pays without deposits, and, unlike the floor it replaced, time alone does
 // not refill it: a quiet client in an outage spends it once.

@@ -21,8 +21,11 @@ import (
 // goroutine's stamp may be late by the scheduler's delay on a loaded
 // machine. Measured on loopback, connections open, under -race on two
 // cores at a load average of 7 (120 runs of the test's 8 cases): the
-// latest start was 3.5 ms after the deadline, the latest answer 6 ms.
-const chainMargin = 25 * time.Millisecond
+// latest start was 3.5 ms after the deadline, the latest answer 6 ms. The
+// margin is far wider than that, for a GC pause or a busy CI machine, and
+// still far below what the test tells apart: without propagation, hops
+// worked 1.3 s past the deadline.
+const chainMargin = 150 * time.Millisecond
 
 // stamps records when things happened, by whom.
 type stamps struct {
