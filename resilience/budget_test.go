@@ -683,10 +683,13 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 			e := NewEngine(EngineConfig{BudgetRatio: 0.5})
 			for i := range 10 {
 				op := &scripted{steps: []step{{v: 200}}}
+				pol := Policy{MaxAttempts: 1}
 				if i >= 8 {
-					op.steps[0] = tc.step
+					// Only these calls get the per-attempt timeout: on a
+					// loaded machine a millisecond can end a success too.
+					op.steps[0], pol.PerAttemptTimeout = tc.step, tc.timeout
 				}
-				Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 1, PerAttemptTimeout: tc.timeout}})
+				Execute(context.Background(), e, Call[int]{Op: op, Policy: pol})
 			}
 			if got := e.Stats().BudgetTokens; got != tc.wantTokens {
 				t.Errorf("BudgetTokens = %v after 10 calls, want %v", got, tc.wantTokens)
