@@ -157,9 +157,6 @@ func NewEngine(cfg EngineConfig) *Engine {
 	return e
 }
 
-// Now reads the engine's clock.
-func (e *Engine) Now() time.Time { return e.clock.Now() }
-
 // Policy is the retry and hedging policy of one call.
 type Policy struct {
 	// MaxAttempts bounds the attempts of a call, retries and hedges
