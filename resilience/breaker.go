@@ -119,23 +119,12 @@ type transition struct {
 // Changed reports whether t records a change.
 func (t transition) Changed() bool { return t.From != t.To }
 
-// ticket is an attempt's admission: by a breaker (hand it back with done;
-// the zero ticket, no breaker, accepts done as a no-op) and, with lim set,
-// a permit of the key's concurrency limit (see releasePermit).
+// ticket is a breaker's admission of an attempt: hand it back with done
+// (the zero ticket, no breaker, accepts done as a no-op).
 type ticket struct {
 	b     *breaker
 	gen   uint32 // the breaker's generation when it admitted
 	probe bool
-	lim   *limiter
-}
-
-// releasePermit returns the ticket's permit, if it holds one, with the
-// attempt's result; it does nothing the second time.
-func (t *ticket) releasePermit(now time.Time, d time.Duration, res limitResult) {
-	if l := t.lim; l != nil {
-		t.lim = nil
-		l.release(now, d, res)
-	}
 }
 
 // Probe reports whether the ticket admits a half-open probe.

@@ -24,7 +24,7 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason, &a.end)
 	}
 	if !a.verd.Overload && r.e.budget != nil { // an answer that says the server is overloaded is no success
-		r.e.budget.Succeed(a.end.second(), a.tok) // a retry or hedge that succeeded costs nothing (see retryBudget)
+		r.e.budget.Succeed(a.end.second(), a.adm.tok) // a retry or hedge that succeeded costs nothing (see retryBudget)
 	}
 	return r.end(r.resultOf(a), reason, &a.end)
 }

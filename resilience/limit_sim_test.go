@@ -155,7 +155,7 @@ func (m overloadModel) run() overloadResult {
 	t0 := time.Unix(1_700_000_000, 0)
 	release := func(r *simRequest, now time.Duration, res limitResult) {
 		if !m.noLimit {
-			ls[r.client].release(t0.Add(now), now-r.sent, res)
+			ls[r.client].release(when(t0.Add(now)), now-r.sent, res)
 		}
 	}
 	// send makes an attempt of r at now, if its client's limit admits it.

@@ -15,7 +15,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	// A failure to the breaker, unless a throttle (see Verdict.Throttle).
 	r.settle(a, AttemptRetryable, a.outcome())
 	if r.parent.Err() == nil && r.e.budget != nil { // the caller's own end is no failure of the server's
-		r.e.budget.Fail(a.end.second(), a.tok, timedOut(a.err))
+		r.e.budget.Fail(a.end.second(), a.adm.tok, timedOut(a.err))
 	}
 	if a.err != nil {
 		r.errs.add(a.err)
@@ -91,7 +91,7 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 		// counts against the delay.
 		start := r.e.clock.Now()
 		ok, woke := r.sleep(start, max(d-start.Sub(from), 0), d, fromServer)
-		in = instantAt(woke)
+		in = r.e.instantAt(woke)
 		if !ok {
 			r.giveBack(&r.held)
 			return r.endWithout(ReasonCanceled, &in), true
