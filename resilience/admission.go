@@ -227,24 +227,37 @@ func (r *run[T]) report(tr transition) {
 // admitNext asks the deadline, the budget, then the breaker, then the
 // concurrency limit, for one more attempt of kind k at in (the admission's
 // time), taking what each grants into ad: none starts after the caller's
-// deadline. It reports the reason when one refuses, having
-// given back all of ad.
+// deadline. It reports the reason when one refuses, having given back all
+// of ad.
 func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant, afterTimeout bool) (EndReason, bool) {
-	switch {
-	case r.pastDeadline(in): // nothing taken yet
+	if !r.pastDeadline(in) && !r.spend(k, ad, in, afterTimeout) {
 		r.giveBack(ad) // (what a hedge's admission took of adaptive hedging's)
-		return ReasonPastDeadline, false
-	case !r.spend(k, ad, in, afterTimeout):
-		r.giveBack(ad)
 		return ReasonBudgetExhausted, false
-	case !r.admitBreaker(ad, in):
-		r.giveBack(ad)
-		return ReasonCircuitOpen, false
-	case !r.admitLimit(k, ad):
-		r.giveBack(ad)
-		return ReasonOverloaded, false
 	}
-	return 0, true
+	return r.admitRest(k, ad, in, true)
+}
+
+// admitRest asks the deadline, then the breaker, then the concurrency
+// limit, for an attempt of kind k at in whose budget token ad holds
+// already (none is needed when the budget is off), unless the caller's
+// context ended (live false); a refusal gives back all of ad and reports
+// the reason the call ends with.
+func (r *run[T]) admitRest(k AttemptKind, ad *admission, in *instant, live bool) (EndReason, bool) {
+	var reason EndReason
+	switch {
+	case !live:
+		reason = ReasonCanceled
+	case r.pastDeadline(in): // (a sleep's timer may wake late, at or after the deadline)
+		reason = ReasonPastDeadline
+	case !r.admitBreaker(ad, in):
+		reason = ReasonCircuitOpen
+	case !r.admitLimit(k, ad):
+		reason = ReasonOverloaded
+	default:
+		return 0, true
+	}
+	r.giveBack(ad)
+	return reason, false
 }
 
 // spend takes one token from the budget into ad for an attempt of kind k

@@ -360,30 +360,12 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		}()
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
-		if cr, ok := r.c.Op.(carrier); ok {
-			a.info.Carrier = cr.NewCarrier(a.info)
-		}
-		ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
-			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
-		a.ctx = ctx
+		ctx = r.attemptStart(ctx, a, h)
 	}
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
 	a.end = e.instant()
-	var now time.Time
 	if r.timed(a) {
-		now = a.end.now()
-		a.dur = now.Sub(a.start)
-		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
-			// The key's latency is its calls' first attempts: what a call
-			// would take unhedged. A first attempt that lost to a hedge
-			// is cut short by its cancellation: its latency is known
-			// only to exceed the time it ran (see lostLatency).
-			d := a.dur
-			if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrAttemptLost) {
-				d = lostLatency(d)
-			}
-			r.hk.record(now, d)
-		}
+		r.measure(ctx, a)
 	}
 	if a.ht != nil {
 		// After this no hedge timer callback touches a (nor arms its
@@ -394,22 +376,56 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		a.timedOut = true
 	}
 	if a.timedOut && r.parent.Err() == nil {
-		// The timeout fired (its cancel may still be on its way): the
-		// attempt, and any body it returned, is cut off.
-		if a.err == nil {
-			a.own.cancel(ErrAttemptTimeout) // cancel first, then release
-			r.c.Op.Release(a.v)
-			var zero T
-			a.v = zero
-		}
-		if a.err == nil {
-			a.err = context.DeadlineExceeded
-		}
-		a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
+		r.cutOff(a)
 	}
 	a.verd = r.c.Op.Classify(a.v, a.err, a.info)
 	r.giveBackAfter(a, r.limitResult(a), outcomeIgnore, false)
 	returned = true
+}
+
+// attemptStart fires OnAttemptStart (h) for a, with its carrier if the
+// Op makes one, and returns the context the hook returned, a's from now.
+func (r *run[T]) attemptStart(ctx context.Context, a *attempt[T], h func(context.Context, AttemptStartEvent) context.Context) context.Context {
+	if cr, ok := r.c.Op.(carrier); ok {
+		a.info.Carrier = cr.NewCarrier(a.info)
+	}
+	ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
+		Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
+	a.ctx = ctx
+	return ctx
+}
+
+// measure reads the timed attempt a's end exactly, for its duration, and
+// teaches adaptive hedging the latency of a call's first attempt. ctx is
+// the context a ran with.
+func (r *run[T]) measure(ctx context.Context, a *attempt[T]) {
+	now := a.end.now()
+	a.dur = now.Sub(a.start)
+	if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
+		// The key's latency is its calls' first attempts: what a call
+		// would take unhedged. A first attempt that lost to a hedge is
+		// cut short by its cancellation: its latency is known only to
+		// exceed the time it ran (see lostLatency).
+		d := a.dur
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrAttemptLost) {
+			d = lostLatency(d)
+		}
+		r.hk.record(now, d)
+	}
+}
+
+// cutOff ends attempt a whose per-attempt timeout fired (its cancel may
+// still be on its way): the attempt, and any value it returned, is cut
+// off, and its error says it timed out.
+func (r *run[T]) cutOff(a *attempt[T]) {
+	if a.err == nil {
+		a.own.cancel(ErrAttemptTimeout) // cancel first, then release
+		r.c.Op.Release(a.v)
+		var zero T
+		a.v = zero
+		a.err = context.DeadlineExceeded
+	}
+	a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
 }
 
 // timed reports whether attempt a is timed: its start and end read
