@@ -157,6 +157,15 @@ func NewEngine(cfg EngineConfig) *Engine {
 	return e
 }
 
+// instant returns a decision's time on e's clock, nothing read yet.
+func (e *Engine) instant() instant { return instant{src: e.seconds} }
+
+// instantAt returns the instant, on e's clock, of a decision whose exact
+// time is known already.
+func (e *Engine) instantAt(now time.Time) instant {
+	return instant{src: e.seconds, sec: now.Unix(), at: now, hasSec: true, hasAt: true}
+}
+
 // Policy is the retry and hedging policy of one call.
 type Policy struct {
 	// MaxAttempts bounds the attempts of a call, retries and hedges
@@ -406,14 +415,14 @@ type resultDone struct {
 	ctx     context.Context
 	key     string
 	subject any
-	attempt int
+	number  int // the attempt's
 }
 
 // Finish does what Result.Finish does; call it once.
 func (f *Finisher) Finish(err error) {
 	f.own.cancel(nil)
 	if d := &f.done; d.hook != nil {
-		d.hook(ResultDoneEvent{Event: Event{Context: d.ctx, Key: d.key, Subject: d.subject}, Attempt: d.attempt, Err: err})
+		d.hook(ResultDoneEvent{Event: Event{Context: d.ctx, Key: d.key, Subject: d.subject}, Attempt: d.number, Err: err})
 	}
 }
 

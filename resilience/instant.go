@@ -36,15 +36,6 @@ type instant struct {
 	hasAt  bool
 }
 
-// instant returns a decision's time on e's clock, nothing read yet.
-func (e *Engine) instant() instant { return instant{src: e.seconds} }
-
-// instantAt returns the instant, on e's clock, of a decision whose exact
-// time is known already.
-func (e *Engine) instantAt(now time.Time) instant {
-	return instant{src: e.seconds, sec: now.Unix(), at: now, hasSec: true, hasAt: true}
-}
-
 // clock returns the clock the decision's time is read from, for what
 // measures a wait from it (the concurrency limit's queue).
 func (in *instant) clock() clock.Clock { return in.src.Clock() }
