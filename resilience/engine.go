@@ -160,12 +160,6 @@ func NewEngine(cfg EngineConfig) *Engine {
 // instant returns a decision's time on e's clock, nothing read yet.
 func (e *Engine) instant() instant { return instant{src: e.seconds} }
 
-// instantAt returns the instant, on e's clock, of a decision whose exact
-// time is known already.
-func (e *Engine) instantAt(now time.Time) instant {
-	return instant{src: e.seconds, sec: now.Unix(), at: now, hasSec: true, hasAt: true}
-}
-
 // Policy is the retry and hedging policy of one call.
 type Policy struct {
 	// MaxAttempts bounds the attempts of a call, retries and hedges

@@ -156,10 +156,11 @@ func recycle[T any](op Operation[T]) {
 func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx
+	entry := e.instant() // the call's admission: nothing slow comes before it but OnCallStart
 	if e.timed {
-		r.start = e.clock.Now()
+		r.start = entry.now()
 	}
-	res := r.execute()
+	res := r.execute(&entry)
 	// Unless a hedge fired, every attempt ran on this goroutine and nothing
 	// of r outlives the call (results, events and the winner's cancel func
 	// are copies), so the state can be reused. After a handover late
@@ -250,8 +251,8 @@ func putRun[T any](e *Engine, r *run[T]) {
 	e.runs.Put(r)
 }
 
-// execute runs the call; see Execute.
-func (r *run[T]) execute() Result[T] {
+// execute runs the call, admitting it at admitted (see Execute).
+func (r *run[T]) execute(admitted *instant) Result[T] {
 	e, ctx := r.e, r.parent
 	r.maxAttempts = max(1, r.c.Policy.MaxAttempts)
 	if h := e.hooks.OnCallStart; h != nil {
@@ -262,15 +263,11 @@ func (r *run[T]) execute() Result[T] {
 	}
 
 	defer r.unwind() // whatever a panic leaves taken (see admission)
-	admitted := e.instant()
-	if e.timed {
-		admitted = e.instantAt(r.start) // (nothing slow since: OnCallStart only)
-	}
-	tr, res, ok := r.admit(&admitted)
+	tr, res, ok := r.admit(admitted)
 	if !ok {
 		return res
 	}
-	if res, ok := r.prepare(tr, &admitted); !ok {
+	if res, ok := r.prepare(tr, admitted); !ok {
 		return res
 	}
 	// Prepare may have taken a while (it may read the request): the first

@@ -145,8 +145,8 @@ func (r *run[T]) pause(from time.Time, d time.Duration, fromServer bool) (in ins
 		return in, true
 	}
 	start := in.now()
-	slept, woke := r.sleep(start, max(d-start.Sub(from), 0), d, fromServer)
-	return r.e.instantAt(woke), slept
+	slept, in = r.sleep(start, max(d-start.Sub(from), 0), d, fromServer)
+	return in, slept
 }
 
 // pastDeadline reports whether the caller's deadline has come at in: a
@@ -177,9 +177,9 @@ func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
 
 // sleep waits wait (the part of the backoff delay d still to go), from
 // start, unless the caller's context ends first; it reports whether the
-// full delay passed, and the time it woke at. The hedge timer is paused
+// full delay passed, and the instant it woke at. The hedge timer is paused
 // (nothing is in flight).
-func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) (bool, time.Time) {
+func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) (bool, instant) {
 	r.stopHedge()
 	ok := true
 	if wait > 0 {
@@ -193,8 +193,8 @@ func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) 
 	} else {
 		ok = r.parent.Err() == nil
 	}
-	woke := r.e.clock.Now()
-	slept := woke.Sub(start)
+	woke := r.e.instant()
+	slept := woke.now().Sub(start)
 	if ok {
 		slept = max(slept, wait)
 	}
