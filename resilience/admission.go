@@ -51,17 +51,15 @@ func (r *run[T]) giveBack(ad *admission) {
 
 // giveBackAfter gives back what the launched attempt a still holds of its
 // admission (see admission), at a's end: its permit, teaching the limit
-// res for a's latency; and, once the result is settled (settled set), its
-// breaker ticket, reporting bo. A part already given back is not given
-// again.
-func (r *run[T]) giveBackAfter(a *attempt[T], res limitResult, bo outcome, settled bool) {
-	if !settled {
-		bo = outcomeNone
-	}
+// res for a's latency; and, once its result is settled (bo is not
+// outcomeNone), its breaker ticket, reporting bo. A part already given
+// back is not given again.
+func (r *run[T]) giveBackAfter(a *attempt[T], res limitResult, bo outcome) {
 	r.giveBackHeld(&a.adm, &a.end, a.dur, res, bo)
 }
 
-// outcomeNone, to giveBackHeld: no outcome yet, so the ticket stays held.
+// outcomeNone, to giveBackAfter: the result is not settled yet, so the
+// ticket stays held.
 const outcomeNone outcome = -1
 
 // giveBackHeld returns ad's permit with res (for a latency of d, at in)

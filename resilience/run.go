@@ -376,7 +376,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		r.cutOff(a)
 	}
 	a.verd = r.c.Op.Classify(a.v, a.err, a.info)
-	r.giveBackAfter(a, r.limitResult(a), outcomeIgnore, false)
+	r.giveBackAfter(a, r.limitResult(a), outcomeNone)
 	returned = true
 }
 
@@ -454,7 +454,7 @@ func (r *run[T]) limitResult(a *attempt[T]) limitResult {
 // panic goes on.
 func (r *run[T]) unwound(a *attempt[T]) {
 	probe := a.adm.probe
-	r.giveBackAfter(a, limitIgnore, outcomeIgnore, true)
+	r.giveBackAfter(a, limitIgnore, outcomeIgnore)
 	if probe {
 		a.own.cancel(ErrAttemptLost)
 	}
@@ -477,7 +477,7 @@ func (a *attempt[T]) outcome() outcome {
 // settle reports a finished attempt to its breaker, at its end, and to
 // OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
-	r.giveBackAfter(a, limitIgnore, bo, true)
+	r.giveBackAfter(a, limitIgnore, bo)
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
 		var v any
 		if a.err == nil {
