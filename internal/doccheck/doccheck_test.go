@@ -2,8 +2,10 @@
 // the Markdown docs name code that exists (the tests, benchmarks and
 // examples a doc cites as holding a promise, the files it points at, and
 // the exported names and members of this module's packages it mentions;
-// this file), the README's Go snippets compile (snippets_test.go), and no
-// Go file of the repository marks a name deprecated (deprecated_test.go).
+// this file), ARCHITECTURE.md lists every file of the core
+// (architecture_test.go), the README's Go snippets compile
+// (snippets_test.go), and no Go file of the repository marks a name
+// deprecated (deprecated_test.go).
 package doccheck
 
 import (
