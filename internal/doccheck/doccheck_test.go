@@ -3,9 +3,10 @@
 // examples a doc cites as holding a promise, the files it points at, and
 // the exported names and members of this module's packages it mentions;
 // this file), ARCHITECTURE.md lists every file of the core
-// (architecture_test.go), the README's Go snippets compile
-// (snippets_test.go), and no Go file of the repository marks a name
-// deprecated (deprecated_test.go).
+// (architecture_test.go), BENCHMARKS.md stays a report and every link
+// to a doc's heading finds it (benchmarks_test.go), the README's Go
+// snippets compile (snippets_test.go), and no Go file of the repository
+// marks a name deprecated (deprecated_test.go).
 package doccheck
 
 import (
