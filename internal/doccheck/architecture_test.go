@@ -71,17 +71,9 @@ func TestArchitectureListsEveryFile(t *testing.T) {
 // to root), as slash-separated paths relative to root.
 func goFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(root, dir))
-	if err != nil {
-		t.Fatalf("ARCHITECTURE.md's file list names package %s: %v", dir, err)
-	}
 	var files []string
-	for _, e := range entries {
-		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
-			continue
-		}
-		files = append(files, dir+"/"+n)
+	for _, p := range goSources(t, filepath.Join(root, dir)) {
+		files = append(files, dir+"/"+filepath.Base(p))
 	}
 	return files
 }
