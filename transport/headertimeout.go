@@ -130,43 +130,9 @@ func (h *headerTimer) finish(resp *http.Response, err error) (*http.Response, er
 		h.cancel(nil)
 		return resp, nil
 	}
-	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &cancelRWBody{cancelBody: cancelBody{rc: rw, cancel: h.cancel}, w: rw}
-		return resp, nil
-	}
-	resp.Body = &cancelBody{rc: resp.Body, cancel: h.cancel}
+	wrapEnd(resp).cancel = h.cancel // track adds the response's end to it, when it is returned
 	return resp, nil
 }
-
-// cancelBody cancels an attempt's header-timeout context when its response
-// body is closed or read to its end (or to an error).
-type cancelBody struct {
-	rc     io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err != nil {
-		b.cancel(nil)
-	}
-	return n, err
-}
-
-func (b *cancelBody) Close() error {
-	err := b.rc.Close()
-	b.cancel(nil)
-	return err
-}
-
-// cancelRWBody is a cancelBody that keeps the Write of a 101 Switching
-// Protocols body, which is the connection itself.
-type cancelRWBody struct {
-	cancelBody
-	w io.Writer
-}
-
-func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // headerTimeoutError is the error of an attempt cut off by its header
 // timeout. It is a per-attempt timeout in every respect but its clock's
