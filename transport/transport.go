@@ -149,8 +149,9 @@ type call struct {
 	// the caller's request itself: neither the transport (Transport.asIs)
 	// nor this request (its header timeout, hop headers, a body Prepare
 	// buffered) changes anything in it. Set by RoundTrip, cleared by
-	// Prepare; a feature that changes an attempt's request clears it where
-	// it is settled, and Do asks nothing else.
+	// Prepare. A new feature that changes an attempt's request is one more
+	// fact in Transport.asIs (set for every request, in New) or in
+	// RoundTrip's line (the request's own); Do asks only this bit.
 	asIs bool
 	hop  *hop // the incoming request's, under Middleware; nil otherwise
 	// peer: the host speaks the hop protocol (WithHopPeers): attempts carry
