@@ -400,7 +400,7 @@ func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 		if a.err == nil {
 			a.err = context.DeadlineExceeded
 		}
-		a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
+		a.err = &attemptTimeoutError{Limit: r.c.Policy.PerAttemptTimeout, Err: a.err}
 	}
 	a.verd = r.c.Op.Classify(a.v, a.err, a.info)
 	a.ticket.releasePermit(now, a.dur, r.limitResult(a))
