@@ -62,8 +62,9 @@ import (
 //     luck: if its fastest answer was slow it raises the limit by one, so
 //     a fleet adds one attempt per client per window to a shared queue
 //     rather than doubling into it, and clients cut to different levels
-//     come back toward equal shares (additive increase); if it holds an
-//     overload answer it holds the limit.
+//     come back toward equal shares (additive increase), unless even its
+//     fastest answer queued over 4 no-load latencies (a queue already
+//     deep: it holds); if it holds an overload answer it holds the limit.
 //   - Otherwise the limit only comes down: to twice the most in flight
 //     lately (a peak that halves every 10 s) plus 4, never below
 //     InitialLimit. It never goes back up by itself after a cut, so a

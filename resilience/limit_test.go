@@ -208,14 +208,23 @@ func fleetDrop(clients int, seed uint64) overloadModel {
 // least 40% of the best-served one's goodput. Without the limit the fleet
 // collapses. (At 50 clients the limit keeps ≥ 75%: each client sees a
 // result every ~50ms and a cut at its floor of one in flight is still 50
-// in flight, short of the 90% the issue asks for.)
+// in flight, short of the 90% the issue asks for.) Clients that wait for
+// a permit as the transport's do keep their limits full, so they are
+// checked too, for goodput (≥ 80% at 50 clients) and recovery; their
+// fairness is weaker (0.41 at 20 clients, BenchmarkLimitFigures).
 func TestLimitFleetKeepsGoodputThroughCapacityDrop(t *testing.T) {
 	for _, c := range []struct {
 		clients int
+		wait    bool
 		want    float64
-	}{{5, 0.9}, {20, 0.9}, {50, 0.75}} {
-		t.Run(fmt.Sprintf("%d clients", c.clients), func(t *testing.T) {
+	}{{5, false, 0.9}, {20, false, 0.9}, {50, false, 0.75}, {5, true, 0.9}, {20, true, 0.9}, {50, true, 0.8}} {
+		name := fmt.Sprintf("%d clients", c.clients)
+		if c.wait {
+			name += ", waiting"
+		}
+		t.Run(name, func(t *testing.T) {
 			m := fleetDrop(c.clients, uint64(c.clients))
+			m.wait = c.wait
 			r := m.run()
 			from, to := int(m.dropAt/time.Second), int((m.dropAt+m.dropFor)/time.Second)
 			dropCap := float64(m.workers) / (m.service.Seconds() * m.dropBy) * float64(to-from)
@@ -232,7 +241,7 @@ func TestLimitFleetKeepsGoodputThroughCapacityDrop(t *testing.T) {
 				n := total(g, from, to)
 				least, most = min(least, n), max(most, n)
 			}
-			if float64(least) < 0.4*float64(most) {
+			if !c.wait && float64(least) < 0.4*float64(most) {
 				t.Errorf("during the drop the least-served client got %d, the best-served %d: want ≥ 40%%", least, most)
 			}
 			m.noLimit = true
