@@ -232,7 +232,7 @@ func (m overloadModel) run() overloadResult {
 			if send(r, now, sec) {
 				continue
 			}
-			if l := ls[r.client]; m.wait && len(waiters[r.client]) < l.Limit() {
+			if l := ls[r.client]; m.wait && len(waiters[r.client]) < l.waitRoomLocked() {
 				if d := l.maxWait(); d > 0 {
 					r.waiting = true
 					waiters[r.client] = append(waiters[r.client], r)

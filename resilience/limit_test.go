@@ -422,7 +422,9 @@ func TestLimitSmallShareCutsOnItsSecondTimeout(t *testing.T) {
 // most 0.2% of its requests over 20 s, median of five seeds: its limit
 // doubles once a latency while every window fills it, rather than once
 // every 4 latencies after the first (0.36% and 0.23% then). What it still
-// sheds is the first burst's excess over InitialLimit before any answer.
+// sheds is the first burst's excess over InitialLimit before any answer;
+// a client that waits for a permit, as the transport's does (twice the
+// limit may wait in the key's start), sheds nothing in any seed.
 func TestLimitOneClientGrowsThroughItsFirstBursts(t *testing.T) {
 	for _, load := range []float64{0.9, 0.7} {
 		t.Run(fmt.Sprintf("load %.0f%%", 100*load), func(t *testing.T) {
@@ -432,11 +434,29 @@ func TestLimitOneClientGrowsThroughItsFirstBursts(t *testing.T) {
 				m.burst, m.load, m.dropBy, m.length = 3, load, 1, 20*time.Second
 				r := m.run()
 				shed = append(shed, float64(total(r.shed, 0, len(r.shed)))/float64(total(r.offered, 0, len(r.offered))))
+				m.wait = true
+				if r := m.run(); total(r.shed, 0, len(r.shed)) > 0 {
+					t.Errorf("seed %d, waiting for a permit: %d requests shed, want 0", seed+1, total(r.shed, 0, len(r.shed)))
+				}
 			}
 			slices.Sort(shed)
 			if shed[2] > 0.002 {
 				t.Errorf("median shed %.3f%% (of 5 seeds %.4f), want ≤ 0.2%%", 100*shed[2], shed)
 			}
 		})
+	}
+}
+
+// TestLimitWaitRoom: twice the limit may wait for a permit while a key is
+// in its start, as many as the limit once it has settled.
+func TestLimitWaitRoom(t *testing.T) {
+	cfg := ConcurrencyLimit{InitialLimit: 5}.withDefaults()
+	l := newLimiter(&cfg)
+	if got := l.waitRoomLocked(); got != 10 {
+		t.Errorf("a new key's wait room %d, want 10", got)
+	}
+	l.algo.settled = true
+	if got := l.waitRoomLocked(); got != 5 {
+		t.Errorf("a settled key's wait room %d, want 5", got)
 	}
 }
