@@ -101,11 +101,12 @@ import (
 // 96% and 93%): its queue passes the requests' deadline before any
 // client sees a timeout, and a latency signal early enough to catch that
 // (answers over 4–8 no-load latencies) also fires on a microburst's
-// queue at 90% load, shedding 0.6–4% there. One client sheds nothing in
-// every steady shape (lognormal and Pareto at 70% and 85%, microbursts
-// at 70% and 90%). On a loaded machine (2 cores at load 16) the bench's
-// real clients also shed 0.4–27% in steady state: the limit takes the
-// client's own starved scheduler for a slow downstream (BENCHMARKS.md
+// queue at 90% load, shedding 0.6–7% there. One client sheds nothing in
+// the simulation in every steady shape (lognormal and Pareto at 70% and
+// 85%, microbursts at 70% and 90%). On a loaded machine (2 cores at load 9–16) the
+// bench's real clients shed up to 27% in steady state, before this
+// round's changes and after: a starved client's own latency reaches its
+// timeouts and the limit reads that as overload (BENCHMARKS.md
 // §9, `cd bench && go run ./cmd/peers -only crowd`). Its state is a few
 // hundred bytes per key; admitting and releasing take one atomic
 // compare-and-swap and one uncontended lock, and allocate nothing unless
