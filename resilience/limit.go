@@ -87,8 +87,7 @@ import (
 //
 // In steady state, below the downstream's capacity, the limit sits at
 // InitialLimit or twice the peak in flight, whichever is more, and sheds
-// next to nothing (see bench/reports/limit.md for what it sheds under
-// heavy tails and bursts).
+// next to nothing (below: what it sheds under heavy tails and bursts).
 //
 // It is off by default, because two shapes forbid it (simulated time,
 // clients that wait for a permit as the transport's do: `go test -run

@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkLimitFigures reports the simulation's figures that
-// bench/reports/limit.md quotes, as medians over seeds (the model is
+// BENCHMARKS.md §9 quotes, as medians over seeds (the model is
 // deterministic per seed, so one iteration is enough):
 //
 //	go test -run '^$' -bench LimitFigures -benchtime 1x ./resilience/

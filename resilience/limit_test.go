@@ -278,7 +278,7 @@ func TestLimitTakesOverloadAnswersAsASignal(t *testing.T) {
 // microbursts (arrivals 3× as fast, then slower, at the same mean) at 70%
 // and 90%, one client or twenty, the limit sheds little: at most 0.05% of
 // requests, except where the goal of none is missed (see
-// bench/reports/limit.md): one client's limit sheds up to 0.5% under
+// BENCHMARKS.md §9): one client's limit sheds up to 0.5% under
 // microbursts while it grows to its load in the first second, and under
 // Pareto service times at 85% load, where in some runs a few service
 // times of seconds block workers and answers time out, up to 2.5% (the cut
