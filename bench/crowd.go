@@ -44,6 +44,7 @@ type CrowdConfig struct {
 	After    time.Duration // after the drop [4s]
 	Steady   time.Duration // the run without a drop [5s]
 	Rounds   int           // interleaved rounds [3]
+	Only     string        // run only the candidates whose name contains this (case-insensitive) ["": all]
 }
 
 // crowdShapes are the presets: the shapes issue 28 measured.
@@ -297,6 +298,18 @@ func runCrowd(cfg *Config) (*CrowdResult, error) {
 	}
 	res := &CrowdResult{Config: f}
 	cands := crowdCandidates()
+	if f.Only != "" {
+		var keep []crowdCandidate
+		for _, c := range cands {
+			if strings.Contains(strings.ToLower(c.name), strings.ToLower(f.Only)) {
+				keep = append(keep, c)
+			}
+		}
+		if len(keep) == 0 {
+			return nil, fmt.Errorf("bench: no fleet candidate's name contains %q", f.Only)
+		}
+		cands = keep
+	}
 	res.Rows = make([]CrowdRow, len(cands))
 	for round := range f.Rounds {
 		for ci, c := range cands {

@@ -1,11 +1,11 @@
 package resilience
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
+
+	"github.com/MrVSiK/gotry/internal/timeouterr"
 )
 
 // The sentinel errors, matched with errors.Is.
@@ -19,7 +19,7 @@ var (
 	// timeout. Unlike an expired caller deadline, it is retryable. The error
 	// an attempt returns in that case matches both ErrAttemptTimeout and
 	// context.DeadlineExceeded.
-	ErrAttemptTimeout = errors.New("resilience: attempt timed out")
+	ErrAttemptTimeout = timeouterr.ErrAttemptTimeout
 
 	// ErrAttemptLost is the cancellation cause (context.Cause) of an attempt
 	// that was cancelled on purpose because another attempt won, or because
@@ -57,22 +57,9 @@ func (e *CircuitOpenError) Error() string {
 func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }
 
 // attemptTimeoutError is the error of an attempt cut off by its per-attempt
-// timeout. It wraps the error the attempt returned.
-type attemptTimeoutError struct {
-	timeout time.Duration
-	err     error
-}
-
-func (e *attemptTimeoutError) Error() string {
-	return fmt.Sprintf("resilience: attempt timed out after %v: %v", e.timeout, e.err)
-}
-
-func (e *attemptTimeoutError) Unwrap() []error {
-	return []error{ErrAttemptTimeout, context.DeadlineExceeded, e.err}
-}
-
-// Timeout reports true, like other network timeouts.
-func (e *attemptTimeoutError) Timeout() bool { return true }
+// timeout (the transport's header timeout returns it too). It wraps the
+// error the attempt returned.
+type attemptTimeoutError = timeouterr.Error
 
 // timedOut reports whether an attempt's error is a timeout: its per-attempt
 // timeout's, or an error of the operation's own that says it is one (as

@@ -66,6 +66,18 @@ const (
 	// each taking it adds no more than one attempt each per window to a
 	// downstream that already has a queue.
 	limitSlowStep = 1
+	// limitDeepQueue: a window of a few slow answers that filled the
+	// limit does not raise it when its fastest answer took over this many
+	// no-load latencies: the downstream's queue is already several
+	// answers deep, and every client of a fleet adding one attempt a
+	// window refills it past its deadline (the simulation's 50 clients
+	// through a halved capacity lost a tenth of it in timeouts after the
+	// onset that way). Four: above the twice as long of a downstream
+	// whose service time doubled with no queue at all, so clients cut to
+	// different levels still come back toward equal shares there; below
+	// the deadline of a few no-load latencies a client of such a fleet
+	// sees its answers reach before its first timeout.
+	limitDeepQueue = 4
 	// limitCongestedLoad: overload answers over this share of a window's
 	// results is overload: a healthy downstream sheds or times out far
 	// fewer, while one in ten is already a tenth of the work lost.
@@ -279,6 +291,10 @@ func (a *limitAlgo) next(w limitWindow) int {
 		lim = min(lim, max(floor, a.toLimit(cut*float64(min(lim, w.peak)))))
 	case queued:
 		// A queue but answers in time: hold; growing would lengthen it.
+	case w.filled && w.good > 0 && !few && slow && float64(w.least) > limitDeepQueue*float64(a.base):
+		// At the limit with a few answers, the fastest of them queued for
+		// several no-load latencies: hold (Vegas's rule: no increase while
+		// the queue is long), as for a window that shows a queue.
 	case w.filled && w.good > 0 && !few && slow:
 		// At the limit with a few answers, all slow: a client with a
 		// small share of a downstream that has a queue, or a slow answer

@@ -9,18 +9,22 @@ import (
 )
 
 // BenchmarkLimitFigures reports the simulation's figures that
-// bench/reports/limit.md quotes, as medians over seeds (the model is
+// BENCHMARKS.md §9 quotes, as medians over seeds (the model is
 // deterministic per seed, so one iteration is enough):
 //
 //	go test -run '^$' -bench LimitFigures -benchtime 1x ./resilience/
 //
 // fleet/N: goodput during the drop as a share of capacity, fairness (the
-// least-served client's goodput ÷ the best-served one's), over 15 seeds.
+// least-served client's goodput ÷ the best-served one's), over 15 seeds;
+// "-waiting" with clients that wait for a permit as the transport's do
+// (overloadModel.wait), the others shedding at once.
 // fastfail: 503s per run with the limit and 2 retries, and without either,
 // over 5 seeds. slowhost (2 workers × 200ms, 7/s, 1 s timeout, 2
 // retries): the most arrivals at the server in one second from the drop
 // on ÷ the requests offered in that second, over 15 seeds. steady/…: shed, as
-// a share of requests offered, in 20 s without a drop, over 5 seeds.
+// a share of requests offered, in 20 s without a drop, over 5 seeds, by
+// clients that shed at once and by clients that wait (shed%-waiting, the
+// transport's count).
 func BenchmarkLimitFigures(b *testing.B) {
 	median := func(xs []float64) float64 {
 		s := slices.Clone(xs)
@@ -30,22 +34,20 @@ func BenchmarkLimitFigures(b *testing.B) {
 	for _, n := range []int{5, 20, 50} {
 		b.Run(fmt.Sprintf("fleet/%d", n), func(b *testing.B) {
 			for range b.N {
-				var good, fair []float64
+				var good, fair, goodW, fairW []float64
 				for s := range uint64(15) {
 					m := fleetDrop(n, (s+1)*7+uint64(n))
 					r := m.run()
-					from, to := int(m.dropAt/time.Second), int((m.dropAt+m.dropFor)/time.Second)
-					dropCap := float64(m.workers) / (m.service.Seconds() * m.dropBy) * float64(to-from)
-					good = append(good, float64(total(r.good, from, to))/dropCap)
-					least, most := math.MaxInt, 0
-					for _, g := range r.goodBy {
-						x := total(g, from, to)
-						least, most = min(least, x), max(most, x)
-					}
-					fair = append(fair, float64(least)/float64(most))
+					g, f := dropFigures(m, r)
+					good, fair = append(good, g), append(fair, f)
+					m.wait = true
+					g, f = dropFigures(m, m.run())
+					goodW, fairW = append(goodW, g), append(fairW, f)
 				}
 				b.ReportMetric(100*median(good), "goodput%")
 				b.ReportMetric(median(fair), "fairness")
+				b.ReportMetric(100*median(goodW), "goodput%-waiting")
+				b.ReportMetric(median(fairW), "fairness-waiting")
 			}
 		})
 	}
@@ -89,24 +91,48 @@ func BenchmarkLimitFigures(b *testing.B) {
 		clients int
 		f       func(*overloadModel)
 	}{
-		{"1/pareto85", 1, func(m *overloadModel) { m.pareto, m.load = 1.5, 0.85 }},
+		{"1/lognormal70", 1, func(m *overloadModel) { m.sigma, m.load = 1, 0.7 }},
 		{"1/lognormal85", 1, func(m *overloadModel) { m.sigma, m.load = 1, 0.85 }},
+		{"1/pareto70", 1, func(m *overloadModel) { m.pareto, m.load = 1.5, 0.7 }},
+		{"1/pareto85", 1, func(m *overloadModel) { m.pareto, m.load = 1.5, 0.85 }},
 		{"1/bursts70", 1, func(m *overloadModel) { m.burst, m.load = 3, 0.7 }},
 		{"1/bursts90", 1, func(m *overloadModel) { m.burst, m.load = 3, 0.9 }},
+		{"20/lognormal70", 20, func(m *overloadModel) { m.sigma, m.load = 1, 0.7 }},
+		{"20/lognormal85", 20, func(m *overloadModel) { m.sigma, m.load = 1, 0.85 }},
+		{"20/pareto70", 20, func(m *overloadModel) { m.pareto, m.load = 1.5, 0.7 }},
 		{"20/pareto85", 20, func(m *overloadModel) { m.pareto, m.load = 1.5, 0.85 }},
+		{"20/bursts70", 20, func(m *overloadModel) { m.burst, m.load = 3, 0.7 }},
 		{"20/bursts90", 20, func(m *overloadModel) { m.burst, m.load = 3, 0.9 }},
 	} {
 		b.Run("steady/"+c.name, func(b *testing.B) {
 			for range b.N {
-				var shed []float64
+				var shed, waited []float64
 				for s := range uint64(5) {
 					m := with(fleetDrop(c.clients, s+1), c.f)
 					m.dropBy, m.length = 1, 20*time.Second
 					r := m.run()
 					shed = append(shed, 100*float64(total(r.shed, 0, len(r.shed)))/float64(total(r.offered, 0, len(r.offered))))
+					m.wait = true
+					r = m.run()
+					waited = append(waited, 100*float64(total(r.shed, 0, len(r.shed)))/float64(total(r.offered, 0, len(r.offered))))
 				}
 				b.ReportMetric(median(shed), "shed%")
+				b.ReportMetric(median(waited), "shed%-waiting")
 			}
 		})
 	}
+}
+
+// dropFigures returns run r of m's goodput during the drop as a share of
+// what the server could serve then, and its fairness: the least-served
+// client's goodput then ÷ the best-served one's.
+func dropFigures(m overloadModel, r overloadResult) (good, fairness float64) {
+	from, to := int(m.dropAt/time.Second), int((m.dropAt+m.dropFor)/time.Second)
+	dropCap := float64(m.workers) / (m.service.Seconds() * m.dropBy) * float64(to-from)
+	least, most := math.MaxInt, 0
+	for _, g := range r.goodBy {
+		x := total(g, from, to)
+		least, most = min(least, x), max(most, x)
+	}
+	return float64(total(r.good, from, to)) / dropCap, float64(least) / float64(max(most, 1))
 }

@@ -64,6 +64,7 @@ func TestLimitCriticalDisplacesAWaiter(t *testing.T) {
 	fc := pubclock.NewFake(time.Unix(1_700_000_000, 0))
 	cfg := ConcurrencyLimit{InitialLimit: 2, MinLimit: 2, MaxLimit: 2, MaxWait: time.Hour}.withDefaults()
 	l := newLimiter(&cfg)
+	l.algo.settled = true // past its start, where twice the limit may wait
 	for range 2 {
 		if !l.tryAcquire(CriticalityDefault) {
 			t.Fatal("no permit below the limit")

@@ -39,6 +39,12 @@ type overloadModel struct {
 	seed     uint64
 	limit    ConcurrencyLimit
 	noLimit  bool // clients with no limit, for comparison
+	// wait: a first attempt that finds its client's limit reached waits
+	// for a permit as the transport's does (ConcurrencyLimit.MaxWait, by
+	// default four no-load latencies; at most as many waiting as the
+	// limit), and is shed only when the wait ends without one. Without it
+	// the model sheds at once, a stricter count than the transport's.
+	wait bool
 }
 
 // The microbursts' shape: arrivals come burst times as fast for burstLen
@@ -62,7 +68,7 @@ type overloadResult struct {
 
 type simEvent struct {
 	at   time.Duration
-	kind int // 0 arrival, 1 server done, 2 client deadline
+	kind int // 0 arrival, 1 server done, 2 client deadline, 3 a wait for a permit ends
 	req  *simRequest
 }
 
@@ -73,6 +79,7 @@ type simRequest struct {
 	tries    int
 	answered bool // the client has its result (or gave up)
 	rejected bool // the server answered 503
+	waiting  bool // for a permit (wait)
 }
 
 type simEvents []simEvent
@@ -96,7 +103,9 @@ func (q *simEvents) Pop() any {
 // run simulates m and returns its per-second counts.
 func (m overloadModel) run() overloadResult {
 	cfg := m.limit.withDefaults()
-	cfg.MaxWait = -1 // the model sheds at once: it has no waiting clients
+	if !m.wait {
+		cfg.MaxWait = -1 // the model sheds at once
+	}
 	n := max(m.clients, 1)
 	ls := make([]*limiter, n)
 	for i := range ls {
@@ -153,16 +162,35 @@ func (m overloadModel) run() overloadResult {
 		}
 	}
 	t0 := time.Unix(1_700_000_000, 0)
+	// waiters are each client's first attempts waiting for a permit, in
+	// arrival order.
+	waiters := make([][]*simRequest, n)
+	var dispatch func(r *simRequest, now time.Duration, sec int)
 	release := func(r *simRequest, now time.Duration, res limitResult) {
-		if !m.noLimit {
-			ls[r.client].release(when(t0.Add(now)), now-r.sent, res)
+		if m.noLimit {
+			return
 		}
+		l := ls[r.client]
+		l.release(when(t0.Add(now)), now-r.sent, res)
+		w := waiters[r.client]
+		for len(w) > 0 && l.tryAcquire(CriticalityDefault) {
+			wr := w[0]
+			w = w[1:]
+			wr.waiting = false
+			dispatch(wr, now, int(now/time.Second))
+		}
+		waiters[r.client] = w
 	}
 	// send makes an attempt of r at now, if its client's limit admits it.
 	send := func(r *simRequest, now time.Duration, sec int) bool {
 		if !m.noLimit && !ls[r.client].tryAcquire(CriticalityDefault) {
 			return false
 		}
+		dispatch(r, now, sec)
+		return true
+	}
+	// dispatch sends r, which holds a permit, to the server.
+	dispatch = func(r *simRequest, now time.Duration, sec int) {
 		r.sent, r.answered, r.rejected = now, false, false
 		r.tries++
 		res.arrivals[sec]++
@@ -170,11 +198,10 @@ func (m overloadModel) run() overloadResult {
 		if (m.overload != nil && m.overload(now)) || (m.queue > 0 && len(fifo) >= m.queue) {
 			r.rejected = true
 			push(simEvent{at: now + time.Millisecond, kind: 1, req: r})
-			return true
+			return
 		}
 		fifo = append(fifo, r)
 		start(now)
-		return true
 	}
 	// failed retries r at once (as a fresh attempt object, the old one
 	// may still be at the server) if it has tries left.
@@ -202,9 +229,18 @@ func (m overloadModel) run() overloadResult {
 			push(simEvent{at: now + gap(now), kind: 0})
 			res.offered[sec]++
 			r := &simRequest{client: rng.IntN(n), first: now}
-			if !send(r, now, sec) {
-				res.shed[sec]++
+			if send(r, now, sec) {
+				continue
 			}
+			if l := ls[r.client]; m.wait && len(waiters[r.client]) < l.waitRoomLocked() {
+				if d := l.maxWait(); d > 0 {
+					r.waiting = true
+					waiters[r.client] = append(waiters[r.client], r)
+					push(simEvent{at: now + d, kind: 3, req: r})
+					continue
+				}
+			}
+			res.shed[sec]++
 		case 1:
 			r := e.req
 			if !r.rejected {
@@ -225,6 +261,18 @@ func (m overloadModel) run() overloadResult {
 			res.goodBy[r.client][sec]++
 			res.latencies = append(res.latencies, now-r.first)
 			release(r, now, limitGood)
+		case 3:
+			if r := e.req; r.waiting {
+				r.waiting = false
+				w := waiters[r.client]
+				for i, x := range w {
+					if x == r {
+						waiters[r.client] = append(w[:i:i], w[i+1:]...)
+						break
+					}
+				}
+				res.shed[sec]++
+			}
 		case 2:
 			if r := e.req; !r.answered {
 				r.answered = true

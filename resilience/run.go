@@ -424,7 +424,7 @@ func (r *run[T]) cutOff(a *attempt[T]) {
 		a.v = zero
 		a.err = context.DeadlineExceeded
 	}
-	a.err = &attemptTimeoutError{timeout: r.c.Policy.PerAttemptTimeout, err: a.err}
+	a.err = &attemptTimeoutError{Limit: r.c.Policy.PerAttemptTimeout, Err: a.err}
 }
 
 // timed reports whether attempt a is timed: its start and end read

@@ -24,6 +24,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/MrVSiK/gotry/telemetry/internal/traffic"
 )
 
 // rig is a Telemetry wired to in-memory exporters.
@@ -193,34 +195,6 @@ func (s *server) port(t *testing.T) int {
 	return p
 }
 
-func status(code int, header ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		for i := 0; i+1 < len(header); i += 2 {
-			w.Header().Set(header[i], header[i+1])
-		}
-		w.WriteHeader(code)
-		io.WriteString(w, http.StatusText(code))
-	}
-}
-
-// stall blocks until the client goes away or the test ends.
-func stall(done <-chan struct{}) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-done:
-		}
-	}
-}
-
-// base returns a fresh http.Transport whose idle connections are closed at
-// the end of the test, so goleak sees no connection goroutines.
-func base(t *testing.T) *http.Transport {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return tr
-}
-
 // get sends a GET through rt and returns the response, body unread.
 func get(t *testing.T, rt http.RoundTripper, u string) (*http.Response, error) {
 	t.Helper()
@@ -245,8 +219,16 @@ func traceparent(sc trace.SpanContext) string {
 	return fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID())
 }
 
+// The test traffic shared with promexport's tests (internal/traffic).
+var (
+	status  = traffic.Status
+	stall   = traffic.Stall
+	base    = traffic.Base
+	mustGet = traffic.MustGet
+)
+
 // breakerOpen is the tests' breaker OpenDuration, passed on a fake clock.
-const breakerOpen = 250 * time.Millisecond
+const breakerOpen = traffic.BreakerOpen
 
 // wantTraceparents checks that the server saw, in order, exactly the
 // traceparent of each attempt span (the span the server's work hangs under).

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,66 +15,9 @@ import (
 
 	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry/internal/traffic"
 	"github.com/MrVSiK/gotry/transport"
 )
-
-// holdBase answers "/hold" once release is closed (or the request's
-// context ends), anything else at once with 200.
-type holdBase struct {
-	release chan struct{}
-	held    chan struct{} // one receive per request that started holding
-}
-
-func newHoldBase() *holdBase {
-	return &holdBase{release: make(chan struct{}), held: make(chan struct{}, 4)}
-}
-
-func (b *holdBase) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasPrefix(r.URL.Path, "/hold") {
-		b.held <- struct{}{}
-		select {
-		case <-b.release:
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		}
-	}
-	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
-}
-
-// roundTrip sends a GET of u through tr on its own goroutine; the result
-// arrives on the channel, its body already closed.
-func roundTrip(t *testing.T, tr http.RoundTripper, u string) <-chan error {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan error, 1)
-	go func() {
-		resp, err := tr.RoundTrip(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		ch <- err
-	}()
-	return ch
-}
-
-func await[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// oneAtATime is a concurrency limit of exactly one attempt in flight.
-var oneAtATime = resilience.ConcurrencyLimit{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, MaxWait: -1}
 
 // eventNamed returns the attributes of the span event called name.
 func eventNamed(s sdktrace.ReadOnlySpan, name string) ([]attribute.KeyValue, bool) {
@@ -97,10 +38,10 @@ func eventNamed(s sdktrace.ReadOnlySpan, name string) ([]attribute.KeyValue, boo
 // a give-up line are logged.
 func TestOverloadShedIsObservable(t *testing.T) {
 	r := newRig(t)
-	b := newHoldBase()
-	tr := transport.New(b, r.tel.Transport(Name("pay")), transport.WithConcurrencyLimit(oneAtATime))
-	held := roundTrip(t, tr, "http://pay.test/hold")
-	await(t, b.held, "the held request to reach the base")
+	b := traffic.NewHoldBase()
+	tr := transport.New(b, r.tel.Transport(Name("pay")), transport.WithConcurrencyLimit(traffic.OneAtATime))
+	held := traffic.Send(t, tr, "http://pay.test/hold")
+	traffic.Await(t, b.Held, "the held request to reach the base")
 
 	gauges := func() map[string]float64 {
 		rm := r.collect(t)
@@ -122,12 +63,12 @@ func TestOverloadShedIsObservable(t *testing.T) {
 		t.Errorf("gauges while one request is held: %v, want %v", got, want)
 	}
 
-	err := await(t, roundTrip(t, tr, "http://pay.test/item"), "the shed request")
+	err := traffic.Await(t, traffic.Send(t, tr, "http://pay.test/item"), "the shed request")
 	if !errors.Is(err, resilience.ErrOverloaded) {
 		t.Fatalf("request at the limit: %v, want one matching ErrOverloaded", err)
 	}
-	close(b.release)
-	if err := await(t, held, "the held request"); err != nil {
+	close(b.Release)
+	if err := traffic.Await(t, held, "the held request"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -221,23 +162,23 @@ func waitForPermit(t *testing.T) *rig {
 	t.Helper()
 	fc := clock.NewFake(time.Unix(1000, 0))
 	r := newRig(t, WithClock(fc))
-	b := newHoldBase()
-	cfg := oneAtATime
+	b := traffic.NewHoldBase()
+	cfg := traffic.OneAtATime
 	cfg.MaxWait = time.Second
 	tr := transport.New(b, r.tel.Transport(), transport.WithClock(fc), transport.WithConcurrencyLimit(cfg))
-	held := roundTrip(t, tr, "http://pay.test/hold")
-	await(t, b.held, "the held request to reach the base")
+	held := traffic.Send(t, tr, "http://pay.test/hold")
+	traffic.Await(t, b.Held, "the held request to reach the base")
 	armed := fc.Armed()
-	waiter := roundTrip(t, tr, "http://pay.test/next")
+	waiter := traffic.Send(t, tr, "http://pay.test/next")
 	if !fc.WaitForArmed(armed+1, 10*time.Second) {
 		t.Fatal("the second request never started waiting")
 	}
 	fc.Advance(30 * time.Millisecond)
-	close(b.release)
-	if err := await(t, held, "the held request"); err != nil {
+	close(b.Release)
+	if err := traffic.Await(t, held, "the held request"); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, waiter, "the waiting request"); err != nil {
+	if err := traffic.Await(t, waiter, "the waiting request"); err != nil {
 		t.Fatalf("waiting request: %v, want it sent once the permit was free", err)
 	}
 	return r

@@ -16,83 +16,23 @@ import (
 
 	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry/internal/traffic"
 	"github.com/MrVSiK/gotry/transport"
 )
 
-// exercise drives every metric at least once through real transports and
-// loopback servers: retries on 503 (backoff) and 429 (Retry-After: 0), a
-// give-up after exhausted attempts, a hedge won against a stalled attempt,
-// a budget refusal, and a breaker that opens, rejects and closes after a
-// probe. Every transport is wired with tel.Transport, so its gauges are
-// reported too; two more send nothing: a budget-less one and an adaptive
-// one. With named, each is wired with its Name: "retries", "hedged",
-// "budgeted", "payments" (the breaker), "nobudget" and "adaptive". The
-// transports live until the test ends (the gauges hold them weakly).
-// telemetry/promexport has a copy that drives the same metrics into a real
-// Prometheus exporter (TestPrometheusNames); a metric added here is added
-// there.
+// exercise drives every metric at least once (traffic.Exercise), every
+// transport wired with tel.Transport, and with its Name when named:
+// "retries", "hedged", "budgeted", "payments" (the breaker), "nobudget"
+// and "adaptive". telemetry/promexport drives the same traffic into a real
+// Prometheus exporter (TestPrometheusNames).
 func exercise(t *testing.T, tel *Telemetry, named bool) {
 	t.Helper()
-	hooks := func(name string) transport.Option {
+	traffic.Exercise(t, func(name string) transport.Option {
 		if named {
 			return tel.Transport(Name(name))
 		}
 		return tel.Transport()
-	}
-	backoff := transport.WithBackoff(resilience.Constant(time.Millisecond))
-
-	// Retries: 503 then 429 with Retry-After: 0, then 200.
-	srv := newServer(t, status(503), status(429, "Retry-After", "0"), status(200))
-	// A reserve of 4: the first request spends 2, the give-up below 2 more.
-	tr := transport.New(base(t), hooks("retries"), backoff, transport.WithRetryBudget(transport.DefaultBudgetRatio, 4))
-	mustGet(t, tr, srv.URL)
-
-	// Give-up: always 503.
-	down := newServer(t, status(503))
-	mustGet(t, tr, down.URL)
-
-	// Hedge.
-	done := make(chan struct{})
-	slow := newServer(t, stall(done), status(200))
-	t.Cleanup(func() { close(done) })
-	hedged := transport.New(base(t), hooks("hedged"),
-		transport.WithHedging(20*time.Millisecond, 1), transport.WithMaxAttempts(2))
-	mustGet(t, hedged, slow.URL)
-
-	// Budget refusal: deposits of 0.01 never pay for a retry.
-	budgeted := transport.New(base(t), hooks("budgeted"), backoff, transport.WithRetryBudget(0.01, 0))
-	mustGet(t, budgeted, down.URL)
-
-	// Breaker: open on a 503, reject, then close on a probe.
-	flaky := newServer(t, status(503), status(200))
-	fc := clock.NewFake(time.Unix(1000, 0))
-	breaker := transport.New(base(t), hooks("payments"), transport.WithMaxAttempts(1), transport.WithClock(fc),
-		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: breakerOpen}))
-	mustGet(t, breaker, flaky.URL)
-	if _, err := get(t, breaker, flaky.URL); !errors.Is(err, transport.ErrCircuitOpen) {
-		t.Fatalf("want a rejection, got %v", err)
-	}
-	fc.Advance(breakerOpen)
-	mustGet(t, breaker, flaky.URL)
-	// Re-open it so the state gauge shows open.
-	flaky2 := newServer(t, status(503))
-	mustGet(t, breaker, flaky2.URL)
-
-	idle := []*transport.Transport{
-		transport.New(base(t), hooks("nobudget"), transport.WithRetryBudget(0, 0)),
-		transport.New(base(t), hooks("adaptive"), transport.WithRetryBudget(0, 0),
-			transport.WithAdaptiveHedging(resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 1)),
-	}
-	t.Cleanup(func() { runtime.KeepAlive([]any{tr, hedged, budgeted, breaker, idle}) })
-}
-
-func mustGet(t *testing.T, tr *transport.Transport, u string) {
-	t.Helper()
-	resp, err := get(t, tr, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drain(t, resp)
+	})
 }
 
 // point is one data point, flattened.

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/MrVSiK/gotry/resilience"
+	"github.com/MrVSiK/gotry/telemetry/internal/traffic"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -263,16 +264,16 @@ func TestExportedNamesAreWritten(t *testing.T) {
 // namesOverload sheds one request at a limit of one.
 func namesOverload(t *testing.T, r *rig) {
 	t.Helper()
-	b := newHoldBase()
-	tr := transport.New(b, r.tel.Transport(Name("pay")), transport.WithConcurrencyLimit(oneAtATime))
-	held := roundTrip(t, tr, "http://pay.test/hold")
-	await(t, b.held, "the held request to reach the base")
-	if err := await(t, roundTrip(t, tr, "http://pay.test/item"), "the shed request"); !errors.Is(err, resilience.ErrOverloaded) {
+	b := traffic.NewHoldBase()
+	tr := transport.New(b, r.tel.Transport(Name("pay")), transport.WithConcurrencyLimit(traffic.OneAtATime))
+	held := traffic.Send(t, tr, "http://pay.test/hold")
+	traffic.Await(t, b.Held, "the held request to reach the base")
+	if err := traffic.Await(t, traffic.Send(t, tr, "http://pay.test/item"), "the shed request"); !errors.Is(err, resilience.ErrOverloaded) {
 		t.Fatalf("request at the limit: %v, want ErrOverloaded", err)
 	}
 	r.collect(t) // the limit's gauges, while tr lives
-	close(b.release)
-	if err := await(t, held, "the held request"); err != nil {
+	close(b.Release)
+	if err := traffic.Await(t, held, "the held request"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -165,15 +165,21 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 // OnResultDone.
 type bodyEnd = resilience.Finisher
 
-// trackedBody wraps the returned response body so that its end runs exactly
-// once: when the body is closed or read to its end.
-type trackedBody struct {
+// endBody wraps an attempt's response body so that what waits for the
+// body's end runs exactly once, when it is closed or read to its end (or to
+// an error): the attempt's header-timeout context is cancelled (see
+// headerTimer.finish), and the returned response's end is told (see track).
+// One wrapper serves both: track adopts the one the header timer put on the
+// body instead of wrapping it again.
+type endBody struct {
 	rc       io.ReadCloser
-	finished atomic.Bool // end has been (or is being) told; it is told once
-	end      bodyEnd
+	cancel   context.CancelCauseFunc // the header timeout's context; nil without one
+	end      bodyEnd                 // the returned response's end; zero until track sets it
+	finished atomic.Bool             // the end has been (or is being) acted on; it is, once
+	tracked  bool                    // track has set end
 }
 
-func (b *trackedBody) Read(p []byte) (int, error) {
+func (b *endBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -185,31 +191,65 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *trackedBody) Close() error {
+func (b *endBody) Close() error {
 	err := b.rc.Close()
 	b.done(nil)
 	return err
 }
 
-func (b *trackedBody) done(err error) {
+func (b *endBody) done(err error) {
 	if b.finished.CompareAndSwap(false, true) {
+		if b.cancel != nil {
+			b.cancel(nil)
+		}
 		b.end.Finish(err)
 	}
 }
 
-// trackedRWBody keeps io.Writer for 101 Switching Protocols bodies, which
+// endRWBody keeps io.Writer for 101 Switching Protocols bodies, which
 // are live connections.
-type trackedRWBody struct {
-	trackedBody
+type endRWBody struct {
+	endBody
 	w io.Writer
 }
 
-func (b *trackedRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+func (b *endRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
-// track wraps resp.Body so end runs when it is finished. A response with
-// nothing to read (see empty) is finished at once, so its attempt's context
-// and telemetry end with RoundTrip, and not with a Close that callers often
-// skip on an empty body.
+// wrapEnd puts a new endBody on resp.Body, which is neither nil nor
+// http.NoBody, and returns it.
+func wrapEnd(resp *http.Response) *endBody {
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		b := &endRWBody{endBody: endBody{rc: rw}, w: rw}
+		resp.Body = b
+		return &b.endBody
+	}
+	b := &endBody{rc: resp.Body}
+	resp.Body = b
+	return b
+}
+
+// untracked returns resp.Body's endBody when it has one that nothing has
+// ended or tracked yet (as the header timer leaves it), and nil otherwise.
+// Setting its end acts as a second wrapper around it would: the header
+// timeout's context is cancelled first, then the end is told.
+func untracked(resp *http.Response) *endBody {
+	var b *endBody
+	switch v := resp.Body.(type) {
+	case *endBody:
+		b = v
+	case *endRWBody:
+		b = &v.endBody
+	}
+	if b == nil || b.tracked || b.finished.Load() {
+		return nil
+	}
+	return b
+}
+
+// track arranges for end to run when resp.Body is finished. A response
+// with nothing to read (see empty) is finished at once, so its attempt's
+// context and telemetry end with RoundTrip, and not with a Close that
+// callers often skip on an empty body.
 func track(resp *http.Response, method string, end bodyEnd) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		end.Finish(nil)
@@ -225,11 +265,11 @@ func track(resp *http.Response, method string, end bodyEnd) {
 		end.Finish(nil)
 		return
 	}
-	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &trackedRWBody{trackedBody: trackedBody{rc: rw, end: end}, w: rw}
-		return
+	b := untracked(resp)
+	if b == nil {
+		b = wrapEnd(resp)
 	}
-	resp.Body = &trackedBody{rc: resp.Body, end: end}
+	b.end, b.tracked = end, true
 }
 
 // empty reports whether resp, the answer to a method request, has nothing

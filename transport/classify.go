@@ -252,62 +252,22 @@ func ClassifyError(err error) ErrorClass {
 	if err == nil {
 		return ClassNone
 	}
-	// A breaker rejection and a per-attempt timeout are gotry's own; the
-	// timeout is checked before the context errors because it also matches
-	// context.DeadlineExceeded.
-	if errors.Is(err, resilience.ErrCircuitOpen) {
-		return ClassCircuitOpen
+	// In order: gotry's own errors and the caller's context, DNS, TLS, a
+	// broken connection, HTTP/2 failures of one stream and a connection
+	// closed after a GOAWAY (see h2reset.go). Each step returns ClassNone
+	// for an error that is none of its.
+	if c := classifyEnd(err); c != ClassNone {
+		return c
 	}
-	if errors.Is(err, resilience.ErrAttemptTimeout) {
-		return ClassAttemptTimeout
+	if c := classifyLookup(err); c != ClassNone {
+		return c
 	}
-	// The caller's context ended (however wrapped): the caller no longer
-	// wants an answer.
-	if errors.Is(err, context.Canceled) {
-		return ClassCanceled
+	if c := classifyTLS(err); c != ClassNone {
+		return c
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ClassDeadline
+	if c := classifyConn(err); c != ClassNone {
+		return c
 	}
-	// DNS: "no such host" will not fix itself; other lookup failures
-	// (timeouts, SERVFAIL) may.
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		switch {
-		case dnsErr.IsNotFound:
-			return ClassDNSNotFound
-		case dnsErr.IsTimeout:
-			return ClassTimeout
-		}
-		return ClassDNS
-	}
-	// Certificate problems, a TLS alert and a server that does not speak
-	// TLS are configuration errors.
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		invalidCert      x509.CertificateInvalidError
-		hostnameErr      x509.HostnameError
-		verifyErr        *tls.CertificateVerificationError
-		recordErr        tls.RecordHeaderError
-		alert            tls.AlertError
-	)
-	if errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) || errors.As(err, &hostnameErr) ||
-		errors.As(err, &verifyErr) || errors.As(err, &recordErr) || errors.As(err, &alert) {
-		return ClassTLS
-	}
-	// The connection broke: refused, reset, aborted, closed under us.
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return ClassConnectionRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
-		return ClassConnectionReset
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return ClassConnectionClosed
-	case isStdlibConnLoss(err):
-		return ClassConnectionClosed
-	}
-	// HTTP/2 failures of one stream, and a connection closed after a
-	// GOAWAY (see h2reset.go).
 	if c := classifyH2(err); c != ClassNone {
 		return c
 	}
@@ -323,4 +283,76 @@ func ClassifyError(err error) ErrorClass {
 	}
 	// Anything else is unknown: do not repeat it.
 	return ClassOther
+}
+
+// classifyEnd is ClassifyError's first step: gotry's own errors (a breaker
+// rejection, a per-attempt timeout) and the caller's context ending;
+// ClassNone for any other error. The timeout is checked before the context
+// errors because it also matches context.DeadlineExceeded.
+func classifyEnd(err error) ErrorClass {
+	switch {
+	case errors.Is(err, resilience.ErrCircuitOpen):
+		return ClassCircuitOpen
+	case errors.Is(err, resilience.ErrAttemptTimeout):
+		return ClassAttemptTimeout
+	// The caller's context ended (however wrapped): the caller no longer
+	// wants an answer.
+	case errors.Is(err, context.Canceled):
+		return ClassCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassDeadline
+	}
+	return ClassNone
+}
+
+// classifyLookup classes a DNS failure: "no such host" will not fix
+// itself; other lookup failures (timeouts, SERVFAIL) may. ClassNone for an
+// error that is no lookup's.
+func classifyLookup(err error) ErrorClass {
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) {
+		return ClassNone
+	}
+	switch {
+	case dnsErr.IsNotFound:
+		return ClassDNSNotFound
+	case dnsErr.IsTimeout:
+		return ClassTimeout
+	}
+	return ClassDNS
+}
+
+// classifyTLS returns ClassTLS for the configuration errors of TLS: a
+// certificate problem, a TLS alert, a server that does not speak TLS; and
+// ClassNone otherwise.
+func classifyTLS(err error) ErrorClass {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		invalidCert      x509.CertificateInvalidError
+		hostnameErr      x509.HostnameError
+		verifyErr        *tls.CertificateVerificationError
+		recordErr        tls.RecordHeaderError
+		alert            tls.AlertError
+	)
+	if errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) || errors.As(err, &hostnameErr) ||
+		errors.As(err, &verifyErr) || errors.As(err, &recordErr) || errors.As(err, &alert) {
+		return ClassTLS
+	}
+	return ClassNone
+}
+
+// classifyConn classes a broken connection: refused, reset, aborted,
+// closed under us; ClassNone for any other error.
+func classifyConn(err error) ErrorClass {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ClassConnectionRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return ClassConnectionReset
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return ClassConnectionClosed
+	case isStdlibConnLoss(err):
+		return ClassConnectionClosed
+	}
+	return ClassNone
 }

@@ -2,8 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/MrVSiK/gotry/clock"
+	"github.com/MrVSiK/gotry/internal/timeouterr"
 )
 
 // The per-attempt header timeout (WithPerAttemptHeaderTimeout): a limit on
@@ -122,7 +121,7 @@ func (h *headerTimer) finish(resp *http.Response, err error) (*http.Response, er
 		if err == nil {
 			err = context.DeadlineExceeded
 		}
-		return nil, &headerTimeoutError{timeout: h.d, drain: drain, err: err}
+		return nil, &timeouterr.Error{Limit: h.d, Headers: true, Drain: drain, Err: err}
 	case err != nil:
 		h.cancel(nil)
 		return nil, err
@@ -130,75 +129,16 @@ func (h *headerTimer) finish(resp *http.Response, err error) (*http.Response, er
 		h.cancel(nil)
 		return resp, nil
 	}
-	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &cancelRWBody{cancelBody: cancelBody{rc: rw, cancel: h.cancel}, w: rw}
-		return resp, nil
-	}
-	resp.Body = &cancelBody{rc: resp.Body, cancel: h.cancel}
+	wrapEnd(resp).cancel = h.cancel // track adds the response's end to it, when it is returned
 	return resp, nil
 }
 
-// cancelBody cancels an attempt's header-timeout context when its response
-// body is closed or read to its end (or to an error).
-type cancelBody struct {
-	rc     io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err != nil {
-		b.cancel(nil)
-	}
-	return n, err
-}
-
-func (b *cancelBody) Close() error {
-	err := b.rc.Close()
-	b.cancel(nil)
-	return err
-}
-
-// cancelRWBody is a cancelBody that keeps the Write of a 101 Switching
-// Protocols body, which is the connection itself.
-type cancelRWBody struct {
-	cancelBody
-	w io.Writer
-}
-
-func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
-
-// headerTimeoutError is the error of an attempt cut off by its header
-// timeout. It is a per-attempt timeout in every respect but its clock's
-// start: it matches ErrAttemptTimeout and context.DeadlineExceeded, and its
-// Timeout method reports true, as the engine's per-attempt timeout error
-// does, so ClassifyError (ClassAttemptTimeout), the retry rules, the budget
-// (which charges a timeout a whole token), hooks and telemetry treat the two
+// isHeaderTimeout reports whether err is (or wraps) an attempt's header
+// timeout. That error (see finish) is a per-attempt timeout in every
+// respect but its clock's start: it matches ErrAttemptTimeout and
+// context.DeadlineExceeded, and its Timeout method reports true, as the
+// engine's per-attempt timeout error does (it is the same type), so
+// ClassifyError (ClassAttemptTimeout), the retry rules, the budget (which
+// charges a timeout a whole token), hooks and telemetry treat the two
 // alike; Classify also reports it to the concurrency limit as congestion.
-type headerTimeoutError struct {
-	timeout time.Duration
-	drain   time.Duration // the time allowed for the written bytes to reach the server
-	err     error
-}
-
-func (e *headerTimeoutError) Error() string {
-	if e.drain > 0 {
-		return fmt.Sprintf("transport: attempt timed out: no response headers %v after the request may have reached the server (its write ended %v before that): %v",
-			e.timeout, e.drain.Round(time.Millisecond), e.err)
-	}
-	return fmt.Sprintf("transport: attempt timed out: no response headers %v after the request was written: %v", e.timeout, e.err)
-}
-
-func (e *headerTimeoutError) Unwrap() []error {
-	return []error{ErrAttemptTimeout, context.DeadlineExceeded, e.err}
-}
-
-// Timeout reports true, like other network timeouts.
-func (e *headerTimeoutError) Timeout() bool { return true }
-
-// isHeaderTimeout reports whether err is an attempt's header timeout, as Do
-// returns it (unwrapped).
-func isHeaderTimeout(err error) bool {
-	var h *headerTimeoutError
-	return errors.As(err, &h)
-}
+func isHeaderTimeout(err error) bool { return timeouterr.IsHeaders(err) }

@@ -273,6 +273,12 @@ func TestHeaderTimeoutOverHTTP2(t *testing.T) {
 	tr := transport.New(s.base(t), noDelay, transport.WithClock(fc), log.hooks(),
 		transport.WithPerAttemptHeaderTimeout(time.Second))
 	ch := goRoundTrip(tr, newRequest(t, testCtx(t), http.MethodPut, s.URL, strings.NewReader("payload")))
+	// The server must have taken the first stream before the cut: HTTP/2
+	// reports the write done as the frames leave, and a retry's stream
+	// whose handler ran first would get the hanging step.
+	if !waitCount(&s.hits, 1) {
+		t.Fatal("the first attempt never reached the server")
+	}
 	waitArmed(t, fc, 1)
 	fc.Advance(time.Second)
 	r := recv(t, ch, "the retry's answer")

@@ -23,6 +23,11 @@ type Transport struct {
 	hooks  Hooks             // every WithHooks and WithHooksFor, combined
 	policy resilience.Policy // the transport's own settings as an engine Policy, built once
 	calls  sync.Pool         // *call of finished requests that were not hedged, for reuse
+	// asIs: nothing set for every request changes an attempt's request (no
+	// hook that may start a trace or write its headers, no attempt header),
+	// so a request none of whose own features does either may go to the
+	// base as the caller made it (see call.asIs).
+	asIs bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -53,6 +58,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	ec.Hooks = t.hooks
 	t.engine = resilience.NewEngine(ec)
 	t.policy = cfg.settings.Policy()
+	t.asIs = t.hooks.OnCallStart == nil && t.hooks.OnAttemptStart == nil && cfg.attemptHeader == ""
 	return t
 }
 
@@ -100,18 +106,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// after a refused stream (see Prepare).
 		rc.Policy.MaxHedges = 0
 	}
-	if hp := hopFrom(req.Context()); hp != nil {
-		c.hop = hp
-		if hp.above > 0 { // the caller above retries this chain: one attempt here (see Middleware)
-			rc.Policy.MaxAttempts = 1
-		}
-	}
-	if peer := t.cfg.hopPeer; peer != nil && peer(hostName(req.URL)) {
-		c.peer = true
-		c.perAttempt = rc.Policy.PerAttemptTimeout
-	} else if c.hop != nil && hasHopHeader(req.Header) {
-		c.strip = true // copied from the handler's request, for no peer (see WithHopPeers)
-	}
+	c.joinHops(&rc.Policy)
+	// The request's features are settled (its header timeout is the
+	// transport's unless its Policy sets one): whether its first attempt
+	// may be the caller's request itself is decided here, once (Prepare
+	// may still rule it out: see asIs).
+	c.asIs = t.asIs && c.headerTimeout == 0 && !c.peer && !c.strip
 	rc.Key = hostKey(req.URL) // the breaker's key, and the host in events
 	// c is not touched after this: the engine recycles it (see Recycle)
 	// when nothing else can use it, and a late attempt may be using it
@@ -144,9 +144,16 @@ type call struct {
 	headerTimeout   time.Duration                 // each attempt's header timeout; 0 for none
 	// refusedOnly says the request may not be repeated but its body can be
 	// replayed: it is retried only after a refused stream (see Prepare).
-	refusedOnly     bool
-	firstIsOriginal bool // first is req.Body itself (not a buffer or prefix)
-	hop             *hop // the incoming request's, under Middleware; nil otherwise
+	refusedOnly bool
+	// asIs: the first attempt, when it runs on the caller's context, sends
+	// the caller's request itself: neither the transport (Transport.asIs)
+	// nor this request (its header timeout, hop headers, a body Prepare
+	// buffered) changes anything in it. Set by RoundTrip, cleared by
+	// Prepare. A new feature that changes an attempt's request is one more
+	// fact in Transport.asIs (set for every request, in New) or in
+	// RoundTrip's line (the request's own); Do asks only this bit.
+	asIs bool
+	hop  *hop // the incoming request's, under Middleware; nil otherwise
 	// peer: the host speaks the hop protocol (WithHopPeers): attempts carry
 	// its headers and its pushback may be honoured. strip: under
 	// Middleware, the request carries the protocol's headers for a host
@@ -223,6 +230,26 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 	return nil
 }
 
+// joinHops settles the request's place in a chain of hops (see hop.go):
+// the incoming request's hop, under Middleware, and whether its host is a
+// peer, whose attempts carry the protocol's headers, or a host that is none
+// while the request carries them (copied from the handler's request), whose
+// attempts drop them (see WithHopPeers). p is the request's Policy, so far.
+func (c *call) joinHops(p *resilience.Policy) {
+	if hp := hopFrom(c.req.Context()); hp != nil {
+		c.hop = hp
+		if hp.above > 0 { // the caller above retries this chain: one attempt here (see Middleware)
+			p.MaxAttempts = 1
+		}
+	}
+	if peer := c.t.cfg.hopPeer; peer != nil && peer(hostName(c.req.URL)) {
+		c.peer = true
+		c.perAttempt = p.PerAttemptTimeout
+	} else if c.hop != nil && hasHopHeader(c.req.Header) {
+		c.strip = true
+	}
+}
+
 // mayRepeat reports whether the request may be sent more than once: it is
 // idempotent, or the transport or its Policy allows repeating any request.
 func (c *call) mayRepeat() bool {
@@ -279,7 +306,6 @@ func (c *call) prepare(n int) (int, resilience.EndReason, error) {
 	// From here the first attempt, which the engine launches as soon as
 	// Prepare succeeds, owns req.Body.
 	c.first = c.req.Body
-	c.firstIsOriginal = true
 	c.bodyFresh = false
 	if n <= 1 {
 		return 1, resilience.ReasonAttemptsExhausted, nil
@@ -311,7 +337,7 @@ func (c *call) prepare(n int) (int, resilience.EndReason, error) {
 		}
 		return 0, 0, errors.Join(errors.New("transport: reading request body to buffer it"), err)
 	}
-	c.firstIsOriginal = false
+	c.asIs = false // the first attempt sends the buffer (or prefix), not req.Body
 	if once != nil {
 		c.first = once
 		return 1, resilience.ReasonBodyNotReplayable, nil
@@ -333,32 +359,24 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 			return nil, errHopTooLate
 		}
 	}
-	req := c.req
-	body := c.first
-	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
-		b, err := c.getBody()
-		if err != nil {
-			return nil, errors.Join(errors.New("transport: GetBody failed"), err)
-		}
-		body = b
+	body, err := c.attemptBody(a)
+	if err != nil {
+		return nil, err
 	}
-	cfg := &c.t.cfg
-	hooks := &c.t.hooks
 	if c.hop != nil && a.Number > 1 {
 		c.hop.pushback.Store(true) // retried (or hedged) below
 	}
-	if a.Number == 1 && !a.Own && c.firstIsOriginal && hooks.OnCallStart == nil && hooks.OnAttemptStart == nil && cfg.attemptHeader == "" && c.headerTimeout == 0 && !c.peer && !c.strip {
+	if a.Number == 1 && !a.Own && c.asIs {
 		// Nothing about this attempt differs from the caller's request (its
 		// context, body, GetBody and headers are the caller's own), so the
 		// base gets the request as is: it may not modify it either.
-		return c.send(req)
+		return c.send(c.req)
 	}
-	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
 	var ht *headerTimer
 	if c.headerTimeout > 0 {
-		ctx, ht = withHeaderTimeout(ctx, c.headerTimeout, cfg.settings.Clock)
+		ctx, ht = withHeaderTimeout(ctx, c.headerTimeout, c.t.cfg.settings.Clock)
 	}
-	out := req.WithContext(ctx)
+	out := c.req.WithContext(ctx)
 	out.Body = body
 	if ht != nil && body != nil && body != http.NoBody {
 		out.Body = ht.metered(body) // its reads time the drain: see drain.go
@@ -366,17 +384,45 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 	if c.getBody != nil {
 		out.GetBody = c.getBody
 	}
-	if cfg.attemptHeader != "" {
-		if header == nil {
-			header = c.NewCarrier(a).(http.Header)
+	if header := c.attemptHeaders(a, left); header != nil {
+		out.Header = header
+	}
+	if ht != nil {
+		return ht.finish(c.send(out))
+	}
+	return c.send(out)
+}
+
+// attemptBody is the body attempt a sends: the first attempt's (see
+// Prepare), or a fresh one from GetBody for a later attempt.
+func (c *call) attemptBody(a resilience.AttemptInfo) (io.ReadCloser, error) {
+	req := c.req
+	if a.Number > 1 && req.Body != nil && req.Body != http.NoBody {
+		b, err := c.getBody()
+		if err != nil {
+			return nil, errors.Join(errors.New("transport: GetBody failed"), err)
 		}
-		setAttemptHeader(header, cfg.attemptHeader, attemptHeaderValue(a))
+		return b, nil
+	}
+	return c.first, nil
+}
+
+// attemptHeaders returns the headers attempt a sends when they are not the
+// request's own: the copy OnAttemptStart was given (see NewCarrier), with
+// the attempt header and the hop protocol's headers set or dropped; left is
+// TimeoutHeader's value for a peer. It returns nil when the request's own
+// headers go unchanged.
+func (c *call) attemptHeaders(a resilience.AttemptInfo, left string) http.Header {
+	header, _ := a.Carrier.(http.Header) // set when OnAttemptStart is installed: see NewCarrier
+	name := c.t.cfg.attemptHeader
+	if header == nil && (name != "" || c.peer || c.strip) {
+		header = c.NewCarrier(a).(http.Header)
+	}
+	if name != "" {
+		setAttemptHeader(header, name, attemptHeaderValue(a))
 	}
 	switch {
 	case c.peer:
-		if header == nil {
-			header = c.NewCarrier(a).(http.Header)
-		}
 		setAttemptHeader(header, RetriesLeftHeader, strconv.Itoa(c.retriesLeft(a.Number)))
 		if left != "" {
 			setAttemptHeader(header, TimeoutHeader, left)
@@ -384,18 +430,9 @@ func (c *call) Do(ctx context.Context, a resilience.AttemptInfo) (*http.Response
 			dropHeader(header, TimeoutHeader) // the caller's own, if it set one: not ours to vouch for
 		}
 	case c.strip:
-		if header == nil {
-			header = c.NewCarrier(a).(http.Header)
-		}
 		dropHopHeaders(header)
 	}
-	if header != nil {
-		out.Header = header
-	}
-	if ht != nil {
-		return ht.finish(c.send(out))
-	}
-	return c.send(out)
+	return header
 }
 
 // retriesLeft is RetriesLeftHeader's value for attempt number n: what

@@ -34,6 +34,7 @@ func TestCoreImportsOnlyTheStandardLibrary(t *testing.T) {
 		"clock",
 		"internal/clock",
 		"internal/jitter",
+		"internal/timeouterr",
 		"resilience",
 		"resilience/cache",
 		"resilience/dnscache",
@@ -131,7 +132,7 @@ func TestInternalIsFoundation(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{"internal/benchratio", "internal/clock", "internal/jitter", "internal/kiterr", "internal/sdktest", "internal/testwait"} {
+	for _, p := range []string{"internal/benchratio", "internal/clock", "internal/jitter", "internal/kiterr", "internal/sdktest", "internal/testwait", "internal/timeouterr"} {
 		if !checked[p] {
 			t.Errorf("go list did not check %s; output:\n%s", p, out)
 		}
@@ -152,15 +153,16 @@ func TestLayering(t *testing.T) {
 		"internal/clock/fakeclock": {"clock"},
 		"internal/jitter":          {},
 		"internal/kiterr":          {},
-		"resilience":               {"clock", "internal/clock", "internal/jitter"},
-		"resilience/schedule":      {"clock", "internal/clock", "internal/jitter", "internal/kiterr", "resilience"},
+		"internal/timeouterr":      {},
+		"resilience":               {"clock", "internal/clock", "internal/jitter", "internal/timeouterr"},
+		"resilience/schedule":      {"clock", "internal/clock", "internal/jitter", "internal/kiterr", "internal/timeouterr", "resilience"},
 		"resilience/periodic":      {"clock", "internal/clock", "internal/jitter", "internal/kiterr"},
 		"resilience/cache":         {"clock", "internal/clock", "internal/kiterr"},
 		"resilience/dnscache":      {"clock", "internal/clock", "internal/kiterr", "resilience/cache"},
-		"transport":                {"clock", "internal/clock", "internal/jitter", "resilience"},
+		"transport":                {"clock", "internal/clock", "internal/jitter", "internal/timeouterr", "resilience"},
 		"transport/transporttest":  {"clock"},
-		"telemetry":                {"clock", "internal/clock", "internal/jitter", "resilience", "transport"},
-		"telemetry/promexport":     {"clock", "internal/clock", "internal/jitter", "resilience", "transport", "telemetry"},
+		"telemetry":                {"clock", "internal/clock", "internal/jitter", "internal/timeouterr", "resilience", "transport"},
+		"telemetry/promexport":     {"clock", "internal/clock", "internal/jitter", "internal/timeouterr", "resilience", "transport", "telemetry"},
 	}
 	var pkgs []string
 	for p := range allowed {

@@ -2,8 +2,11 @@
 // the Markdown docs name code that exists (the tests, benchmarks and
 // examples a doc cites as holding a promise, the files it points at, and
 // the exported names and members of this module's packages it mentions;
-// this file), the README's Go snippets compile (snippets_test.go), and no
-// Go file of the repository marks a name deprecated (deprecated_test.go).
+// this file), ARCHITECTURE.md lists every file of the core
+// (architecture_test.go), BENCHMARKS.md stays a report and every link
+// to a doc's heading finds it (benchmarks_test.go), the README's Go
+// snippets compile (snippets_test.go), and no Go file of the repository
+// marks a name deprecated (deprecated_test.go).
 package doccheck
 
 import (
@@ -175,19 +178,7 @@ func declared(t *testing.T, dir string) *pkgDecls {
 		}
 		return p.types[name]
 	}
-	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Go files in %s (%v)", dir, err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range parseSources(t, dir) {
 		for _, d := range file.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
@@ -288,4 +279,40 @@ func declaredTests(t *testing.T) map[string]bool {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// goSources returns the paths of dir's non-test Go files, failing the
+// test when it has none.
+func goSources(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() && strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			files = append(files, filepath.Join(dir, n))
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("no non-test Go files in %s", dir)
+	}
+	return files
+}
+
+// parseSources parses dir's non-test Go files.
+func parseSources(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, path := range goSources(t, dir) {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
 }

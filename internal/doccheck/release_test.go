@@ -2,10 +2,9 @@ package doccheck
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -118,30 +117,15 @@ func TestReleaseVersionsAgree(t *testing.T) {
 func releasedRequirements(t *testing.T) map[string]map[string]string {
 	t.Helper()
 	out := map[string]map[string]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || slices.Contains(harnesses, filepath.ToSlash(rel))) {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || d.Name() != "go.mod" {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
+	for dir, data := range goModFiles(t) {
+		if top, _, _ := strings.Cut(dir, "/"); slices.Contains(harnesses, top) {
+			continue
 		}
 		reqs := map[string]string{}
 		for _, m := range gotryRequirement.FindAllStringSubmatch(string(data), -1) {
 			reqs[m[1]] = m[2]
 		}
-		out[filepath.ToSlash(rel)] = reqs
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		out[path.Join(dir, "go.mod")] = reqs
 	}
 	return out
 }
@@ -151,19 +135,7 @@ func releasedRequirements(t *testing.T) map[string]map[string]string {
 // package is in).
 func telemetryVersion(t *testing.T) string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root, "telemetry", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range parseSources(t, filepath.Join(root, "telemetry")) {
 		for _, d := range file.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.CONST {
@@ -177,7 +149,7 @@ func telemetryVersion(t *testing.T) string {
 					}
 					lit, ok := vs.Values[i].(*ast.BasicLit)
 					if !ok || lit.Kind != token.STRING {
-						t.Fatalf("%s: telemetry.Version is not a string literal", f)
+						t.Fatal("package telemetry's Version is not a string literal")
 					}
 					v, err := strconv.Unquote(lit.Value)
 					if err != nil {

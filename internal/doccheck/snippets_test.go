@@ -304,34 +304,50 @@ func repoModules(t *testing.T) map[string]string {
 	}
 	moduleLine := regexp.MustCompile(`(?m)^module[ \t]+"?([^\s"]+)"?`)
 	mods := map[string]string{}
-	err = filepath.WalkDir(abs, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != abs && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || d.Name() != "go.mod" {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	for dir, data := range goModFiles(t) {
 		if m := moduleLine.FindSubmatch(data); m != nil {
 			if p := string(m[1]); p == modulePath || strings.HasPrefix(p, modulePath+"/") {
-				mods[p] = filepath.Dir(path)
+				mods[p] = filepath.Join(abs, filepath.FromSlash(dir))
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if mods[modulePath] != abs {
 		t.Fatalf("no module %s at the root %s: %v", modulePath, abs, mods)
 	}
 	return mods
+}
+
+// goModFiles returns the contents of every go.mod of the repository, by
+// its directory relative to root, slash-separated ("." for the root's);
+// hidden directories, testdata and vendor are skipped.
+func goModFiles(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "go.mod" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = data
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // owningModule returns the module of mods that holds package path: the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/MrVSiK/gotry/resilience"
 	"github.com/MrVSiK/gotry/telemetry"
+	"github.com/MrVSiK/gotry/telemetry/internal/traffic"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -68,15 +69,15 @@ func TestPrometheusNames(t *testing.T) {
 	mustGet(t, ad, newServer(t, status(200)).URL)
 	t.Cleanup(func() { runtime.KeepAlive(ad) }) // the gauges hold it weakly
 	// A limited transport at its limit sheds a request.
-	hb := newHoldBase()
+	hb := newHold()
 	lim := transport.New(hb, tel.Transport(telemetry.Name("limited")), transport.WithConcurrencyLimit(oneAtATime))
 	held := roundTrip(t, lim, "http://pay.test/hold")
-	await(t, hb.held, "the held request to reach the base")
-	if err := await(t, roundTrip(t, lim, "http://pay.test/next"), "the shed request"); err == nil {
+	traffic.Await(t, hb.Held, "the held request to reach the base")
+	if err := traffic.Await(t, roundTrip(t, lim, "http://pay.test/next"), "the shed request"); err == nil {
 		t.Fatal("request at the limit was not shed")
 	}
-	close(hb.release)
-	if err := await(t, held, "the held request"); err != nil {
+	close(hb.Release)
+	if err := traffic.Await(t, held, "the held request"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runtime.KeepAlive(lim) })

@@ -54,6 +54,7 @@ func main() {
 	flag.DurationVar(&fl.After, "crowd-after", 0, "crowd: run time after the drop (default 4s)")
 	flag.DurationVar(&fl.Steady, "crowd-steady", 0, "crowd: length of the run without a drop (default 5s)")
 	flag.IntVar(&fl.Rounds, "crowd-rounds", 0, "crowd: interleaved rounds (default 3, or 1 with -quick)")
+	flag.StringVar(&fl.Only, "crowd-only", "", "crowd: run only the candidates whose name contains this, e.g. \"+ limit\" (default all)")
 	flag.DurationVar(&cfg.LadderCell, "ladder-cell", 0, "ladder: length of each cell, independent 503s and outage (default 8s, or 500ms with -quick)")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	flag.Parse()
