@@ -18,16 +18,19 @@ import (
 // on a refusal, when the attempt does not launch after all (an interrupted
 // backoff sleep, a hedge the caller's answer made needless), and when a
 // hook or the operation panics (unwind, and the hedge timer's recover).
-// Launching hands the ticket to the attempt and spends the tokens; from
-// then on the attempt returns its permit as its result is known (exec, or
-// unwound on a panic) and its breaker ticket when the call settles it
-// (settle, releaseLate, or unwind for a probe).
+// Launching hands the admission to the attempt (attempt.adm) and spends
+// its tokens; from then on one function gives back what the attempt still
+// holds (giveBackAfter): its permit as its result is known (exec, or exec's
+// unwinding when Do or a hook panics), and its breaker ticket when the call
+// settles it (settle, for a result taken or dropped late) or, for a probe
+// whose attempt panicked, as exec unwinds.
 //
 // The admission being taken for the call's next attempt is run.held, which
 // only the goroutine driving the call touches; the hedge timer's goroutine
 // admits a hedge into an admission of its own (see hedgeFired).
 type admission struct {
-	ticket             // the breaker's ticket and the limit's permit
+	ticket             // the breaker's ticket (zero: no breaker, or an untracked key)
+	lim    *limiter    // the concurrency limit a permit was taken from (nil: none)
 	tok    budgetToken // the budget's token
 	hk     *hedgeKey   // the adaptive hedging state a token was taken from
 }
@@ -36,51 +39,58 @@ type admission struct {
 // but OnBreakerStateChange, and a ticket returned unused changes no
 // breaker's state, so it never runs user code while ad is half-released.
 func (r *run[T]) giveBack(ad *admission) {
-	t, tok, hk := ad.ticket, ad.tok, ad.hk
-	*ad = admission{}
+	tok, hk := ad.tok, ad.hk
+	ad.tok, ad.hk = budgetToken{}, nil
 	tok.Refund()
 	if hk != nil {
 		hk.untake()
 	}
-	t.releasePermit(time.Time{}, 0, limitIgnore)
-	if t.b != nil {
-		if t.probe {
-			r.probeHeld = false // (a probe is only ever the driving goroutine's: hedges are never probes)
-		}
-		in := r.e.instant() // never read: an ignored outcome moves no breaker
-		r.report(r.e.breakers.done(t, outcomeIgnore, &in))
+	in := r.e.instant() // never read: an ignored result teaches nothing
+	r.giveBackHeld(ad, &in, 0, limitIgnore, outcomeIgnore)
+}
+
+// giveBackAfter gives back what the launched attempt a still holds of its
+// admission (see admission), at a's end: its permit, teaching the limit
+// res for a's latency; and, once its result is settled (bo is not
+// outcomeNone), its breaker ticket, reporting bo. A part already given
+// back is not given again.
+func (r *run[T]) giveBackAfter(a *attempt[T], res limitResult, bo outcome) {
+	r.giveBackHeld(&a.adm, &a.end, a.dur, res, bo)
+}
+
+// outcomeNone, to giveBackAfter: the result is not settled yet, so the
+// ticket stays held.
+const outcomeNone outcome = -1
+
+// giveBackHeld returns ad's permit with res (for a latency of d, at in)
+// and, unless bo is outcomeNone, its breaker ticket with bo; it clears
+// what it returned. A ticket given back with an ignored outcome changes no
+// breaker's state, so no hook runs; nor does one read in's time.
+func (r *run[T]) giveBackHeld(ad *admission, in *instant, d time.Duration, res limitResult, bo outcome) {
+	if l := ad.lim; l != nil {
+		ad.lim = nil
+		l.release(in, d, res)
+	}
+	if t := ad.ticket; t.b != nil && bo != outcomeNone {
+		ad.ticket = ticket{}
+		r.report(r.e.breakers.done(t, bo, in))
 	}
 }
 
 // unwind runs as a call returns or is unwound by a panic (of a hook,
 // Prepare, Do or Classify, which propagate): it gives back the admission
-// the call was taking (run.held), and the probe slot of a probe that never
-// settled. Without it a panic would leave the limit a permit smaller, or a
-// half-open breaker counting a probe in flight forever and rejecting
-// every later request. The probe counts as neither success nor failure, so
-// the next request is admitted as a probe again. On a call that returns
+// the call was taking (run.held); what an attempt took exec gives back as
+// it unwinds (see giveBackAfter). Without it a panic would leave the limit
+// a permit smaller, or a half-open breaker counting a probe in flight
+// forever and rejecting every later request. On a call that returns
 // normally it finds nothing held.
 func (r *run[T]) unwind() {
-	if r.lingering && r.driven() {
+	if r.lingering && r.handedOff() {
 		return // a driver took the call over: what it holds is its own to give back (see drive)
 	}
 	if r.held != (admission{}) {
 		r.giveBack(&r.held)
 	}
-	if r.probeHeld {
-		r.probeHeld = false
-		in := r.e.instant()
-		r.e.breakers.done(r.first.ticket, outcomeIgnore, &in) // no transition: the outcome is ignored
-		r.first.own.cancel(ErrAttemptLost)                    // the probe's attempt, if it had its own context
-	}
-}
-
-// driven reports whether a hedge timer's goroutine took the call over (see
-// hedgeFired); read by the caller, which then no longer drives it.
-func (r *run[T]) driven() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.finished != nil
 }
 
 // admit finds the call's host and asks its breaker to admit the call into
@@ -108,7 +118,7 @@ func (r *run[T]) admit(in *instant) (transition, Result[T], bool) {
 		r.held.ticket, tr = t, trn
 	}
 	if r.held.probe {
-		r.probe, r.probeHeld = true, true
+		r.probe = true
 		r.maxAttempts = 1
 	}
 	return tr, Result[T]{}, true
@@ -164,7 +174,7 @@ func (r *run[T]) admitFirst(l *limiter, in *instant) error {
 		r.held.lim = l
 		return nil
 	}
-	ok, waited := l.acquire(r.parent, p.Criticality, in, r.e.clock)
+	ok, waited := l.acquire(r.parent, p.Criticality, in)
 	if ok {
 		r.held.lim = l // held before OnLimitWait can run
 		if h := r.e.hooks.OnLimitWait; h != nil && waited > 0 {
@@ -215,24 +225,37 @@ func (r *run[T]) report(tr transition) {
 // admitNext asks the deadline, the budget, then the breaker, then the
 // concurrency limit, for one more attempt of kind k at in (the admission's
 // time), taking what each grants into ad: none starts after the caller's
-// deadline. It reports the reason when one refuses, having
-// given back all of ad.
+// deadline. It reports the reason when one refuses, having given back all
+// of ad.
 func (r *run[T]) admitNext(k AttemptKind, ad *admission, in *instant, afterTimeout bool) (EndReason, bool) {
-	switch {
-	case r.pastDeadline(in): // nothing taken yet
+	if !r.pastDeadline(in) && !r.spend(k, ad, in, afterTimeout) {
 		r.giveBack(ad) // (what a hedge's admission took of adaptive hedging's)
-		return ReasonPastDeadline, false
-	case !r.spend(k, ad, in, afterTimeout):
-		r.giveBack(ad)
 		return ReasonBudgetExhausted, false
-	case !r.admitBreaker(ad, in):
-		r.giveBack(ad)
-		return ReasonCircuitOpen, false
-	case !r.admitLimit(k, ad):
-		r.giveBack(ad)
-		return ReasonOverloaded, false
 	}
-	return 0, true
+	return r.admitRest(k, ad, in, true)
+}
+
+// admitRest asks the deadline, then the breaker, then the concurrency
+// limit, for an attempt of kind k at in whose budget token ad holds
+// already (none is needed when the budget is off), unless the caller's
+// context ended (live false); a refusal gives back all of ad and reports
+// the reason the call ends with.
+func (r *run[T]) admitRest(k AttemptKind, ad *admission, in *instant, live bool) (EndReason, bool) {
+	var reason EndReason
+	switch {
+	case !live:
+		reason = ReasonCanceled
+	case r.pastDeadline(in): // (a sleep's timer may wake late, at or after the deadline)
+		reason = ReasonPastDeadline
+	case !r.admitBreaker(ad, in):
+		reason = ReasonCircuitOpen
+	case !r.admitLimit(k, ad):
+		reason = ReasonOverloaded
+	default:
+		return 0, true
+	}
+	r.giveBack(ad)
+	return reason, false
 }
 
 // spend takes one token from the budget into ad for an attempt of kind k

@@ -119,23 +119,12 @@ type transition struct {
 // Changed reports whether t records a change.
 func (t transition) Changed() bool { return t.From != t.To }
 
-// ticket is an attempt's admission: by a breaker (hand it back with done;
-// the zero ticket, no breaker, accepts done as a no-op) and, with lim set,
-// a permit of the key's concurrency limit (see releasePermit).
+// ticket is a breaker's admission of an attempt: hand it back with done
+// (the zero ticket, no breaker, accepts done as a no-op).
 type ticket struct {
 	b     *breaker
 	gen   uint32 // the breaker's generation when it admitted
 	probe bool
-	lim   *limiter
-}
-
-// releasePermit returns the ticket's permit, if it holds one, with the
-// attempt's result; it does nothing the second time.
-func (t *ticket) releasePermit(now time.Time, d time.Duration, res limitResult) {
-	if l := t.lim; l != nil {
-		t.lim = nil
-		l.release(now, d, res)
-	}
 }
 
 // Probe reports whether the ticket admits a half-open probe.
@@ -251,7 +240,7 @@ func (b *breakerSet) stateOf(br *breaker, now time.Time) (BreakerState, time.Tim
 }
 
 // allow asks h's breaker to admit an attempt: the first of a call when
-// admission is set, else a later one (a retry or hedge). A closed breaker
+// first is set, else a later one (a retry or hedge). A closed breaker
 // admits; an open one rejects with ErrCircuitOpen until OpenDuration has
 // passed, then turns half-open and admits up to HalfOpenProbes first
 // attempts at once (a half-open breaker's probes are whole calls, not
@@ -259,7 +248,7 @@ func (b *breakerSet) stateOf(br *breaker, now time.Time) (BreakerState, time.Tim
 // returned transition (if Changed) must be reported by the caller after
 // allow returns. The time of the admission, in, is read only when the
 // breaker is not closed.
-func (b *breakerSet) allow(h *host, key string, in *instant, admission bool) (ticket, transition, error) {
+func (b *breakerSet) allow(h *host, key string, in *instant, first bool) (ticket, transition, error) {
 	if h == nil {
 		return ticket{}, transition{Key: key}, nil // served untracked: as if closed, nothing recorded
 	}
@@ -267,12 +256,12 @@ func (b *breakerSet) allow(h *host, key string, in *instant, admission bool) (ti
 	if w := br.load(); w.state() == BreakerClosed {
 		return ticket{b: br, gen: w.gen()}, transition{Key: key}, nil
 	}
-	return b.allowLocked(br, in.now(), admission)
+	return b.allowLocked(br, in.now(), first)
 }
 
 // allowLocked is allow for a breaker that was not closed when it looked:
 // open ones may turn half-open, half-open ones admit probes.
-func (b *breakerSet) allowLocked(br *breaker, now time.Time, admission bool) (ticket, transition, error) {
+func (b *breakerSet) allowLocked(br *breaker, now time.Time, first bool) (ticket, transition, error) {
 	br.mu.Lock()
 	defer br.mu.Unlock()
 	w := br.load()
@@ -288,7 +277,7 @@ func (b *breakerSet) allowLocked(br *breaker, now time.Time, admission bool) (ti
 	switch {
 	case w.state() == BreakerClosed: // closed by a probe while this call waited for mu
 		return ticket{b: br, gen: w.gen()}, tr, nil
-	case w.state() == BreakerHalfOpen && admission && br.probes < b.cfg.HalfOpenProbes:
+	case w.state() == BreakerHalfOpen && first && br.probes < b.cfg.HalfOpenProbes:
 		br.probes++
 		return ticket{b: br, gen: w.gen(), probe: true}, tr, nil
 	}

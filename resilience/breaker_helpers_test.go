@@ -1,6 +1,10 @@
 package resilience
 
-import "time"
+import (
+	"time"
+
+	"github.com/MrVSiK/gotry/internal/clock"
+)
 
 // Helpers for the tests of the breakers and the per-host table: the
 // engine itself finds a call's host once and asks its breaker through
@@ -54,7 +58,13 @@ func (b *breakerSet) admitRetry(key string, now time.Time) (ticket, transition, 
 // when is the instant of a decision at now, for the tests of the parts,
 // which pass the time rather than read a clock.
 func when(now time.Time) *instant {
-	in := instantAt(now)
+	in := instant{sec: now.Unix(), at: now, hasSec: true, hasAt: true}
+	return &in
+}
+
+// whenOn is when on clock c, for what also reads c (the limit's wait).
+func whenOn(c clock.Clock, now time.Time) *instant {
+	in := instant{src: clock.SecondsOf(c), sec: now.Unix(), at: now, hasSec: true, hasAt: true}
 	return &in
 }
 

@@ -24,7 +24,7 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 		return r.end(Result[T]{Err: r.wrap(a.err, reason)}, reason, &a.end)
 	}
 	if !a.verd.Overload && r.e.budget != nil { // an answer that says the server is overloaded is no success
-		r.e.budget.Succeed(a.end.second(), a.tok) // a retry or hedge that succeeded costs nothing (see retryBudget)
+		r.e.budget.Succeed(a.end.second(), a.adm.tok) // a retry or hedge that succeeded costs nothing (see retryBudget)
 	}
 	return r.end(r.resultOf(a), reason, &a.end)
 }
@@ -33,7 +33,7 @@ func (r *run[T]) endWith(a *attempt[T]) Result[T] {
 func (r *run[T]) resultOf(a *attempt[T]) Result[T] {
 	res := Result[T]{Value: a.v, Code: a.verd.Code, Attempt: a.info.Number, Context: a.ctx, fin: Finisher{own: a.own}}
 	if h := r.e.hooks.OnResultDone; h != nil {
-		res.fin.done = resultDone{hook: h, ctx: a.ctx, key: r.c.Key, subject: r.c.Subject, attempt: a.info.Number}
+		res.fin.done = resultDone{hook: h, ctx: a.ctx, key: r.c.Key, subject: r.c.Subject, number: a.info.Number}
 	}
 	return res
 }

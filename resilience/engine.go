@@ -157,8 +157,8 @@ func NewEngine(cfg EngineConfig) *Engine {
 	return e
 }
 
-// Now reads the engine's clock.
-func (e *Engine) Now() time.Time { return e.clock.Now() }
+// instant returns a decision's time on e's clock, nothing read yet.
+func (e *Engine) instant() instant { return instant{src: e.seconds} }
 
 // Policy is the retry and hedging policy of one call.
 type Policy struct {
@@ -409,14 +409,14 @@ type resultDone struct {
 	ctx     context.Context
 	key     string
 	subject any
-	attempt int
+	number  int // the attempt's
 }
 
 // Finish does what Result.Finish does; call it once.
 func (f *Finisher) Finish(err error) {
 	f.own.cancel(nil)
 	if d := &f.done; d.hook != nil {
-		d.hook(ResultDoneEvent{Event: Event{Context: d.ctx, Key: d.key, Subject: d.subject}, Attempt: d.attempt, Err: err})
+		d.hook(ResultDoneEvent{Event: Event{Context: d.ctx, Key: d.key, Subject: d.subject}, Attempt: d.number, Err: err})
 	}
 }
 

@@ -28,8 +28,9 @@ import (
 // the base honours its context, as http.Transport does.
 //
 // Exactly one goroutine drives a call at any time: the caller until a hedge
-// fires, then the driver. The handover happens under mu, and the caller
-// touches no call state between the handover and the driver's result.
+// fires, then the driver. The handover happens under the fired timer's
+// lock (see hedgeTimer), and the caller touches no call state between the
+// handover and the driver's result.
 
 // errCallerPanicked stands, for the driver, for a panic of the caller's own
 // attempt: the caller re-panics with the real value on its own goroutine.
@@ -37,13 +38,13 @@ var errCallerPanicked = errors.New("resilience: the caller's attempt panicked")
 
 // runInline runs attempt a on the caller's goroutine (hedging mode, before
 // any hedge fired), with the hedge timer armed if a hedge could follow it.
-// It reports whether the call was handed over to a driver meanwhile; the
-// caller then waits for the driver's result.
-func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
+// If the call was handed over to a driver meanwhile (r.sh is set), a goes
+// to the driver, and the caller's loop then waits for the driver's result.
+func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) {
 	if r.armInline(a) == nil { // the last attempt the call may make: no hedge can follow
 		r.exec(ctx, a)
 		r.ready = a
-		return false
+		return
 	}
 	returned := false
 	defer func() {
@@ -53,46 +54,34 @@ func (r *run[T]) runInline(ctx context.Context, a *attempt[T]) bool {
 	}()
 	r.exec(ctx, a) // calls inlineReturned as soon as Do returns
 	returned = true
-	if !a.handed {
+	if r.sh == nil { // (inlineReturned met the timer's callback, if it ran, under its lock)
 		r.ready = a
-		return false
+		return
 	}
 	r.finish(ctx, a)
-	return true
 }
 
 // inlineReturned runs as the inline attempt a's Do returns: it disarms the
-// hedge timer and settles whether its callback took the call over
-// (a.handed). From here on no callback touches a.
+// hedge timer and, if it fired, waits for its callback to have taken the
+// call over (r.sh set) or left. From here on no callback touches a.
 func (r *run[T]) inlineReturned(a *attempt[T]) {
 	ht := a.ht
 	a.ht = nil
 	if ht.stop() { // answered within the delay: no hedge, nobody else involved
-		if r.lingering { // an earlier timer's callback may still look
-			r.mu.Lock()
-			r.inline, r.ht = nil, nil
-			r.mu.Unlock()
-		} else {
-			r.inline, r.ht = nil, nil
-		}
-		ht.r = nil
+		ht.a, ht.r = nil, nil
 		r.spareHT = ht // for the call's next inline attempt, or the run's next call
 		return
 	}
-	// The timer fired: its callback has taken the call over, or finds it
-	// back in the caller's hands and leaves (the timer is no longer r.ht).
-	// Either way it may still touch r, so r is not pooled.
-	r.mu.Lock()
-	r.inline = nil
-	r.waitAdmission()
-	if r.ht == ht {
-		r.ht = nil
-	}
+	// The timer fired: its callback has taken the call over, or finds a
+	// returned and leaves. Either way it may still touch r, so r is not
+	// pooled.
+	ht.mu.Lock()
+	ht.a = nil
+	ht.waitAdmission()
+	p := ht.panic
+	ht.panic = nil
+	ht.mu.Unlock()
 	r.lingering = true
-	a.handed = r.concurrent
-	p := r.hedgePanic
-	r.hedgePanic = nil
-	r.mu.Unlock()
 	if p != nil {
 		// A hook panicked while the timer's goroutine admitted a hedge
 		// (see hedgeFired): the call ends here with that panic, on the
@@ -107,7 +96,8 @@ func (r *run[T]) inlineReturned(a *attempt[T]) {
 }
 
 // armInline arms a hedge timer for the inline attempt a, unless a is the
-// last attempt the call may make.
+// last attempt the call may make. (Arming the timer publishes ht's fields
+// to its callback: arming a timer orders the two.)
 func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer[T] {
 	if r.launched >= r.maxAttempts {
 		return nil
@@ -117,44 +107,39 @@ func (r *run[T]) armInline(a *attempt[T]) *hedgeTimer[T] {
 		ht = new(hedgeTimer[T])
 	}
 	r.spareHT = nil
-	ht.r = r
+	ht.r, ht.a = r, a
 	a.ht = ht
-	a.lateTimeout = r.c.Policy.PerAttemptTimeout > r.hedgeDelay
-	if r.lingering {
-		// A callback of an earlier timer that fired may still look (and
-		// find itself stale): publish under mu.
-		r.mu.Lock()
-		r.inline, r.ht = a, ht
-		r.mu.Unlock()
-	} else {
-		// No timer of this call ever fired, so no other goroutine knows r;
-		// arming ht publishes these to its callback (arming a timer
-		// orders the two).
-		r.inline, r.ht = a, ht
-	}
 	ht.arm(r.e.clock, r.hedgeDelay)
 	return ht
 }
 
+// lateTimeout reports whether an inline attempt's per-attempt timeout is
+// armed late, by its hedge timer's callback (see attempt.ht).
+func (r *run[T]) lateTimeout() bool { return r.c.Policy.PerAttemptTimeout > r.hedgeDelay }
+
 // inlinePanicked runs while the caller's inline attempt panics: a driver,
 // if the call has one, is told (it ends the call), and the panic goes on.
 func (r *run[T]) inlinePanicked(a *attempt[T]) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inline = nil
-	r.waitAdmission()
-	if r.ht != nil {
-		r.ht.stop()
-		r.ht = nil
+	if ht := a.ht; ht != nil { // Do or OnAttemptStart panicked: the timer still watches a
+		a.ht = nil
+		ht.stop()
+		ht.mu.Lock()
+		ht.a = nil
+		ht.waitAdmission()
+		ht.mu.Unlock()
 	}
 	if a.timer != nil { // armed late by the hedge timer's callback
 		a.timer.stop()
 	}
 	r.lingering = true
-	if r.concurrent && !r.decided {
-		a.panicked = &attemptPanic{value: errCallerPanicked}
-		r.done = append(r.done, a)
-		r.signal()
+	if sh := r.sh; sh != nil {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if !sh.decided {
+			a.panicked = &attemptPanic{value: errCallerPanicked}
+			sh.done = append(sh.done, a)
+			sh.signal()
+		}
 	}
 }
 
@@ -162,12 +147,13 @@ func (r *run[T]) inlinePanicked(a *attempt[T]) {
 // the caller is still in its attempt and a hedge may launch, this goroutine
 // takes the call over and drives it to its end.
 func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
-	r.mu.Lock()
-	if r.ht != ht || r.inline == nil || r.decided {
-		r.mu.Unlock() // stale: the attempt answered first
+	ht.mu.Lock()
+	a := ht.a
+	if a == nil {
+		ht.mu.Unlock() // stale: the attempt answered first
 		return
 	}
-	if a := r.inline; a.lateTimeout {
+	if r.lateTimeout() {
 		// The attempt outlived the hedge delay: its timeout runs from here
 		// for the rest of its length (see attempt.ht). The caller stops it
 		// when the attempt returns, after inlineReturned.
@@ -178,32 +164,29 @@ func (r *run[T]) hedgeFired(ht *hedgeTimer[T]) {
 	// A hook that panics here, on the timer's goroutine, must not kill the
 	// process: the panic is recovered, what was taken given back, and the
 	// caller re-panics with it when its attempt returns (inlineReturned).
-	r.ht = nil
-	r.admitting = true
-	if r.cond.L == nil {
-		r.cond.L = &r.mu
+	ht.admitting = true
+	if ht.cond.L == nil {
+		ht.cond.L = &ht.mu
 	}
-	r.mu.Unlock()
+	ht.mu.Unlock()
 	var ad admission
 	in := r.e.instant() // the hedge's admission
 	ok, p := r.admitHedgeRecovering(&ad, &in)
-	r.mu.Lock()
-	r.admitting = false
-	r.cond.Broadcast()
-	if p != nil {
-		r.hedgePanic = p
-	}
-	if !ok || r.inline == nil {
+	ht.mu.Lock()
+	ht.admitting = false
+	ht.cond.Broadcast()
+	ht.panic = p
+	if !ok || ht.a == nil {
 		// Refused (the call goes on unhedged, as after a refusal in the
 		// loop), or the caller's attempt answered meanwhile: no handover.
-		r.mu.Unlock()
+		ht.mu.Unlock()
 		r.giveBack(&ad)
 		return
 	}
-	r.goConcurrent()
-	r.finished = make(chan struct{})
-	r.active = append(r.active, r.inline)
-	r.mu.Unlock()
+	sh := r.goConcurrent()
+	sh.finished = make(chan struct{})
+	sh.active = append(sh.active, a)
+	ht.mu.Unlock()
 	r.drive(ad, &in)
 }
 
@@ -220,52 +203,55 @@ func (r *run[T]) admitHedgeRecovering(ad *admission, in *instant) (ok bool, p *a
 	return r.admitHedge(ad, in), nil
 }
 
-// waitAdmission waits, under mu, until no hedge is being admitted.
-func (r *run[T]) waitAdmission() {
-	for r.admitting {
-		r.cond.Wait()
-	}
+// goConcurrent gives the call its concurrent half: from now on its
+// attempts run on goroutines of their own, reporting to a driver through
+// done and wake. (Under the fired hedge timer's lock, or before any other
+// goroutine knows r.)
+func (r *run[T]) goConcurrent() *shared[T] {
+	sh := &r.shStore
+	sh.wake = make(chan struct{}, 1)
+	sh.active = sh.activeBuf[:0]
+	sh.done = sh.doneBuf[:0]
+	r.sh = sh
+	return sh
 }
 
-// goConcurrent switches the call to attempts on goroutines of their own,
-// reporting to a driver through done and wake. (Under mu, or before any
-// other goroutine knows r.)
-func (r *run[T]) goConcurrent() {
-	r.concurrent = true
-	r.wake = make(chan struct{}, 1)
-	r.active = r.activeBuf[:0]
-	r.done = r.doneBuf[:0]
-}
+// handedOff reports whether a hedge timer's goroutine took the call over
+// (see hedgeFired): the caller, which reads it, then waits for that
+// driver's result.
+func (r *run[T]) handedOff() bool { return r.sh != nil && r.sh.finished != nil }
 
 // drive runs the call from a hedge timer's goroutine: it launches the hedge
 // admitted into ad at in, then loops until the call ends, and hands the
 // result (or a panic) to the caller. From here this goroutine drives the
 // call, so r.held is its own; a panic gives back what it holds.
 func (r *run[T]) drive(ad admission, in *instant) {
+	sh := r.sh
 	defer func() {
 		if p := recover(); p != nil {
 			r.giveBack(&r.held)
-			r.finalPanic = &attemptPanic{value: p}
+			sh.finalPanic = &attemptPanic{value: p}
 			r.decide()
 		}
-		close(r.finished)
+		close(sh.finished)
 	}()
 	r.held = ad
 	r.launchHedge(in)
-	r.final = r.loop(false)
+	sh.final = r.loop(false)
 }
 
 // awaitFinal waits for the driver's result (the caller, after a handover).
 // The wait is bounded: the driver ends the call when the caller's context
 // ends.
 func (r *run[T]) awaitFinal() Result[T] {
-	<-r.finished
-	if p := r.finalPanic; p != nil {
+	sh := r.sh
+	<-sh.finished
+	if p := sh.finalPanic; p != nil {
 		if err, ok := p.value.(error); !ok || !errors.Is(err, errCallerPanicked) {
 			panic(p.value)
 		}
 	}
-	return r.final
+	return sh.final
 }
 
 // background runs an attempt on its own goroutine (after a handover) and
@@ -293,14 +279,15 @@ func (r *run[T]) finish(ctx context.Context, a *attempt[T]) {
 		// ctx, which is cancelled if the call is decided meanwhile.
 		a.v, a.kept = r.c.Op.Retain(ctx, a.v), true
 	}
-	r.mu.Lock()
-	if !r.decided {
-		r.done = append(r.done, a)
-		r.mu.Unlock()
-		r.signal()
+	sh := r.sh
+	sh.mu.Lock()
+	if !sh.decided {
+		sh.done = append(sh.done, a)
+		sh.mu.Unlock()
+		sh.signal()
 		return
 	}
-	r.mu.Unlock()
+	sh.mu.Unlock()
 	r.releaseLateAlone(a)
 }
 
@@ -314,23 +301,23 @@ func (r *run[T]) releaseLateAlone(a *attempt[T]) {
 	r.releaseLate(a)
 }
 
-// take takes the oldest finished attempt off both lists (hedging mode), or
-// returns nil when none is waiting.
-func (r *run[T]) take() *attempt[T] {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.done) == 0 {
+// take takes the oldest finished attempt off both lists, or returns nil
+// when none is waiting.
+func (sh *shared[T]) take() *attempt[T] {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.done) == 0 {
 		return nil
 	}
-	a := r.done[0]
-	n := copy(r.done, r.done[1:])
-	r.done[n] = nil
-	r.done = r.done[:n]
-	for i, x := range r.active {
+	a := sh.done[0]
+	n := copy(sh.done, sh.done[1:])
+	sh.done[n] = nil
+	sh.done = sh.done[:n]
+	for i, x := range sh.active {
 		if x == a {
-			n := copy(r.active[i:], r.active[i+1:])
-			r.active[i+n] = nil
-			r.active = r.active[:i+n]
+			n := copy(sh.active[i:], sh.active[i+1:])
+			sh.active[i+n] = nil
+			sh.active = sh.active[:i+n]
 			break
 		}
 	}
@@ -338,41 +325,43 @@ func (r *run[T]) take() *attempt[T] {
 }
 
 // signal wakes the driver; a signal already pending is enough.
-func (r *run[T]) signal() {
+func (sh *shared[T]) signal() {
 	select {
-	case r.wake <- struct{}{}:
+	case sh.wake <- struct{}{}:
 	default:
 	}
 }
 
 // armHedge (re)arms the driver's hedge timer when another hedge could
-// launch (after a handover).
+// launch (a concurrent call).
 func (r *run[T]) armHedge() {
-	if !r.concurrent || r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
+	sh := r.sh
+	if sh == nil || r.launched >= r.maxAttempts || r.inflight >= 1+r.c.Policy.MaxHedges {
 		r.stopHedge()
 		return
 	}
-	if r.timer == nil {
+	if sh.timer == nil {
 		if t, ok := r.e.timers.Get().(clock.Timer); ok {
 			t.Reset(r.hedgeDelay)
-			r.timer = t
+			sh.timer = t
 			return
 		}
-		r.timer = r.e.clock.NewTimer(r.hedgeDelay)
+		sh.timer = r.e.clock.NewTimer(r.hedgeDelay)
 		return
 	}
-	r.timer.Stop()
-	r.timer.Reset(r.hedgeDelay)
+	sh.timer.Stop()
+	sh.timer.Reset(r.hedgeDelay)
 }
 
-// stopHedge disarms the driver's hedge timer and returns it to the pool.
-// With Go 1.23+ timer semantics (and the fake clock's), a stopped timer
-// delivers no stale value, so a pooled timer is as good as a new one.
+// stopHedge disarms the driver's hedge timer, if the call has one, and
+// returns it to the pool. With Go 1.23+ timer semantics (and the fake
+// clock's), a stopped timer delivers no stale value, so a pooled timer is
+// as good as a new one.
 func (r *run[T]) stopHedge() {
-	if r.timer != nil {
-		r.timer.Stop()
-		r.e.timers.Put(r.timer)
-		r.timer = nil
+	if sh := r.sh; sh != nil && sh.timer != nil {
+		sh.timer.Stop()
+		r.e.timers.Put(sh.timer)
+		sh.timer = nil
 	}
 }
 
@@ -418,18 +407,19 @@ func (r *run[T]) launchHedge(in *instant) {
 // themselves.
 func (r *run[T]) decide() {
 	r.stopHedge()
-	if !r.concurrent {
+	sh := r.sh
+	if sh == nil {
 		return
 	}
-	r.mu.Lock()
-	if r.decided {
-		r.mu.Unlock()
+	sh.mu.Lock()
+	if sh.decided {
+		sh.mu.Unlock()
 		return
 	}
-	r.decided = true
-	active, late := r.active, r.done
-	r.active, r.done = nil, nil
-	r.mu.Unlock()
+	sh.decided = true
+	active, late := sh.active, sh.done
+	sh.active, sh.done = nil, nil
+	sh.mu.Unlock()
 	for _, a := range active {
 		a.own.cancel(ErrAttemptLost)
 	}

@@ -29,25 +29,16 @@ import (
 // delay). An instant belongs to the goroutine making the decision; it is
 // not safe for concurrent use.
 type instant struct {
-	src    *clock.Seconds // nil for an instant made from a known time (instantAt)
+	src    *clock.Seconds // the engine's clock, read through its current second
 	sec    int64          // the Unix second, once hasSec
 	at     time.Time      // the exact time, once hasAt
 	hasSec bool
 	hasAt  bool
 }
 
-// instant returns a decision's time on e's clock, nothing read yet.
-func (e *Engine) instant() instant { return instant{src: e.seconds} }
-
-// second returns the current second, for a decision that wants nothing
-// else (an instant read once: the plain path's deposit and success).
-func (e *Engine) second() time.Time { return time.Unix(e.seconds.Unix(), 0) }
-
-// instantAt returns the instant of a decision whose exact time is known
-// already.
-func instantAt(now time.Time) instant {
-	return instant{sec: now.Unix(), at: now, hasSec: true, hasAt: true}
-}
+// clock returns the clock the decision's time is read from, for what
+// measures a wait from it (the concurrency limit's queue).
+func (in *instant) clock() clock.Clock { return in.src.Clock() }
 
 // now returns the decision's exact time, reading the clock the first time.
 func (in *instant) now() time.Time {

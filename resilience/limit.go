@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/MrVSiK/gotry/internal/clock"
 )
 
 // ConcurrencyLimit configures an adaptive concurrency limit per key (per
@@ -334,9 +332,9 @@ func (l *limiter) notePeak(n int32) {
 // whether it got one and how long it waited. At most as many attempts wait
 // as the limit; when that many do, a more critical attempt takes the place
 // of the newest least critical waiter, which is shed. The wait runs from
-// the time of the admission, in (read only when the attempt waits), and
-// its end is read from clk, which arms the wait's timer.
-func (l *limiter) acquire(ctx context.Context, c Criticality, in *instant, clk clock.Clock) (bool, time.Duration) {
+// the time of the admission, in (read only when the attempt waits), on
+// in's clock, which arms the wait's timer and reads its end.
+func (l *limiter) acquire(ctx context.Context, c Criticality, in *instant) (bool, time.Duration) {
 	if l.tryAcquire(c) {
 		return true, 0
 	}
@@ -365,6 +363,7 @@ func (l *limiter) acquire(ctx context.Context, c Criticality, in *instant, clk c
 	l.mu.Unlock()
 
 	start := in.now() // read before the wait, which it measures
+	clk := in.clock()
 	t := clk.NewTimer(wait)
 	select {
 	case <-w.ready:
@@ -431,8 +430,14 @@ const (
 )
 
 // release returns a permit, teaching the limit the attempt's result: its
-// kind and, for a good one, its latency d, observed at now.
-func (l *limiter) release(now time.Time, d time.Duration, res limitResult) {
+// kind and, for a good one, its latency d, observed at in (read only for
+// a result that teaches something, and before mu: its holders do not wait
+// on a clock).
+func (l *limiter) release(in *instant, d time.Duration, res limitResult) {
+	var now time.Time
+	if res != limitIgnore {
+		now = in.now()
+	}
 	l.inflight.Add(-1)
 	l.mu.Lock()
 	if l.waiting.Load() > 0 {

@@ -33,7 +33,7 @@ func TestLimitColdBurstKeepsTheEstimate(t *testing.T) {
 			}
 			// The burst's first answer comes back 100ms later.
 			now = now.Add(100 * time.Millisecond)
-			l.release(now, 100*time.Millisecond, first.res)
+			l.release(when(now), 100*time.Millisecond, first.res)
 			held--
 			// Then 20 in flight at 100ms each (200/s); after half a second
 			// every fourth answer is a 503.
@@ -46,7 +46,7 @@ func TestLimitColdBurstKeepsTheEstimate(t *testing.T) {
 				if i >= 100 && i%4 == 0 {
 					res = limitOverload
 				}
-				l.release(now, 100*time.Millisecond, res)
+				l.release(when(now), 100*time.Millisecond, res)
 				held--
 			}
 			if got := l.Limit(); got < 10 {
@@ -77,7 +77,7 @@ func TestLimitCriticalDisplacesAWaiter(t *testing.T) {
 	}
 	done := make(chan outcome, 3)
 	wait := func(c Criticality) {
-		ok, _ := l.acquire(ctx, c, when(fc.Now()), fc)
+		ok, _ := l.acquire(ctx, c, whenOn(fc, fc.Now()))
 		done <- outcome{c, ok}
 	}
 	armed := fc.Armed()
@@ -94,11 +94,11 @@ func TestLimitCriticalDisplacesAWaiter(t *testing.T) {
 	if !fc.WaitForArmed(armed+3, 10*time.Second) {
 		t.Fatal("the critical attempt never started waiting")
 	}
-	l.release(fc.Now(), time.Millisecond, limitGood)
+	l.release(when(fc.Now()), time.Millisecond, limitGood)
 	if next := <-done; next.crit != CriticalityCritical || !next.ok {
 		t.Errorf("after a release: %v granted=%v; want the critical attempt granted", next.crit, next.ok)
 	}
-	l.release(fc.Now(), time.Millisecond, limitGood)
+	l.release(when(fc.Now()), time.Millisecond, limitGood)
 	if last := <-done; last.crit != CriticalityDefault || !last.ok {
 		t.Errorf("after a second release: %v granted=%v; want the remaining default attempt granted", last.crit, last.ok)
 	}

@@ -171,7 +171,7 @@ func (m overloadModel) run() overloadResult {
 			return
 		}
 		l := ls[r.client]
-		l.release(t0.Add(now), now-r.sent, res)
+		l.release(when(t0.Add(now)), now-r.sent, res)
 		w := waiters[r.client]
 		for len(w) > 0 && l.tryAcquire(CriticalityDefault) {
 			wr := w[0]

@@ -152,7 +152,7 @@ func TestLimitAdmissionNeverExceedsTheLimit(t *testing.T) {
 				if held > 0 {
 					held--
 					d := time.Duration(rapid.IntRange(1, 200).Draw(t, "ms")) * time.Millisecond
-					l.release(now, d, limitResult(rapid.IntRange(0, 2).Draw(t, "result")))
+					l.release(when(now), d, limitResult(rapid.IntRange(0, 2).Draw(t, "result")))
 				}
 			case 3:
 				now = now.Add(time.Duration(rapid.IntRange(1, 100).Draw(t, "advance")) * time.Millisecond)
@@ -338,7 +338,7 @@ func TestLimitColdBurstGrowsWithinALatency(t *testing.T) {
 	// 2ms (it serves a few at a time).
 	for i := range 6 {
 		now := t0.Add(10*time.Millisecond + time.Duration(i)*2*time.Millisecond)
-		l.release(now, now.Sub(t0), limitGood)
+		l.release(when(now), now.Sub(t0), limitGood)
 	}
 	if got := l.Limit(); got < 2*DefaultInitialLimit {
 		t.Errorf("limit %d 20ms into a cold burst with 6 answers back, want ≥ %d", got, 2*DefaultInitialLimit)
@@ -392,7 +392,7 @@ func TestLimitSmallShareCutsOnItsSecondTimeout(t *testing.T) {
 		if !l.tryAcquire(CriticalityDefault) {
 			t.Fatalf("no permit at limit %d with %d in flight", l.Limit(), l.inFlight())
 		}
-		l.release(now, 10*time.Millisecond, res)
+		l.release(when(now), 10*time.Millisecond, res)
 	}
 	// Two attempts stay in flight throughout.
 	l.tryAcquire(CriticalityDefault)

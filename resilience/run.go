@@ -16,22 +16,21 @@ type attempt[T any] struct {
 	own   ownCtx          // the attempt's own context; zero when it shares the call's
 	timer *timeoutTimer   // the per-attempt timeout, if any
 	// ht is the hedge timer armed for this attempt while it runs inline
-	// (see runInline). With lateTimeout set, the per-attempt timeout is
-	// not armed with it: the hedge timer's callback arms it, for the rest
-	// of the timeout, if the attempt is still running when the hedge delay
-	// has passed; most attempts answer within the delay, and then one
-	// timer served both. handed: the callback took the call over.
-	ht                  *hedgeTimer[T]
-	lateTimeout, handed bool
-	ticket              ticket
-	tok                 budgetToken // what a retry or hedge paid the budget, refunded if it succeeds
-	start               time.Time   // read at launch, when the attempt is timed (see timed)
-	end                 instant     // the attempt's end, as Do returned: what decides on its result reads it
-	dur                 time.Duration
-	v                   T
-	err                 error
-	verd                Verdict
-	kept                bool // Retain has run on v
+	// (see runInline); the caller's goroutine alone reads or writes it.
+	// When the per-attempt timeout is longer than the hedge delay (see
+	// lateTimeout), it is not armed with it: the hedge timer's callback
+	// arms it, for the rest of the timeout, if the attempt is still
+	// running when the hedge delay has passed; most attempts answer within
+	// the delay, and then one timer served both.
+	ht    *hedgeTimer[T]
+	adm   admission // what the attempt holds: see giveBackAfter (adm.tok is what a retry or hedge paid the budget, refunded if it succeeds)
+	start time.Time // read at launch, when the attempt is timed (see timed)
+	end   instant   // the attempt's end, as Do returned: what decides on its result reads it
+	dur   time.Duration
+	v     T
+	err   error
+	verd  Verdict
+	kept  bool // Retain has run on v
 	// timedOut: the per-attempt timeout fired, and its callback (which
 	// calls cancel) may still be running: the attempt must not be reused.
 	timedOut bool
@@ -42,27 +41,20 @@ type attempt[T any] struct {
 // attemptPanic carries a panic from an attempt's goroutine to the caller's.
 type attemptPanic struct{ value any }
 
-// run is the state of one Execute. A call lives in one of three modes,
-// and moves only forward through them:
-//
-//   - sequential (no hedging): the caller's goroutine runs every attempt
-//     and the loop; nothing else ever sees r.
-//   - inline (a hedging call whose Op is prompt, until a hedge fires): as
-//     sequential, with a hedge timer armed while an attempt runs. Its
-//     callback (hedgeFired) may run on another goroutine, so inline, ht and
-//     admitting are guarded by mu, and are written without it only while
-//     no timer of the call ever fired (lingering false: see armInline).
-//   - concurrent (after a handover, or a hedging call that is not
-//     prompt, from the start): a driver goroutine runs the loop, every
-//     attempt runs on a goroutine of its own, and mu guards decided,
-//     active and done, which they share. The caller's goroutine touches
-//     nothing but its own inline attempt until finished is closed.
-//
-// Every other field belongs to the goroutine driving the call.
+// run is the state of one Execute. Its sequential half (callState)
+// belongs to the goroutine driving the call: the caller's, unless a hedge
+// timer handed the call over. A call without hedging runs every attempt
+// and the loop there, and nothing else ever sees r. A hedging call whose
+// Op is prompt runs each attempt there too ("inline", see hedge.go), with
+// a hedge timer armed meanwhile; the caller and that timer's callback meet
+// under the timer's own lock (see hedgeTimer). When a hedge fires, or from
+// the start for a hedging call whose Op is not prompt, the call goes
+// concurrent: it gets its concurrent half (sh, see shared), every further
+// attempt runs on a goroutine of its own, and they report to one driver.
 //
 // A run is pooled when its call returns only if no other goroutine may
-// still touch it (see poolable), so a pooled run never went concurrent: its
-// concurrent-mode fields are still zero, and putRun clears only its
+// still touch it (see poolable), so a pooled run never went concurrent:
+// sh is nil and its storage still zero, and putRun clears only its
 // callState. (Clearing the whole run, a kilobyte of pointer slots under the
 // garbage collector's write barrier, cost ≈ 45 ns of CPU time per armed
 // request, about 20% of a bare in-memory request: issue #22's A/B.)
@@ -73,11 +65,25 @@ type run[T any] struct {
 
 	spareHT *hedgeTimer[T] // a stopped hedge timer, for the next inline attempt (kept when pooled)
 
-	// Concurrent mode (cond: once a hedge timer fired). Both lists hold
-	// only attempts in flight or finished and not yet taken, so the memory
-	// of a call is bounded by its attempts in flight, never by MaxAttempts.
-	mu         sync.Mutex     // guards decided, active and done; in inline mode, inline, ht and admitting
-	cond       sync.Cond      // on mu: signals the end of admitting (set up when first needed)
+	// sh is the call's concurrent half, set once, when the call goes
+	// concurrent (goConcurrent): nil for a call that never did. Its
+	// storage is the run's own (shStore), so going concurrent allocates
+	// nothing for it; a run that went concurrent is never pooled, so that
+	// storage is always fresh.
+	sh      *shared[T]
+	shStore shared[T]
+}
+
+// shared is the concurrent half of a call: what it needs once its attempts
+// run on goroutines of their own and report to a driver (the caller, or a
+// hedge timer's goroutine that took the call over). mu guards decided,
+// active and done, which the driver and the attempts share; the rest
+// belongs to the driver, but for finished, final and finalPanic, which the
+// caller reads once finished is closed. Both lists hold only attempts in
+// flight or finished and not yet taken, so the memory of a call is
+// bounded by its attempts in flight, never by MaxAttempts.
+type shared[T any] struct {
+	mu         sync.Mutex
 	decided    bool           // the call has returned; late attempts release themselves
 	active     []*attempt[T]  // attempts launched and not yet taken by the loop, for cancellation
 	done       []*attempt[T]  // finished attempts waiting for the loop, oldest first
@@ -85,9 +91,9 @@ type run[T any] struct {
 	doneBuf    [2]*attempt[T] // backs done for the common small case
 	wake       chan struct{}  // signalled (capacity 1) when done grows
 	timer      clock.Timer    // the driver's hedge timer
-	finished   chan struct{}  // closed when the driver has its result
-	final      Result[T]      // the driver's result, once finished is closed
-	finalPanic *attemptPanic  // or the panic that ended the driver
+	finished   chan struct{}  // closed when a driver that took the call over has its result; nil while the caller drives
+	final      Result[T]      // that driver's result, once finished is closed
+	finalPanic *attemptPanic  // or the panic that ended it
 }
 
 // callState is the part of a run that any call may set: what putRun clears.
@@ -102,7 +108,6 @@ type callState[T any] struct {
 	limitReason EndReason // reason reported when maxAttempts was cut by Prepare
 	probe       bool
 	host        *host         // the key's state, when the engine keeps any and the key is tracked
-	probeHeld   bool          // the call holds a probe slot its attempt has not settled (see unwind)
 	held        admission     // what the driving goroutine took for the next attempt, not yet launched (see admission)
 	hedging     bool          // hedging is on (see hedge.go for its two phases)
 	hk          *hedgeKey     // the key's adaptive state, when the call hedges adaptively
@@ -114,16 +119,9 @@ type callState[T any] struct {
 	retained                            *attempt[T] // most recent retryable result with a value
 	errs                                errorLog
 
-	ready *attempt[T] // the finished attempt, while the caller drives
+	ready *attempt[T] // the finished attempt, while the call is sequential
 
-	// Inline mode (see hedge.go).
-	inline     *attempt[T]    // the attempt the caller is running with a hedge timer armed
-	ht         *hedgeTimer[T] // that timer
-	admitting  bool           // a fired hedge timer is admitting a hedge; cond signals the end
-	hedgePanic *attemptPanic  // a hook panicked during that admission: the caller re-raises it (see hedgeFired)
-	lingering  bool           // a hedge timer fired (or the inline attempt panicked): a callback may still touch r
-	handedOff  bool           // the caller's part is done: it waits for the driver's result
-	concurrent bool           // concurrent mode: set once, under mu (or before any other goroutine knows r)
+	lingering bool // a hedge timer fired (or the inline attempt panicked): its callback may still touch r
 
 	first attempt[T] // the first attempt, allocated with the run
 }
@@ -133,7 +131,7 @@ type callState[T any] struct {
 // after a hedge timer fired (its callback), nor after the first attempt's
 // timeout fired (its callback reads r.first.own). Later attempts are
 // allocated on their own and never reused, so their timeouts do not count.
-func (r *run[T]) poolable() bool { return !r.concurrent && !r.lingering && !r.first.timedOut }
+func (r *run[T]) poolable() bool { return r.sh == nil && !r.lingering && !r.first.timedOut }
 
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
@@ -158,10 +156,11 @@ func recycle[T any](op Operation[T]) {
 func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 	r := getRun[T](e)
 	r.e, r.c, r.parent, r.ctx = e, c, ctx, ctx
+	entry := e.instant() // the call's admission: nothing slow comes before it but OnCallStart
 	if e.timed {
-		r.start = e.clock.Now()
+		r.start = entry.now()
 	}
-	res := r.execute()
+	res := r.execute(&entry)
 	// Unless a hedge fired, every attempt ran on this goroutine and nothing
 	// of r outlives the call (results, events and the winner's cancel func
 	// are copies), so the state can be reused. After a handover late
@@ -178,7 +177,7 @@ func executeRun[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
 // neither hedges nor times attempts out: the common case, made cheap. The
 // first attempt runs with nothing but locals: no run state, no clock read
 // (the budget's deposit and success each take the current second from the
-// coarse clock: see Engine.second), and a result that is not retryable
+// coarse clock: see instant), and a result that is not retryable
 // returns at once, exactly as the general path would return it. Only a
 // retryable first result takes a run state, which carries on from there as
 // the general path does after a first attempt.
@@ -205,7 +204,10 @@ func executePlain[T any](ctx context.Context, e *Engine, c *Call[T]) Result[T] {
 		switch {
 		case err == nil:
 			if !verd.Overload && e.budget != nil { // an answer that says the server is overloaded is no success
-				e.budget.Succeed(e.second(), budgetToken{}) // the end's one use of its time
+				// The end's one use of its time: the coarse second, as an
+				// instant would read it, without making one (an instant's
+				// second is a call more, a few percent of this path).
+				e.budget.Succeed(time.Unix(e.seconds.Unix(), 0), budgetToken{})
 			}
 			return Result[T]{Value: v, Code: verd.Code, Attempt: 1, Context: ctx}
 		case ctx.Err() != nil: // the caller gave up: its error, as endWith reports it
@@ -251,8 +253,8 @@ func putRun[T any](e *Engine, r *run[T]) {
 	e.runs.Put(r)
 }
 
-// execute runs the call; see Execute.
-func (r *run[T]) execute() Result[T] {
+// execute runs the call, admitting it at admitted (see Execute).
+func (r *run[T]) execute(admitted *instant) Result[T] {
 	e, ctx := r.e, r.parent
 	r.maxAttempts = max(1, r.c.Policy.MaxAttempts)
 	if h := e.hooks.OnCallStart; h != nil {
@@ -263,15 +265,11 @@ func (r *run[T]) execute() Result[T] {
 	}
 
 	defer r.unwind() // whatever a panic leaves taken (see admission)
-	admitted := e.instant()
-	if e.timed {
-		admitted = instantAt(r.start) // (nothing slow since: OnCallStart only)
-	}
-	tr, res, ok := r.admit(&admitted)
+	tr, res, ok := r.admit(admitted)
 	if !ok {
 		return res
 	}
-	if res, ok := r.prepare(tr, &admitted); !ok {
+	if res, ok := r.prepare(tr, admitted); !ok {
 		return res
 	}
 	// Prepare may have taken a while (it may read the request): the first
@@ -300,9 +298,10 @@ func (r *run[T]) event() Event { return Event{Context: r.ctx, Key: r.c.Key, Subj
 
 // launch starts attempt number launched+1 of kind k at in (the time of its
 // admission), handing it the admission taken for it (r.held): the attempt
-// holds its ticket from now on, and the tokens are spent.
+// holds its ticket and permit from now on, and the tokens are spent.
 func (r *run[T]) launch(k AttemptKind, in *instant) {
-	t, tok := r.held.ticket, r.held.tok
+	ad := r.held
+	ad.hk = nil // adaptive hedging's token is spent
 	r.held = admission{}
 	r.launched++
 	switch k {
@@ -318,8 +317,8 @@ func (r *run[T]) launch(k AttemptKind, in *instant) {
 	// a is zero (a new attempt, or the first of a run from getRun): set
 	// what is not, rather than assign it whole, which would clear every
 	// pointer slot again under the write barrier.
-	a.ticket, a.tok = t, tok
-	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: t.Probe()}
+	a.adm = ad
+	a.info = AttemptInfo{Number: r.launched, Kind: k, Probe: ad.probe}
 	if r.timed(a) {
 		a.start = in.now()
 	}
@@ -330,16 +329,16 @@ func (r *run[T]) launch(k AttemptKind, in *instant) {
 	}
 	a.ctx = ctx
 	r.inflight++
-	switch {
+	switch sh := r.sh; {
 	case !r.hedging:
 		r.exec(ctx, a)
 		r.ready = a
-	case !r.concurrent: // (only a prompt Op's call is not concurrent from the start)
-		r.handedOff = r.runInline(ctx, a)
+	case sh == nil: // (only a prompt Op's call is not concurrent from the start)
+		r.runInline(ctx, a)
 	default:
-		r.mu.Lock()
-		r.active = append(r.active, a)
-		r.mu.Unlock()
+		sh.mu.Lock()
+		sh.active = append(sh.active, a)
+		sh.mu.Unlock()
 		go r.background(ctx, a)
 		r.armHedge()
 	}
@@ -348,69 +347,91 @@ func (r *run[T]) launch(k AttemptKind, in *instant) {
 // exec runs one attempt and classifies its result.
 func (r *run[T]) exec(ctx context.Context, a *attempt[T]) {
 	e := r.e
-	if d := r.c.Policy.PerAttemptTimeout; d > 0 && !a.lateTimeout {
+	if d := r.c.Policy.PerAttemptTimeout; d > 0 && (a.ht == nil || !r.lateTimeout()) {
 		a.timer = e.armTimeout(d, &a.own)
 	}
-	if a.ticket.lim != nil {
-		defer r.unwound(a) // a permit must not leak if Do or a hook panics
+	returned := false
+	if a.adm.lim != nil || a.adm.probe {
+		defer func() {
+			if !returned {
+				r.unwound(a) // a permit or a probe's slot must not leak if Do or a hook panics
+			}
+		}()
 	}
 	if h := e.hooks.OnAttemptStart; h != nil {
-		if cr, ok := r.c.Op.(carrier); ok {
-			a.info.Carrier = cr.NewCarrier(a.info)
-		}
-		ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
-			Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
-		a.ctx = ctx
+		ctx = r.attemptStart(ctx, a, h)
 	}
 	a.v, a.err = r.c.Op.Do(ctx, a.info)
 	a.end = e.instant()
-	var now time.Time
 	if r.timed(a) {
-		now = a.end.now()
-		a.dur = now.Sub(a.start)
-		if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
-			// The key's latency is its calls' first attempts: what a call
-			// would take unhedged. A first attempt that lost to a hedge
-			// is cut short by its cancellation: its latency is known
-			// only to exceed the time it ran (see lostLatency).
-			d := a.dur
-			if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrAttemptLost) {
-				d = lostLatency(d)
-			}
-			r.hk.record(now, d)
-		}
+		r.measure(ctx, a)
 	}
 	if a.ht != nil {
 		// After this no hedge timer callback touches a (nor arms its
-		// timeout), and a.handed says whether the call was handed over.
+		// timeout), and r.sh says whether the call was handed over.
 		r.inlineReturned(a)
 	}
 	if a.timer != nil && !e.stopTimeout(a.timer) {
 		a.timedOut = true
 	}
 	if a.timedOut && r.parent.Err() == nil {
-		// The timeout fired (its cancel may still be on its way): the
-		// attempt, and any body it returned, is cut off.
-		if a.err == nil {
-			a.own.cancel(ErrAttemptTimeout) // cancel first, then release
-			r.c.Op.Release(a.v)
-			var zero T
-			a.v = zero
-		}
-		if a.err == nil {
-			a.err = context.DeadlineExceeded
-		}
-		a.err = &attemptTimeoutError{Limit: r.c.Policy.PerAttemptTimeout, Err: a.err}
+		r.cutOff(a)
 	}
 	a.verd = r.c.Op.Classify(a.v, a.err, a.info)
-	a.ticket.releasePermit(now, a.dur, r.limitResult(a))
+	r.giveBackAfter(a, r.limitResult(a), outcomeNone)
+	returned = true
+}
+
+// attemptStart fires OnAttemptStart (h) for a, with its carrier if the
+// Op makes one, and returns the context the hook returned, a's from now.
+func (r *run[T]) attemptStart(ctx context.Context, a *attempt[T], h func(context.Context, AttemptStartEvent) context.Context) context.Context {
+	if cr, ok := r.c.Op.(carrier); ok {
+		a.info.Carrier = cr.NewCarrier(a.info)
+	}
+	ctx = h(ctx, AttemptStartEvent{Event: Event{Context: ctx, Key: r.c.Key, Subject: r.c.Subject},
+		Attempt: a.info.Number, Kind: a.info.Kind, Probe: a.info.Probe, Carrier: a.info.Carrier})
+	a.ctx = ctx
+	return ctx
+}
+
+// measure reads the timed attempt a's end exactly, for its duration, and
+// teaches adaptive hedging the latency of a call's first attempt. ctx is
+// the context a ran with.
+func (r *run[T]) measure(ctx context.Context, a *attempt[T]) {
+	now := a.end.now()
+	a.dur = now.Sub(a.start)
+	if r.hk != nil && a.info.Kind == KindInitial && r.parent.Err() == nil {
+		// The key's latency is its calls' first attempts: what a call
+		// would take unhedged. A first attempt that lost to a hedge is
+		// cut short by its cancellation: its latency is known only to
+		// exceed the time it ran (see lostLatency).
+		d := a.dur
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrAttemptLost) {
+			d = lostLatency(d)
+		}
+		r.hk.record(now, d)
+	}
+}
+
+// cutOff ends attempt a whose per-attempt timeout fired (its cancel may
+// still be on its way): the attempt, and any value it returned, is cut
+// off, and its error says it timed out.
+func (r *run[T]) cutOff(a *attempt[T]) {
+	if a.err == nil {
+		a.own.cancel(ErrAttemptTimeout) // cancel first, then release
+		r.c.Op.Release(a.v)
+		var zero T
+		a.v = zero
+		a.err = context.DeadlineExceeded
+	}
+	a.err = &attemptTimeoutError{Limit: r.c.Policy.PerAttemptTimeout, Err: a.err}
 }
 
 // timed reports whether attempt a is timed: its start and end read
 // exactly, for its duration. Only the attempt hooks, adaptive hedging and
 // the concurrency limit want it.
 func (r *run[T]) timed(a *attempt[T]) bool {
-	return r.e.hooks.OnAttemptEnd != nil || r.hk != nil || a.ticket.lim != nil
+	return r.e.hooks.OnAttemptEnd != nil || r.hk != nil || a.adm.lim != nil
 }
 
 // limitResult says what a finished attempt teaches the concurrency limit:
@@ -429,10 +450,16 @@ func (r *run[T]) limitResult(a *attempt[T]) limitResult {
 	return limitGood
 }
 
-// unwound returns a's permit if exec did not get to (Do or a hook
-// panicked); the panic goes on. (An ignored result wants no time.)
+// unwound runs as exec unwinds, Do or a hook having panicked: it gives
+// back what a holds, its result ignored (a probe's slot too, so the next
+// call probes again, and the probe's own context is cancelled), and the
+// panic goes on.
 func (r *run[T]) unwound(a *attempt[T]) {
-	a.ticket.releasePermit(time.Time{}, 0, limitIgnore)
+	probe := a.adm.probe
+	r.giveBackAfter(a, limitIgnore, outcomeIgnore)
+	if probe {
+		a.own.cancel(ErrAttemptLost)
+	}
 }
 
 // outcome maps a classified attempt to its breaker outcome: a throttle
@@ -452,12 +479,7 @@ func (a *attempt[T]) outcome() outcome {
 // settle reports a finished attempt to its breaker, at its end, and to
 // OnAttemptEnd.
 func (r *run[T]) settle(a *attempt[T], o AttemptOutcome, bo outcome) {
-	if a.ticket.b != nil {
-		if a.ticket.probe {
-			r.probeHeld = false
-		}
-		r.report(r.e.breakers.done(a.ticket, bo, &a.end))
-	}
+	r.giveBackAfter(a, limitIgnore, bo)
 	if h := r.e.hooks.OnAttemptEnd; h != nil {
 		var v any
 		if a.err == nil {
@@ -500,22 +522,22 @@ func (r *run[T]) release(a *attempt[T]) {
 // waits for the driver's result.
 func (r *run[T]) loop(caller bool) Result[T] {
 	for {
-		if caller && r.handedOff {
+		if caller && r.handedOff() {
 			return r.awaitFinal()
 		}
 		var a *attempt[T]
-		if !r.concurrent {
+		if sh := r.sh; sh == nil {
 			a, r.ready = r.ready, nil
-		} else if a = r.take(); a == nil {
+		} else if a = sh.take(); a == nil {
 			var fire <-chan time.Time
-			if r.timer != nil {
-				fire = r.timer.C()
+			if sh.timer != nil {
+				fire = sh.timer.C()
 			}
 			select {
-			case <-r.wake:
+			case <-sh.wake:
 			case <-fire:
-				r.e.timers.Put(r.timer) // fired and drained: reusable
-				r.timer = nil
+				r.e.timers.Put(sh.timer) // fired and drained: reusable
+				sh.timer = nil
 				r.hedge()
 			case <-r.parent.Done():
 				return r.endWithout(ReasonCanceled, nil)

@@ -11,69 +11,88 @@ import "time"
 // reports done with the final result when the call ends. What it decides
 // on a's result it decides at a's end (a.end): the failure's second, the
 // deadline, the budget, and where the delay runs from.
-func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
-	// A failure to the breaker, unless a throttle (see Verdict.Throttle).
+func (r *run[T]) retry(a *attempt[T]) (res Result[T], done bool) {
+	r.failed(a)
+	reason, more := r.mayRetry(a)
+	switch {
+	case !more && (reason == ReasonCanceled || r.inflight == 0):
+		return r.endAfter(a, reason), true // (endWithout releases a)
+	case r.inflight > 0:
+		// Another attempt is still running: a waits beside it, and is
+		// replaced at once if another attempt may follow.
+		r.keep(a)
+		if more {
+			r.replace(a)
+		}
+		return Result[T]{}, false
+	}
+	return r.retryAfterDelay(a)
+}
+
+// failed records a's retryable result: a failure to its breaker (unless a
+// throttle: see Verdict.Throttle), to the budget (unless the caller's own
+// end caused it: that is no failure of the server's), and its error.
+func (r *run[T]) failed(a *attempt[T]) {
 	r.settle(a, AttemptRetryable, a.outcome())
-	if r.parent.Err() == nil && r.e.budget != nil { // the caller's own end is no failure of the server's
-		r.e.budget.Fail(a.end.second(), a.tok, timedOut(a.err))
+	if r.parent.Err() == nil && r.e.budget != nil {
+		r.e.budget.Fail(a.end.second(), a.adm.tok, timedOut(a.err))
 	}
 	if a.err != nil {
 		r.errs.add(a.err)
 		a.own.cancel(nil)
 	}
-	keep := func() { // a is superseded for now, but may still be returned
-		if a.err == nil {
-			r.retain(a)
-		}
-	}
+}
+
+// mayRetry reports whether another attempt may follow a's retryable
+// result or, when none may, the reason the call ends with once nothing
+// else is in flight.
+func (r *run[T]) mayRetry(a *attempt[T]) (EndReason, bool) {
 	if r.parent.Err() != nil {
-		return r.endAfter(a, ReasonCanceled), true // endWithout releases a
+		return ReasonCanceled, false
 	}
 	if a.verd.Pushback {
 		// Retried below: nothing more launches (no retry, no hedge: see
 		// armHedge and admitHedge), and what is in flight runs on.
 		r.maxAttempts, r.limitReason = r.launched, ReasonPushback
 	}
-	if r.launched >= r.maxAttempts || a.verd.NotIdempotent {
-		if r.inflight > 0 {
-			keep()
-			return Result[T]{}, false
-		}
-		if a.verd.NotIdempotent {
-			return r.endAfter(a, ReasonNotIdempotent), true
-		}
-		return r.endAfter(a, r.limitReason), true
+	switch {
+	case a.verd.NotIdempotent:
+		return ReasonNotIdempotent, false
+	case r.launched >= r.maxAttempts:
+		return r.limitReason, false
 	}
-	if r.inflight > 0 {
-		// Another attempt is still running: replace this one at once.
-		keep()
-		in := r.e.instant() // after keep, which may take a while
-		if _, ok := r.admitNext(KindRetry, &r.held, &in, timedOut(a.err)); ok {
-			r.onRetry(a, 0, false)
-			r.launch(KindRetry, &in)
-		}
-		return Result[T]{}, false
-	}
+	return 0, true
+}
 
-	delay, fromServer := r.c.Policy.Backoff, a.verd.HasRetryAfter
-	var d time.Duration
-	if fromServer {
-		d = max(a.verd.RetryAfter, 0)
-		if r.c.Policy.MaxRetryAfter >= 0 && d > r.c.Policy.MaxRetryAfter {
-			return r.endAfter(a, ReasonRetryAfterTooLong), true
-		}
-	} else if delay != nil {
-		d = clampDelay(delay.Delay(r.backoffRetries+1, r.prevDelay))
+// keep keeps a's result, superseded for now, in case the call gives up.
+func (r *run[T]) keep(a *attempt[T]) {
+	if a.err == nil {
+		r.retain(a)
 	}
-	if dl, ok := r.parent.Deadline(); ok && !a.end.now().Add(d).Before(dl) {
-		// The retry would start at or after the deadline, when the
-		// caller's context has ended: no sleep for it.
-		return r.endAfter(a, ReasonPastDeadline), true
+}
+
+// replace launches a retry of a at once, beside the attempts still in
+// flight, if it is admitted now.
+func (r *run[T]) replace(a *attempt[T]) {
+	in := r.e.instant() // after keep, which may take a while
+	if _, ok := r.admitNext(KindRetry, &r.held, &in, timedOut(a.err)); ok {
+		r.onRetry(a, 0, false)
+		r.launch(KindRetry, &in)
 	}
-	// The budget is asked before the sleep, so an exhausted budget ends the
-	// call at once, and the token is refunded if the retry does not launch.
-	if !r.spend(KindRetry, &r.held, &a.end, timedOut(a.err)) {
-		return r.endAfter(a, ReasonBudgetExhausted), true
+}
+
+// retryAfterDelay launches a retry of a after its delay, with nothing else
+// in flight, or ends the call. The budget is asked before the sleep, so an
+// exhausted budget ends the call at once, and the token is given back if
+// the retry does not launch; the deadline, the breaker and the limit are
+// asked as it launches.
+func (r *run[T]) retryAfterDelay(a *attempt[T]) (Result[T], bool) {
+	d, fromServer, reason, ok := r.delayFor(a)
+	if ok && !r.spend(KindRetry, &r.held, &a.end, timedOut(a.err)) {
+		reason, ok = ReasonBudgetExhausted, false
+	}
+	if !ok {
+		return r.endAfter(a, reason), true
 	}
 	if !fromServer {
 		r.backoffRetries++
@@ -83,36 +102,51 @@ func (r *run[T]) retry(a *attempt[T]) (Result[T], bool) {
 	if d > 0 {
 		from = a.end.now() // the delay runs from the attempt's end
 	}
-	keep() // the retry follows: free what a holds before sleeping
+	r.keep(a) // the retry follows: free what a holds before sleeping
 	r.onRetry(a, d, fromServer)
-	in := r.e.instant() // the retry's admission: now, or the sleep's end
-	if d > 0 {
-		// Time spent since the attempt's end (retaining, the hooks)
-		// counts against the delay.
-		start := r.e.clock.Now()
-		ok, woke := r.sleep(start, max(d-start.Sub(from), 0), d, fromServer)
-		in = instantAt(woke)
-		if !ok {
-			r.giveBack(&r.held)
-			return r.endWithout(ReasonCanceled, &in), true
-		}
-	}
-	if r.pastDeadline(&in) {
-		// The sleep's timer woke late, at or after the deadline: no
-		// attempt starts after the caller's deadline.
-		r.giveBack(&r.held)
-		return r.endWithout(ReasonPastDeadline, &in), true
-	}
-	if !r.admitBreaker(&r.held, &in) {
-		r.giveBack(&r.held)
-		return r.endWithout(ReasonCircuitOpen, &in), true
-	}
-	if !r.admitLimit(KindRetry, &r.held) {
-		r.giveBack(&r.held)
-		return r.endWithout(ReasonOverloaded, &in), true
+	in, slept := r.pause(from, d, fromServer)
+	if reason, ok = r.admitRest(KindRetry, &r.held, &in, slept); !ok {
+		return r.endWithout(reason, &in), true
 	}
 	r.launch(KindRetry, &in)
 	return Result[T]{}, false
+}
+
+// delayFor returns the delay before the retry that follows a (the
+// server's Retry-After, or the backoff's), or the reason the call ends
+// instead: a Retry-After beyond MaxRetryAfter, or a retry that would start
+// at or after the caller's deadline, when its context has ended (no sleep
+// for it).
+func (r *run[T]) delayFor(a *attempt[T]) (d time.Duration, fromServer bool, reason EndReason, ok bool) {
+	p := &r.c.Policy
+	fromServer = a.verd.HasRetryAfter
+	switch {
+	case fromServer:
+		d = max(a.verd.RetryAfter, 0)
+		if p.MaxRetryAfter >= 0 && d > p.MaxRetryAfter {
+			return 0, false, ReasonRetryAfterTooLong, false
+		}
+	case p.Backoff != nil:
+		d = clampDelay(p.Backoff.Delay(r.backoffRetries+1, r.prevDelay))
+	}
+	if dl, ok := r.parent.Deadline(); ok && !a.end.now().Add(d).Before(dl) {
+		return 0, false, ReasonPastDeadline, false
+	}
+	return d, fromServer, 0, true
+}
+
+// pause waits out the delay d before a retry (time spent since from, the
+// attempt's end, retaining and in the hooks, counts against it) and returns
+// the retry's admission: now, or the sleep's end. slept is false when the
+// caller's context ended first.
+func (r *run[T]) pause(from time.Time, d time.Duration, fromServer bool) (in instant, slept bool) {
+	in = r.e.instant()
+	if d <= 0 {
+		return in, true
+	}
+	start := in.now()
+	slept, in = r.sleep(start, max(d-start.Sub(from), 0), d, fromServer)
+	return in, slept
 }
 
 // pastDeadline reports whether the caller's deadline has come at in: a
@@ -143,9 +177,9 @@ func (r *run[T]) onRetry(a *attempt[T], d time.Duration, fromServer bool) {
 
 // sleep waits wait (the part of the backoff delay d still to go), from
 // start, unless the caller's context ends first; it reports whether the
-// full delay passed, and the time it woke at. The hedge timer is paused
+// full delay passed, and the instant it woke at. The hedge timer is paused
 // (nothing is in flight).
-func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) (bool, time.Time) {
+func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) (bool, instant) {
 	r.stopHedge()
 	ok := true
 	if wait > 0 {
@@ -159,8 +193,8 @@ func (r *run[T]) sleep(start time.Time, wait, d time.Duration, fromServer bool) 
 	} else {
 		ok = r.parent.Err() == nil
 	}
-	woke := r.e.clock.Now()
-	slept := woke.Sub(start)
+	woke := r.e.instant()
+	slept := woke.now().Sub(start)
 	if ok {
 		slept = max(slept, wait)
 	}

@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"sync"
 	"time"
 
 	"github.com/MrVSiK/gotry/internal/clock"
@@ -25,9 +26,30 @@ func (p *pooledTimer) stop() bool { return p.t.Stop() }
 
 // hedgeTimer is the timer of an inline attempt's hedge delay, kept with its
 // run (run.spareHT) rather than in a pool, so it is pooled with the run.
+//
+// It is also where the caller and the timer's callback meet once it fired
+// (see hedgeFired and inlineReturned): a timer that fired is never armed
+// again, so its fields speak of one attempt only, and a callback that
+// finds its attempt returned (a nil) leaves without touching the call.
+// Until the timer is armed they are the caller's; from then on mu guards
+// a, admitting and panic.
 type hedgeTimer[T any] struct {
 	pooledTimer
 	r *run[T] // the call whose inline attempt it watches
+
+	mu        sync.Mutex
+	cond      sync.Cond     // on mu: signals the end of admitting (set up when first needed)
+	a         *attempt[T]   // the inline attempt it watches, until that attempt returns
+	admitting bool          // the callback is admitting a hedge (with no lock held: it fires hooks)
+	panic     *attemptPanic // a hook panicked during that admission: the caller re-raises it
+}
+
+// waitAdmission waits, with ht.mu held, until the callback is not
+// admitting a hedge.
+func (ht *hedgeTimer[T]) waitAdmission() {
+	for ht.admitting {
+		ht.cond.Wait()
+	}
 }
 
 // arm arms ht for d on c. (The method value ht.fire is made only with the

@@ -468,7 +468,7 @@ func (c *call) timeLeft(ctx context.Context) (string, bool) {
 		left = 0
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		d := dl.Sub(c.t.engine.Now())
+		d := dl.Sub(c.t.cfg.settings.Clock.Now())
 		if d < MinHopTimeout {
 			return "", false
 		}
@@ -576,7 +576,7 @@ func (c *call) Classify(resp *http.Response, err error, a resilience.AttemptInfo
 	v.Overload = v.Throttle || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
 	if v.Retryable && (v.Throttle || resp.StatusCode == http.StatusServiceUnavailable) {
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			v.RetryAfter, v.HasRetryAfter = parseRetryAfter(ra, c.t.engine.Now())
+			v.RetryAfter, v.HasRetryAfter = parseRetryAfter(ra, c.t.cfg.settings.Clock.Now())
 		}
 	}
 	return v

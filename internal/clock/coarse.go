@@ -122,6 +122,9 @@ func (s *Seconds) Coarse() (int64, bool) {
 // Now reads the exact time from the clock s is on.
 func (s *Seconds) Now() time.Time { return s.c.Now() }
 
+// Clock returns the clock s is on (for the real clock, the real one).
+func (s *Seconds) Clock() Clock { return s.c }
+
 // Ticking reports whether the refresh timer is scheduled (for tests).
 func (s *Seconds) Ticking() bool { return s.ticking.Load() }
 
