@@ -231,6 +231,35 @@ func (a *limitAlgo) toLimit(x float64) int {
 
 // next updates the estimates with window w and returns the next limit.
 func (a *limitAlgo) next(w limitWindow) int {
+	a.recordRate(w)
+	sig := a.judge(w)
+	if mean := w.mean(); mean > 0 && !sig.queued && !sig.overloaded {
+		a.learn(w, mean)
+	}
+	rate := a.rate()
+	// The most in flight lately, halving every limitHighHalfLife.
+	a.high *= math.Exp2(-max(w.elapsed.Seconds(), 0) / limitHighHalfLife.Seconds())
+	a.high = max(a.high, float64(w.peak))
+	// What the downstream serves at once for this client, by Little's law:
+	// its delivery rate times its no-load latency. Twice that is the
+	// floor an overload cut stops at: for a client with a small share of
+	// the downstream it is a small number, whatever InitialLimit says.
+	est := rate * a.base.Seconds()
+	floor := a.cfg.MinLimit // nothing good came back: as low as allowed
+	if est > 0 {
+		floor = a.toLimit(limitGain * est)
+	}
+	a.cutLast = sig.overloaded
+	if !w.filled || sig.overloaded || sig.queued {
+		a.settled = true
+	}
+	a.limit = min(max(a.step(w, sig, floor), a.cfg.MinLimit), a.cfg.MaxLimit)
+	return a.limit
+}
+
+// recordRate keeps window w's delivery rate among the last
+// limitRateWindows.
+func (a *limitAlgo) recordRate(w limitWindow) {
 	a.windows++
 	i := a.windows % limitRateWindows
 	a.rates[i] = w.rate()
@@ -241,6 +270,15 @@ func (a *limitAlgo) next(w limitWindow) int {
 		// would follow it up.
 		a.rates[i] = float64(w.good) / span.Seconds()
 	}
+}
+
+// windowSignals is what a window says of the downstream (see judge).
+type windowSignals struct {
+	slow, queued, few, overloaded bool
+}
+
+// judge reads window w against the key's estimates.
+func (a *limitAlgo) judge(w limitWindow) windowSignals {
 	n := w.results()
 	// A queue at the downstream (this client's or a fleet's) shows as a
 	// window whose fastest answer was slow: over 1.5 times a typical window's
@@ -250,52 +288,43 @@ func (a *limitAlgo) next(w limitWindow) int {
 	// unlucky answer): it is slow, not queued.
 	queueAbove := max(limitQueueRTT*float64(a.least), float64(a.base))
 	slow := a.least > 0 && w.good > 0 && float64(w.least) > queueAbove
-	queued := slow && w.good >= limitMinSamples
-	// A window of fewer than limitMinSamples good answers with an overload
-	// answer among them is too few to be an overload, and too few to grow on.
-	few := w.good < limitMinSamples && w.overload > 0
-	// Overload answers (503, 429, per-attempt timeouts) over a tenth of
-	// the results, and at least two (one in a handful of answers is a
-	// heavy tail's, not an overload).
-	overloaded := w.overload >= limitMinOverload && float64(w.overload) > limitCongestedLoad*float64(n)
-	if mean := w.mean(); mean > 0 && !queued && !overloaded {
-		a.learn(w, mean)
+	return windowSignals{
+		slow:   slow,
+		queued: slow && w.good >= limitMinSamples,
+		// A window of fewer than limitMinSamples good answers with an
+		// overload answer among them is too few to be an overload, and
+		// too few to grow on.
+		few: w.good < limitMinSamples && w.overload > 0,
+		// Overload answers (503, 429, per-attempt timeouts) over a tenth
+		// of the results, and at least two (one in a handful of answers
+		// is a heavy tail's, not an overload).
+		overloaded: w.overload >= limitMinOverload && float64(w.overload) > limitCongestedLoad*float64(n),
 	}
-	rate := a.rate()
-	// The most in flight lately, halving every limitHighHalfLife.
-	a.high *= math.Exp2(-max(w.elapsed.Seconds(), 0) / limitHighHalfLife.Seconds())
-	a.high = max(a.high, float64(w.peak))
-	cfg := a.cfg
-	// What the downstream serves at once for this client, by Little's law:
-	// its delivery rate times its no-load latency. Twice that is the
-	// floor an overload cut stops at: for a client with a small share of
-	// the downstream it is a small number, whatever InitialLimit says.
-	est := rate * a.base.Seconds()
-	floor := cfg.MinLimit // nothing good came back: as low as allowed
-	if est > 0 {
-		floor = a.toLimit(limitGain * est)
-	}
+}
+
+// step returns the limit after window w, which said sig, before it is
+// clamped to [MinLimit, MaxLimit]; floor is where an overload cut stops.
+func (a *limitAlgo) step(w limitWindow, sig windowSignals, floor int) int {
 	lim := a.limit
-	a.cutLast = overloaded
-	if !w.filled || overloaded || queued {
-		a.settled = true
-	}
+	grows := w.filled && w.good > 0 && !sig.few
 	switch {
-	case overloaded:
+	case sig.overloaded:
 		// An overload answer is a signal in its own right, whatever the
 		// latency: back off at once, from what is in use rather than from
 		// the limit (a client with a small share of the downstream uses far
 		// less than its limit), by the share of overload answers, between
 		// limitMaxBackoff and limitBackoff.
-		cut := max(limitMaxBackoff, min(limitBackoff, 1-float64(w.overload)/float64(n)))
-		lim = min(lim, max(floor, a.toLimit(cut*float64(min(lim, w.peak)))))
-	case queued:
+		cut := max(limitMaxBackoff, min(limitBackoff, 1-float64(w.overload)/float64(w.results())))
+		return min(lim, max(floor, a.toLimit(cut*float64(min(lim, w.peak)))))
+	case sig.queued:
 		// A queue but answers in time: hold; growing would lengthen it.
-	case w.filled && w.good > 0 && !few && slow && float64(w.least) > limitDeepQueue*float64(a.base):
+		return lim
+	case grows && sig.slow && float64(w.least) > limitDeepQueue*float64(a.base):
 		// At the limit with a few answers, the fastest of them queued for
 		// several no-load latencies: hold (Vegas's rule: no increase while
 		// the queue is long), as for a window that shows a queue.
-	case w.filled && w.good > 0 && !few && slow:
+		return lim
+	case grows && sig.slow:
 		// At the limit with a few answers, all slow: a client with a
 		// small share of a downstream that has a queue, or a slow answer
 		// or two. Grow by a step, not twice: doubling refilled a shared
@@ -304,24 +333,22 @@ func (a *limitAlgo) next(w limitWindow) int {
 		// more; a step, the same for every client, brings clients that
 		// were cut to different levels toward equal shares (additive
 		// increase, as in TCP's congestion avoidance).
-		lim += limitSlowStep
-	case w.filled && w.good > 0 && !few:
+		return lim + limitSlowStep
+	case grows:
 		// At the limit with answers and no queue: room to grow, twice as
 		// much per window, so a key that got busier finds its level
 		// within a few windows. (A queue shows in the next window, an
 		// overload in the one after: the next window holds or cuts.)
-		lim = max(2*lim, floor)
+		return max(2*lim, floor)
 	case w.filled: // at the limit with nothing (or too few) to learn from: hold
-	default:
-		// Below the limit: it comes down toward what is used, twice the
-		// most in flight lately plus headroom for a burst, but not below
-		// InitialLimit; it never goes up here (after an overload cut, only
-		// windows that fill the limit raise it, so a fleet that backed off
-		// does not return all at once).
-		lim = min(lim, max(a.toLimit(limitGain*a.high)+limitHeadroom, floor+limitHeadroom, cfg.InitialLimit))
+		return lim
 	}
-	a.limit = min(max(lim, cfg.MinLimit), cfg.MaxLimit)
-	return a.limit
+	// Below the limit: it comes down toward what is used, twice the most
+	// in flight lately plus headroom for a burst, but not below
+	// InitialLimit; it never goes up here (after an overload cut, only
+	// windows that fill the limit raise it, so a fleet that backed off
+	// does not return all at once).
+	return min(lim, max(a.toLimit(limitGain*a.high)+limitHeadroom, floor+limitHeadroom, a.cfg.InitialLimit))
 }
 
 // learn moves the no-load latencies toward window w's (of mean latency

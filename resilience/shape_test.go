@@ -67,27 +67,3 @@ func TestCallStateHasFewFlags(t *testing.T) {
 		t.Errorf("run, callState and attempt have %d booleans, want at most 6: %v", len(flags), flags)
 	}
 }
-
-// TestFunctionsAreShort: no function of the package is longer than 60
-// lines, its signature and closing brace included.
-func TestFunctionsAreShort(t *testing.T) {
-	const limit = 60
-	// Known exceptions, each to be split by the work that owns it.
-	exempt := map[string]bool{
-		"limit_algo.go:next": true, // the limit algorithm's update (its own rework)
-	}
-	fset, files := parsePackage(t)
-	for _, f := range files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			at := fset.Position(fd.Pos())
-			n := fset.Position(fd.End()).Line - at.Line + 1
-			if name := filepath.Base(at.Filename) + ":" + fd.Name.Name; n > limit && !exempt[name] {
-				t.Errorf("%s (line %d) is %d lines long, want at most %d", name, at.Line, n, limit)
-			}
-		}
-	}
-}
