@@ -50,7 +50,7 @@ func runOutage(cfg *Config) (*OutageResult, error) {
 		name string
 		wrap func(http.RoundTripper) http.RoundTripper
 	}{
-		{"gotry defaults (budget 10% + reserve 2)", func(b http.RoundTripper) http.RoundTripper { return gotryRetry(b, outageRetry) }},
+		{"gotry defaults (budget 25% + reserve 2)", func(b http.RoundTripper) http.RoundTripper { return gotryRetry(b, outageRetry) }},
 		{"gotry, budget off", func(b http.RoundTripper) http.RoundTripper {
 			return gotryRetry(b, outageRetry, transport.WithRetryBudget(0, 0))
 		}},

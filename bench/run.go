@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios, in the order Run runs them.
-var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "shift", "outage", "recovery", "scaling", "overload", "fleet", "chain", "crowd", "ladder"}
+var Scenarios = []string{"overhead", "hedging", "randstall", "randshift", "lognormal", "bimodal", "burst", "loadstall", "shift", "outage", "recovery", "scaling", "overload", "fleet", "chain", "crowd", "ladder"}
 
 // Config selects what Run does. The zero value runs everything at full size
 // with 5 rounds.
@@ -37,6 +37,9 @@ type Config struct {
 	// concurrency limit, sharing one server through a capacity drop); its
 	// zero value is issue 28's 20-client shape (see CrowdConfig).
 	Crowd CrowdConfig
+	// RandomRequests is how many requests each round of a random-latency
+	// scenario sends (default 2,000; 200 when Quick).
+	RandomRequests int
 	// LadderCell is how long each cell of the ladder scenario (independent
 	// 503s, and the outage) runs (default 8s; 500ms when Quick).
 	LadderCell time.Duration
@@ -93,6 +96,9 @@ func (c *Config) setDefaults() {
 	c.warmup, c.sampleTime = 100*time.Millisecond, 100*time.Millisecond
 	c.hedgeRequests = 2000
 	c.randomRequests = 2000
+	if c.RandomRequests > 0 {
+		c.randomRequests = c.RandomRequests
+	}
 	c.outageTime, c.downTime, c.upTime = 2*time.Second, 3*time.Second, 3*time.Second
 	c.scalingLevels, c.scalingTime = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}, 150*time.Millisecond
 	c.shiftAt, c.shiftTotal = 4*time.Second, 10*time.Second

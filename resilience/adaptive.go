@@ -52,30 +52,39 @@ import (
 //   - The delay is clamped to [MinDelay, MaxDelay] and recomputed at most
 //     every 100ms once the key is warm.
 //   - A cold key (fewer than AdaptiveMinSamples results in the window) is
-//     recomputed at every call: with fewer than 10 results its delay is
-//     MaxDelay when set, otherwise AdaptiveColdDelay; from 10 results on, the
-//     upper bound of the slowest result's bucket (at most that cold delay).
+//     recomputed at every call: with fewer than 4 results its delay is
+//     MaxDelay when set, otherwise AdaptiveColdDelay; from 4 results on,
+//     1.5 × the upper bound of the bucket of their p90 (of the slowest,
+//     below 10 results), at most that cold delay. The starting credit pays
+//     for these early hedges; with the slowest result alone as the delay,
+//     the stalls among a key's first 50 calls that were faster than the
+//     slowest seen went unhedged, and they set the p99.9 of a short run.
 //     A call that finds the key's first computation under way uses the cold
 //     delay too: no delay is ever below MinDelay or 0 for want of results.
 //   - A hard cap holds whatever the estimate says: a token bucket per key
 //     into which every call pays MaxExtraLoad tokens and every hedge takes
 //     one (a hedge the budget or the breaker then refuses gives it back,
-//     never past the capacity). Its capacity is the tokens of a second of
-//     the key's calls at their rate over the window (counted from the
-//     key's first call), and at least of 200 calls (MaxExtraLoad × 200, and
-//     at least 2); it starts with the latter, full, and follows the rate at
-//     each computation (tokens above a lowered capacity are cut to it). So
-//     the credit saved while few calls want a hedge pays for a burst of
-//     slow calls a second's worth of calls later, instead of being thrown
-//     away at 200 calls' worth. The bound: over any interval the hedges
-//     launched for a key never exceed MaxExtraLoad × the calls in it + the
-//     capacity at its start. Over AdaptiveWindow (10s) of steady traffic
-//     that is at most MaxExtraLoad × (its calls + the larger of 200 and a
-//     second's calls): 1.1 × MaxExtraLoad of them for a key of at least 200
-//     calls a second. Over a new key's first 2,000 calls it is at most
-//     MaxExtraLoad + 0.5% of them. A sudden shift in latency
-//     cannot turn every call into two while the estimate catches up. Hedges
-//     also still count against MaxAttempts and spend the retry budget.
+//     never past the capacity). Like a token bucket's burst, a new key
+//     starts with a stated credit C (StartingCredit: by default the tokens
+//     of 400 calls, 20 hedges at 5%), so the slow calls of its first
+//     seconds are hedged before its calls have paid for them; that credit
+//     is the whole price of the cold start. The capacity is the tokens of
+//     a second of the key's calls at their rate over the window (counted
+//     from the key's first call), at least C and at most the tokens of
+//     1,000 calls (unless C is more); it follows the rate at each
+//     computation (tokens above a lowered capacity are cut to it). So the
+//     credit saved while few calls want a hedge pays for a burst of slow
+//     calls a second's worth of calls later, instead of being thrown away.
+//     The bounds, refused hedges included: from a key's first call on,
+//     its hedges never exceed MaxExtraLoad × its calls + C (at 5%, 6% of a
+//     new key's first 2,000 calls, 5.2% of its first 10,000); over any
+//     interval, MaxExtraLoad × the calls in it + the capacity at its
+//     start, at most the larger of C and the tokens of 1,000 calls, so
+//     over any 10,000 calls of a warm key at most 1.1 × MaxExtraLoad of
+//     them (5.5% at 5%: the cap plus half a point), whatever the call
+//     rate. A sudden shift in latency cannot turn every call into two
+//     while the estimate catches up. Hedges also still count against
+//     MaxAttempts and spend the retry budget.
 //
 // The per-key state is about 3 KiB, made on a key's first adaptive call;
 // the keys are the engine's (EngineConfig.MaxKeys bounds them).
@@ -86,6 +95,12 @@ type AdaptiveHedging struct {
 	// MinDelay and MaxDelay clamp the learned delay; 0 means no bound
 	// (MinDelay) or AdaptiveColdDelay for a cold key (MaxDelay).
 	MinDelay, MaxDelay time.Duration
+	// StartingCredit is C, the hedges a new key may send before its calls
+	// have paid for them: the bucket's first tokens, so that from a key's
+	// first call on its hedges never exceed MaxExtraLoad × its calls + C.
+	// 0 means the default, the tokens of 400 calls (MaxExtraLoad × 400,
+	// rounded up: 20 at 5%, 40 at 10%; at least 2).
+	StartingCredit int
 }
 
 // Adaptive hedging constants; see AdaptiveHedging.
@@ -104,13 +119,16 @@ const (
 	latSlots    = 4 // the window's quarters
 	latSlotSpan = int64(AdaptiveWindow / latSlots)
 	refreshNs   = int64(100 * time.Millisecond) // how often a key's delay is recomputed
-	burstCalls  = 200                           // the token bucket holds at least the tokens of this many calls
-	creditSpan  = int64(time.Second)            // and at least the tokens of this long at the key's call rate
+	creditCalls = 400                           // a new key's credit is, by default, the tokens of this many calls
+	ceilCalls   = 1000                          // the bucket holds at most the tokens of this many calls (or the credit)
+	creditSpan  = int64(time.Second)            // and otherwise the tokens of this long at the key's call rate
 	surgeCalls  = 20                            // the demand for hedges is read over at least this many calls
 	surgeShare  = 2                             // it surges when calls want this many times the cap's hedges
 
 	// The delay estimate; see AdaptiveHedging.
-	warmupSamples = 10       // from this many results on, a cold key hedges after the slowest of them
+	warmupSamples = 4   // from this many results on, a cold key hedges after coldFactor × their coldRank percentile
+	coldRank      = 0.9 // (the slowest below 10 results)
+	coldFactor    = 1.5
 	tailSamples   = 10       // the estimate reads at least tailSamples / MaxExtraLoad results
 	aimShare      = 0.95     // the delay aims at hedging this share of MaxExtraLoad, leaving the bucket headroom
 	gapShare      = 1.2      // at a gap, it may go as low as hedging this share
@@ -130,6 +148,8 @@ func (c AdaptiveHedging) Validate() error {
 		return fmt.Errorf("resilience: AdaptiveHedging.MaxDelay must not be negative, got %v", c.MaxDelay)
 	case c.MaxDelay > 0 && c.MinDelay > c.MaxDelay:
 		return fmt.Errorf("resilience: AdaptiveHedging.MinDelay %v is above MaxDelay %v", c.MinDelay, c.MaxDelay)
+	case c.StartingCredit < 0:
+		return fmt.Errorf("resilience: AdaptiveHedging.StartingCredit must not be negative (0 means the default), got %d", c.StartingCredit)
 	}
 	return nil
 }
@@ -227,13 +247,10 @@ func (h *hedgeKey) estimate(now time.Time) (time.Duration, bool) {
 		if n < warmupSamples {
 			return 0, false
 		}
-		// Warming up: the slowest result so far, a conservative delay
-		// that hedges only what is slower than everything seen.
-		top := latBuckets - 1
-		for counts[top] == 0 {
-			top--
-		}
-		return min(time.Duration(latUpper(top)), h.cfg.coldDelay()), false
+		// Warming up: well above most results so far, so it hedges the
+		// calls far slower than most seen, paid by the starting credit.
+		b, _ := atRank(&counts, n, coldRank)
+		return min(time.Duration(coldFactor*float64(latUpper(b))), h.cfg.coldDelay()), false
 	}
 	aim, at := atRank(&counts, n, 1-aimShare*load)
 	lo, _ := atRank(&counts, n, 1-gapShare*load)
@@ -326,14 +343,9 @@ func (h *hedgeKey) current(now time.Time) time.Duration {
 	defer h.refresh.Unlock()
 	cfg := h.cfg
 	if h.computed.Load() == 0 {
-		// The first computation: the bucket gets its capacity and starts
-		// full (a cold key hedges only after the cold delay anyway).
-		capacity := max(2, cfg.MaxExtraLoad*burstCalls)
-		h.capacity.Store(math.Float64bits(capacity))
-		h.tokens.Store(math.Float64bits(capacity))
-		h.born.Store(ns)
+		h.born.Store(ns) // the first computation: the rate counts from here
 	}
-	h.setCapacity(max(2, cfg.MaxExtraLoad*max(burstCalls, h.callsPer(now, creditSpan))))
+	h.setCapacity(max(cfg.credit(), cfg.MaxExtraLoad*min(h.callsPer(now, creditSpan), ceilCalls)))
 	if c := h.calls.Load(); c >= surgeCalls {
 		w := h.wants.Swap(0)
 		h.calls.Add(^(c - 1)) // subtracts c: calls made meanwhile stay counted
@@ -357,6 +369,15 @@ func (c *AdaptiveHedging) coldDelay() time.Duration {
 		return c.MaxDelay
 	}
 	return AdaptiveColdDelay
+}
+
+// credit is C, a new key's starting credit: StartingCredit, or by default
+// the tokens of creditCalls calls (at least 2).
+func (c *AdaptiveHedging) credit() float64 {
+	if c.StartingCredit > 0 {
+		return float64(c.StartingCredit)
+	}
+	return max(2, math.Ceil(c.MaxExtraLoad*creditCalls-1e-9))
 }
 
 // clamp bounds d to [MinDelay, MaxDelay].
@@ -449,11 +470,13 @@ func (h *hedgeKey) untake() {
 	}
 }
 
-// newHedgeKey returns a cold key's state for cfg.
+// newHedgeKey returns a cold key's state for cfg: its bucket holds its
+// starting credit.
 func newHedgeKey(cfg *AdaptiveHedging) *hedgeKey {
 	k := &hedgeKey{cfg: cfg}
-	k.capacity.Store(math.Float64bits(1))
-	k.tokens.Store(math.Float64bits(1))
+	c := cfg.credit()
+	k.capacity.Store(math.Float64bits(c))
+	k.tokens.Store(math.Float64bits(c))
 	return k
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,8 +89,8 @@ func TestLatencyWindowSlides(t *testing.T) {
 }
 
 // TestAdaptiveDelay: cold keys use MaxDelay (or AdaptiveColdDelay), then,
-// from 10 results on, the slowest of them (recomputed at every call until
-// warm); warm ones the (1 − 0.95 × MaxExtraLoad) percentile, or the lower
+// from 4 results on, 1.5 × the bucket of their p90 (of the slowest below
+// 10; recomputed at every call until warm); warm ones the (1 − 0.95 × MaxExtraLoad) percentile, or the lower
 // edge of a gap near it, clamped, and cached for 100ms.
 func TestAdaptiveDelay(t *testing.T) {
 	// bimodal: 94% at 1ms, 6% at 20ms, nothing between: a gap.
@@ -112,7 +113,8 @@ func TestAdaptiveDelay(t *testing.T) {
 	}{
 		{"cold without MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05}, warmupSamples - 1, spread, true, AdaptiveColdDelay, AdaptiveColdDelay},
 		{"cold with MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 300 * time.Millisecond}, warmupSamples - 1, spread, true, 300 * time.Millisecond, 300 * time.Millisecond},
-		{"warming: the slowest result so far", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, 4900 * time.Microsecond, 5513 * time.Microsecond},
+		{"warming: 1.5 × the p90's bucket (4.5ms: up to 4.72ms)", AdaptiveHedging{MaxExtraLoad: 0.05}, AdaptiveMinSamples - 1, spread, true, 7070 * time.Microsecond, 7080 * time.Microsecond},
+		{"warming, under 10 results: 1.5 × the slowest's bucket (0.9ms: up to 0.918ms)", AdaptiveHedging{MaxExtraLoad: 0.05}, 9, spread, true, 1370 * time.Microsecond, 1380 * time.Microsecond},
 		{"warming, cut to MaxDelay", AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 2 * time.Millisecond}, AdaptiveMinSamples - 1, spread, true, 2 * time.Millisecond, 2 * time.Millisecond},
 		{"warm, no gap: the aim (the p95.25, within its bucket)", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, spread, false, 9600 * time.Microsecond, 10800 * time.Microsecond},
 		{"warm, a gap below the aim: its lower edge", AdaptiveHedging{MaxExtraLoad: 0.05}, 1000, bimodal, false, time.Millisecond, 1125 * time.Microsecond},
@@ -183,6 +185,7 @@ func TestAdaptiveHedgingValidate(t *testing.T) {
 		{MaxExtraLoad: 0}, {MaxExtraLoad: 1}, {MaxExtraLoad: math.NaN()},
 		{MaxExtraLoad: 0.1, MinDelay: -1}, {MaxExtraLoad: 0.1, MaxDelay: -1},
 		{MaxExtraLoad: 0.1, MinDelay: 2, MaxDelay: 1},
+		{MaxExtraLoad: 0.1, StartingCredit: -1},
 	}
 	for _, c := range bad {
 		if err := c.Validate(); err == nil {
@@ -191,6 +194,22 @@ func TestAdaptiveHedgingValidate(t *testing.T) {
 	}
 	if err := (AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: time.Millisecond, MaxDelay: time.Second}).Validate(); err != nil {
 		t.Error(err)
+	}
+	if err := (AdaptiveHedging{MaxExtraLoad: 0.05, StartingCredit: -3}).Validate(); err == nil || !strings.Contains(err.Error(), "StartingCredit") {
+		t.Errorf("a negative StartingCredit: %v, want an error naming the field", err)
+	}
+	for _, tc := range []struct {
+		cfg  AdaptiveHedging
+		want float64
+	}{
+		{AdaptiveHedging{MaxExtraLoad: 0.05}, 20}, // the zero value is the default, the tokens of 400 calls
+		{AdaptiveHedging{MaxExtraLoad: 0.10}, 40},
+		{AdaptiveHedging{MaxExtraLoad: 0.001}, 2},
+		{AdaptiveHedging{MaxExtraLoad: 0.05, StartingCredit: 7}, 7},
+	} {
+		if got := tc.cfg.credit(); got != tc.want {
+			t.Errorf("%+v: starting credit %v, want %v", tc.cfg, got, tc.want)
+		}
 	}
 }
 
@@ -499,6 +518,61 @@ func TestHedgeCapWithChangingCapacity(t *testing.T) {
 				h, c := hedges[j]-hedges[i], calls[j]-calls[i]
 				if float64(h) > load*float64(c)+capAt[i]+1e-9 {
 					t.Fatalf("events %d..%d: %d hedges for %d calls at load %v, capacity %v at the start", i, j, h, c, load, capAt[i])
+				}
+			}
+		}
+	})
+}
+
+// TestHedgeCapOverAKeysLife: a key's whole life through its real methods
+// on a fake clock (calls at rates that change, so the bucket's capacity
+// follows them; hedges wanted, some of them refused and given back): from
+// its first call on, the hedges that launched never exceed MaxExtraLoad ×
+// its calls + C, its starting credit; and over any stretch, MaxExtraLoad ×
+// the calls in it + the larger of C and the tokens of 1,000 calls.
+func TestHedgeCapOverAKeysLife(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		load := rapid.Float64Range(0.001, 0.5).Draw(t, "load")
+		cfg := AdaptiveHedging{MaxExtraLoad: load, StartingCredit: rapid.IntRange(0, 100).Draw(t, "starting credit (0: the default)")}
+		c := cfg.credit()
+		ceiling := max(c, load*ceilCalls)
+		k := newHedgeKey(&cfg)
+		now := adaptiveStart
+		// Events: 0 a call, 1 a hedge wanted, 2 a hedge wanted that the
+		// budget refuses, 3 time passes (0–2s).
+		events := rapid.SliceOfN(rapid.IntRange(0, 3), 1, 400).Draw(t, "events")
+		calls := make([]int, len(events)+1) // prefix sums
+		hedges := make([]int, len(events)+1)
+		for i, ev := range events {
+			calls[i+1], hedges[i+1] = calls[i], hedges[i]
+			switch ev {
+			case 0:
+				k.deposit()
+				k.current(now)
+				k.record(now, time.Millisecond)
+				calls[i+1]++
+			case 1:
+				if k.take() {
+					hedges[i+1]++
+				}
+			case 2:
+				if k.take() {
+					k.untake()
+				}
+			case 3:
+				now = now.Add(time.Duration(rapid.Int64Range(0, int64(2*time.Second)).Draw(t, "advance")))
+			}
+			if cp := math.Float64frombits(k.capacity.Load()); cp > ceiling+1e-9 {
+				t.Fatalf("after event %d: capacity %v above max(C, 1,000 calls' tokens) = %v", i, cp, ceiling)
+			}
+			if h, n := hedges[i+1], calls[i+1]; float64(h) > load*float64(n)+c+1e-9 {
+				t.Fatalf("after event %d: %d hedges for the key's %d calls at load %v, above MaxExtraLoad × calls + C (%v)", i, h, n, load, c)
+			}
+		}
+		for i := range events {
+			for j := i + 1; j <= len(events); j++ {
+				if h, n := hedges[j]-hedges[i], calls[j]-calls[i]; float64(h) > load*float64(n)+ceiling+1e-9 {
+					t.Fatalf("events %d..%d: %d hedges for %d calls at load %v, above MaxExtraLoad × calls + %v", i, j, h, n, load, ceiling)
 				}
 			}
 		}

@@ -24,6 +24,7 @@ func main() {
 	flag.BoolVar(&cfg.Quick, "quick", false, "shrink every scenario to a few seconds in total (checks it works; not for numbers)")
 	flag.IntVar(&cfg.Rounds, "rounds", 0, "interleaved rounds per scenario (default 5, or 1 with -quick)")
 	flag.StringVar(&only, "only", "", "comma-separated scenarios to run: "+strings.Join(bench.Scenarios, ","))
+	flag.IntVar(&cfg.RandomRequests, "random-requests", 0, "randstall, lognormal, bimodal, burst, loadstall, randshift: requests per round (default 2000)")
 	flag.DurationVar(&cfg.HedgeDelay, "hedge-delay", 0, "hedge delay of both hedgers (default 10ms)")
 	o := &cfg.Overload
 	flag.IntVar(&o.Capacity, "overload-capacity", 0, "overload: requests the server serves at once (default 16)")
