@@ -58,7 +58,7 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 			heapStart := settledHeap()
 			opts := []transport.Option{transport.WithBreaker(resilience.BreakerConfig{})}
 			if tc.maxHosts > 0 {
-				opts = append(opts, transport.WithMaxHosts(tc.maxHosts))
+				opts = append(opts, transport.WithMaxKeys(tc.maxHosts))
 			}
 			tr := transport.New(base, opts...)
 			tracked := func() int {
