@@ -167,7 +167,7 @@ type retryAfterError interface {
 // still kept has been passed to ReleaseWith. Nil options are ignored. A
 // retryable error with a method RetryAfter() time.Duration in its chain
 // dictates the delay before the next retry, as an HTTP Retry-After does
-// (capped by nothing but ctx's deadline).
+// (up to WithMaxRetryAfter, and never past ctx's deadline).
 func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
