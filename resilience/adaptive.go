@@ -87,10 +87,12 @@ import (
 //     MaxAttempts and spend the retry budget.
 //
 // The per-key state is about 3 KiB, made on a key's first adaptive call;
-// the keys are the engine's (EngineConfig.MaxKeys bounds them).
+// the keys are the engine's (Settings.MaxKeys bounds them). Zero fields
+// take their defaults: AdaptiveHedging{} is the defaults.
 type AdaptiveHedging struct {
 	// MaxExtraLoad is the fraction of calls that may get a hedge, in
-	// (0, 1): 0.05 sends at most one hedge per 20 calls.
+	// (0, 1): 0.05 sends at most one hedge per 20 calls. Default
+	// DefaultMaxExtraLoad.
 	MaxExtraLoad float64
 	// MinDelay and MaxDelay clamp the learned delay; 0 means no bound
 	// (MinDelay) or AdaptiveColdDelay for a cold key (MaxDelay).
@@ -137,11 +139,19 @@ const (
 	gapMass       = 1.0 / 16 // and holds at most this share of MaxExtraLoad × the results
 )
 
+// inEffect returns c with its zero fields at their defaults.
+func (c AdaptiveHedging) inEffect() AdaptiveHedging {
+	if c.MaxExtraLoad == 0 {
+		c.MaxExtraLoad = DefaultMaxExtraLoad
+	}
+	return c
+}
+
 // Validate checks the configuration, naming the field it rejects.
 func (c AdaptiveHedging) Validate() error {
 	switch {
-	case !(c.MaxExtraLoad > 0 && c.MaxExtraLoad < 1):
-		return fmt.Errorf("resilience: AdaptiveHedging.MaxExtraLoad must be in (0, 1), got %v", c.MaxExtraLoad)
+	case c.MaxExtraLoad != 0 && !(c.MaxExtraLoad > 0 && c.MaxExtraLoad < 1):
+		return fmt.Errorf("resilience: AdaptiveHedging.MaxExtraLoad must be in (0, 1), or 0 for the default, got %v", c.MaxExtraLoad)
 	case c.MinDelay < 0:
 		return fmt.Errorf("resilience: AdaptiveHedging.MinDelay must not be negative, got %v", c.MinDelay)
 	case c.MaxDelay < 0:

@@ -182,7 +182,7 @@ func TestHedgeCapOverAnyInterval(t *testing.T) {
 
 func TestAdaptiveHedgingValidate(t *testing.T) {
 	bad := []AdaptiveHedging{
-		{MaxExtraLoad: 0}, {MaxExtraLoad: 1}, {MaxExtraLoad: math.NaN()},
+		{MaxExtraLoad: -0.1}, {MaxExtraLoad: 1}, {MaxExtraLoad: math.NaN()},
 		{MaxExtraLoad: 0.1, MinDelay: -1}, {MaxExtraLoad: 0.1, MaxDelay: -1},
 		{MaxExtraLoad: 0.1, MinDelay: 2, MaxDelay: 1},
 		{MaxExtraLoad: 0.1, StartingCredit: -1},
@@ -192,8 +192,10 @@ func TestAdaptiveHedgingValidate(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
-	if err := (AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: time.Millisecond, MaxDelay: time.Second}).Validate(); err != nil {
-		t.Error(err)
+	for _, c := range []AdaptiveHedging{{MaxExtraLoad: 0.05, MinDelay: time.Millisecond, MaxDelay: time.Second}, {}} {
+		if err := c.Validate(); err != nil { // the zero value is the defaults
+			t.Error(err)
+		}
 	}
 	if err := (AdaptiveHedging{MaxExtraLoad: 0.05, StartingCredit: -3}).Validate(); err == nil || !strings.Contains(err.Error(), "StartingCredit") {
 		t.Errorf("a negative StartingCredit: %v, want an error naming the field", err)
@@ -309,9 +311,9 @@ func TestRefusedHedgesDoNotOvershootTheCap(t *testing.T) {
 // is only known to exceed that), not at the time itself.
 func TestLostFirstAttemptRecordedAboveItsTime(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 40 * time.Millisecond}})
+	e := newTestEngine(fc, nil, engineSpec{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 40 * time.Millisecond}})
 	op := &scripted{steps: []step{{block: true}, {v: 200}}}
-	done := runAsync(context.Background(), e, Call[int]{Key: "h", Op: promptOp[int]{op}, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true}})
+	done := runAsync(context.Background(), e, Call[int]{Key: "h", Op: promptOp[int]{op}, Policy: Policy{MaxAttempts: 3, MaxHedges: 1}})
 	if !fc.WaitForArmed(1, 5*time.Second) {
 		t.Fatal("hedge timer never armed")
 	}

@@ -139,7 +139,7 @@ func TestAdmissionsAlwaysReturn(t *testing.T) {
 			}
 		}}
 		limit := rapid.IntRange(1, 4).Draw(rt, "limit")
-		e := NewEngine(EngineConfig{
+		e := newEngine(engineSpec{
 			Hooks:       Combine(count, panicHooks(panicIn, every)),
 			BudgetRatio: rapid.SampledFrom([]float64{0.01, 0.5, 2}).Draw(rt, "ratio"),
 			Breaker: &BreakerConfig{FailureThreshold: rapid.IntRange(1, 3).Draw(rt, "threshold"),

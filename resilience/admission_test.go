@@ -75,17 +75,17 @@ func inFlightOf(e *Engine, key string) int {
 func TestHedgeAdmissionPanicReachesTheCaller(t *testing.T) {
 	tests := []struct {
 		name  string
-		cfg   EngineConfig
+		cfg   engineSpec
 		hooks func(p *panicky) Hooks
 	}{
 		{"OnShed (the limit refuses the hedge)",
-			EngineConfig{Limit: &ConcurrencyLimit{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, MaxWait: -1}},
+			engineSpec{Limit: &ConcurrencyLimit{InitialLimit: 1, MinLimit: 1, MaxLimit: 1, MaxWait: -1}},
 			func(p *panicky) Hooks { return Hooks{OnShed: func(ShedEvent) { p.fire() }} }},
 		{"OnBudgetExhausted (the budget refuses the hedge)",
-			EngineConfig{BudgetRatio: 0.01, Limit: &ConcurrencyLimit{InitialLimit: 5}},
+			engineSpec{BudgetRatio: 0.01, Limit: &ConcurrencyLimit{InitialLimit: 5}},
 			func(p *panicky) Hooks { return Hooks{OnBudgetExhausted: func(BudgetEvent) { p.fire() }} }},
 		{"OnBreakerReject (the breaker refuses the hedge)",
-			EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Limit: &ConcurrencyLimit{InitialLimit: 5}},
+			engineSpec{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Limit: &ConcurrencyLimit{InitialLimit: 5}},
 			func(p *panicky) Hooks { return Hooks{OnBreakerReject: func(BreakerRejectEvent) { p.fire() }} }},
 	}
 	for _, tc := range tests {
@@ -152,7 +152,7 @@ func TestHookPanicKeepsNoPermit(t *testing.T) {
 			if tc.waiter {
 				limit = 1
 			}
-			e := newTestEngine(fc, nil, EngineConfig{Hooks: tc.hooks(p),
+			e := newTestEngine(fc, nil, engineSpec{Hooks: tc.hooks(p),
 				Limit: &ConcurrencyLimit{InitialLimit: limit, MinLimit: limit, MaxLimit: limit, MaxWait: time.Hour}})
 			var holder <-chan Result[int]
 			holderGate := make(chan struct{})

@@ -30,16 +30,11 @@ func (s BreakerState) String() string {
 	return fmt.Sprintf("BreakerState(%d)", int(s))
 }
 
-// Breaker defaults, used for zero fields of BreakerConfig.
-const (
-	DefaultFailureThreshold = 5
-	DefaultOpenDuration     = 30 * time.Second
-	DefaultHalfOpenProbes   = 1
-)
-
 // BreakerConfig configures the circuit breakers, one per key (host). Zero
-// fields take the defaults above. How many keys are tracked, and which are
-// evicted to make room, is the engine's (EngineConfig.MaxKeys): an open
+// fields take their defaults (DefaultFailureThreshold, DefaultOpenDuration,
+// DefaultHalfOpenProbes), so BreakerConfig{} is the defaults. How many keys
+// are tracked, and which are evicted to make room, is the engine's
+// (Settings.MaxKeys): an open
 // breaker is never evicted before its OpenDuration ends.
 //
 // A breaker counts what its attempts' verdicts say: a retryable result is

@@ -680,7 +680,7 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// The real clock, for the per-attempt timeout; the ten calls'
 			// tokens are the window's, whichever seconds they fall in.
-			e := NewEngine(EngineConfig{BudgetRatio: 0.5})
+			e := newEngine(engineSpec{BudgetRatio: 0.5})
 			for i := range 10 {
 				op := &scripted{steps: []step{{v: 200}}}
 				pol := Policy{MaxAttempts: 1}
@@ -699,7 +699,7 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 	t.Run("two retryable errors per call", func(t *testing.T) {
 		// On the fake clock, so that all of it falls in one second: the
 		// retry must be earned by its own second too.
-		e := newTestEngine(fakeclock.New(t0), nil, EngineConfig{BudgetRatio: 0.5})
+		e := newTestEngine(fakeclock.New(t0), nil, engineSpec{BudgetRatio: 0.5})
 		for range 20 {
 			Execute(context.Background(), e, Call[int]{Op: &scripted{steps: []step{{v: 200}}}, Policy: Policy{MaxAttempts: 1}})
 		}
@@ -721,7 +721,7 @@ func TestEngineChargesFailedAttemptsToTheBudget(t *testing.T) {
 // other; only those refill the reserve, one a second.
 func TestEngineRefillsTheReserveOnSuccess(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{BudgetReserve: 1})
+	e := newTestEngine(fc, nil, engineSpec{BudgetReserve: 1})
 	fail := step{v: 503, retryable: true}
 	attempts := func(steps ...step) int {
 		op := &scripted{steps: steps}

@@ -40,11 +40,11 @@ func (okOp) CancelsPromptly()                    {}
 // key. With ticking set the engine's coarse second is the one production
 // runs (a timer refreshes it; see clock.Seconds), else the one a fake clock
 // gets (clock.SecondsOf: a read of the clock per coarse read).
-func clockReads(t *testing.T, cfg EngineConfig, p Policy, ticking bool) int64 {
+func clockReads(t *testing.T, cfg engineSpec, p Policy, ticking bool) int64 {
 	t.Helper()
 	cc := &countingClock{Clock: fakeclock.New(time.Unix(1_000_000, 0))}
 	cfg.Clock = cc
-	e := NewEngine(cfg)
+	e := newEngine(cfg)
 	if ticking {
 		e.seconds = clock.NewSeconds(cc)
 	}
@@ -67,7 +67,7 @@ func clockReads(t *testing.T, cfg EngineConfig, p Policy, ticking bool) int64 {
 // of a plain call; and each decision reading the clock once is what makes
 // every comparison within it agree.
 func TestClockReadsOfASuccessfulCall(t *testing.T) {
-	budget := EngineConfig{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve}
+	budget := engineSpec{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve}
 	armed := budget
 	armed.Breaker = &BreakerConfig{}
 	armed.Adaptive = &AdaptiveHedging{MaxExtraLoad: 0.05}
@@ -80,7 +80,7 @@ func TestClockReadsOfASuccessfulCall(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		cfg     EngineConfig
+		cfg     engineSpec
 		p       Policy
 		ticking bool
 		max     int64
@@ -98,8 +98,8 @@ func TestClockReadsOfASuccessfulCall(t *testing.T) {
 		// attempt from it) and its end (the latency the limit and
 		// adaptive hedging learn; the breaker's and budget's second). A
 		// closed breaker and a tracked key want no time at all.
-		{"armed", armed, Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true, PerAttemptTimeout: 5 * time.Second}, true, 2},
-		{"armed/fake", armed, Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true, PerAttemptTimeout: 5 * time.Second}, false, 2},
+		{"armed", armed, Policy{MaxAttempts: 3, MaxHedges: 1, PerAttemptTimeout: 5 * time.Second}, true, 2},
+		{"armed/fake", armed, Policy{MaxAttempts: 3, MaxHedges: 1, PerAttemptTimeout: 5 * time.Second}, false, 2},
 		// The hooks' events (telemetry's): the call's start (its
 		// admission's time too), the attempt's start and its end (the
 		// call's end too: the call ends with the attempt it returns).
@@ -127,7 +127,7 @@ func TestClockReadsOfARetry(t *testing.T) {
 	for _, ticking := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ticking", false: "fake"}[ticking], func(t *testing.T) {
 			cc := &countingClock{Clock: fakeclock.New(time.Unix(1_000_000, 0))}
-			e := NewEngine(EngineConfig{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve, Clock: cc})
+			e := newEngine(engineSpec{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve, Clock: cc})
 			if ticking {
 				e.seconds = clock.NewSeconds(cc)
 				e.seconds.Unix() // started: the refresh's own reads are not the call's
@@ -163,22 +163,22 @@ func TestClockReadsOfARetry(t *testing.T) {
 // of the clock that TestClockReadsOfASuccessfulCall counts are a visible
 // share of the call.
 func BenchmarkEngineSuccess(b *testing.B) {
-	budget := EngineConfig{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve}
+	budget := engineSpec{BudgetRatio: DefaultBudgetRatio, BudgetReserve: DefaultBudgetReserve}
 	armed := budget
 	armed.Breaker = &BreakerConfig{}
 	armed.Adaptive = &AdaptiveHedging{MaxExtraLoad: 0.05}
 	armed.Limit = &ConcurrencyLimit{}
 	cases := []struct {
 		name string
-		cfg  EngineConfig
+		cfg  engineSpec
 		p    Policy
 	}{
 		{"defaults", budget, Policy{MaxAttempts: 3}},
-		{"armed", armed, Policy{MaxAttempts: 3, MaxHedges: 1, Adaptive: true, PerAttemptTimeout: 5 * time.Second}},
+		{"armed", armed, Policy{MaxAttempts: 3, MaxHedges: 1, PerAttemptTimeout: 5 * time.Second}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			e := NewEngine(c.cfg)
+			e := newEngine(c.cfg)
 			ctx := context.Background()
 			call := Call[int]{Key: "api.internal", Policy: c.p, Op: okOp{}}
 			b.ReportAllocs()
@@ -200,7 +200,7 @@ func BenchmarkEngineSuccess(b *testing.B) {
 // second.
 func TestReserveRefillsOnTheTickingSecond(t *testing.T) {
 	fc := fakeclock.New(t0.Add(500 * time.Millisecond))
-	e := newTestEngine(fc, nil, EngineConfig{BudgetReserve: 1})
+	e := newTestEngine(fc, nil, engineSpec{BudgetReserve: 1})
 	e.seconds = clock.NewSeconds(fc)
 	fail := step{v: 503, retryable: true}
 	attempts := func(steps ...step) int {

@@ -15,6 +15,19 @@
 // Another protocol's adapter is an [Operation] passed to [Execute]; see its
 // example. ARCHITECTURE.md at the repository's root draws one call's path.
 //
+// # Configuration
+//
+// One [Settings] type configures an Engine ([NewEngine]), a Retrier (its
+// options) and package transport's Transport (the same options, written
+// once here: transport.Option is [Option]). Every configuration struct
+// (Settings, [BreakerConfig], [AdaptiveHedging], [ConcurrencyLimit],
+// [Policy], transport.Policy) follows one rule: a zero field takes its
+// documented default (a Policy's default is its engine's setting), so each
+// struct's zero value is its defaults, and a setting that is on by default
+// is turned off by saying so, with [Off]. Each Validate names the field it
+// rejects; Settings() on an Engine, a Retrier or a Transport reports the
+// values in effect, every default filled in.
+//
 // # Backoff
 //
 // A [Backoff] returns the delay before retry n (1 for the first retry),
@@ -95,8 +108,8 @@
 //
 // An engine keeps what it knows of each key (its breaker, its adaptive
 // hedging state, its concurrency limit) in one entry per key, bounded by
-// EngineConfig.MaxKeys exactly (WithMaxKeys for a Retrier,
-// transport.WithMaxHosts for the transport). A new key evicts exactly one:
+// Settings.MaxKeys exactly (WithMaxKeys, for a Retrier and for the
+// transport). A new key evicts exactly one:
 // idle keys first, then breakers counting failures, then half-open ones,
 // least recently used first within each (by the order of the uses
 // themselves). A key with attempts in flight under its concurrency limit,

@@ -2,7 +2,8 @@ package resilience
 
 import (
 	"context"
-	"strconv"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,11 +33,13 @@ import (
 // wins (a stream, a pooled connection, a lease): the Operation's Retain and
 // Release are where the engine hands them back, which a Retrier's function
 // cannot express. Telemetry instruments an Engine as it does the others
-// (EngineConfig.HooksFor with telemetry's Telemetry.Engine).
+// (NewEngine with telemetry's Telemetry.Engine).
 type Engine struct {
-	clock  clock.Clock
-	budget *retryBudget
-	hooks  Hooks
+	settings Settings // in effect; Settings returns a copy
+	policy   Policy   // a zero Policy's fields: the settings'
+	clock    clock.Clock
+	budget   *retryBudget
+	hooks    Hooks
 	// The per-key state, when something needs it (a breaker, adaptive
 	// hedging, a concurrency limit): nil otherwise.
 	hosts    *hostTable
@@ -57,99 +60,37 @@ type Engine struct {
 	runs     sync.Pool // finished sequential runs (*run[T]), reused to spare allocations
 }
 
-// EngineConfig configures an Engine. Every field is optional.
-type EngineConfig struct {
-	// BudgetRatio and BudgetReserve set the retry budget that every retry
-	// and hedge pays from, and that learns whether retries work: a retry or
-	// hedge pays a token as it launches and gets it back if it succeeds. A
-	// reserve of BudgetReserve retries pays first, refilled by successes
-	// (one a second at most), so it is spent once in an outage, not every
-	// second; then each successful call's deposit of BudgetRatio tokens,
-	// which expire after 10 s, pays a busy client while its retries work
-	// and the last second earned it too. An attempt that times out costs a
-	// token more. For N engines sharing a downstream, failed retries ≤
-	// BudgetRatio × successes + N × BudgetReserve (plus refills), so an
-	// outage, where nothing succeeds, costs each engine its reserve,
-	// however long (the bound in full, and what a client gets at each
-	// failure rate, is in the budget's doc). Both 0 (the zero value)
-	// disable the budget. The budget is lock-free, and a call that succeeds
-	// costs it one atomic add and one load; NewEngine panics on a negative,
-	// NaN or infinite ratio or a reserve outside 0..1000.
-	BudgetRatio   float64
-	BudgetReserve int
-	// Breaker, when set, keeps a circuit breaker per call key with this
-	// configuration (zero fields take their defaults; NewEngine panics on
-	// negative ones); nil disables breaking.
-	Breaker *BreakerConfig
-	// Hooks observe every call.
-	Hooks Hooks
-	// HooksFor, when set, makes hooks for the engine being built, for an
-	// adapter whose hooks need the engine (telemetry keeps it to read its
-	// Stats for gauges); they combine after Hooks, as Combine does.
-	// NewEngine calls it once, before the engine is ready for use: it may
-	// keep e, and must not run calls on it or read its Stats until NewEngine
-	// has returned.
-	HooksFor func(e *Engine) Hooks
-	// Clock is the time source; nil means the real clock. Tests inject a fake.
-	Clock clock.Clock
-	// Adaptive, when set, keeps the per-key latency state that calls whose
-	// Policy.Adaptive is set hedge by. NewEngine panics if it is invalid.
-	Adaptive *AdaptiveHedging
-	// Limit, when set, keeps an adaptive concurrency limit per key (see
-	// ConcurrencyLimit; zero fields take their defaults, NewEngine panics on
-	// nonsense); nil disables it.
-	Limit *ConcurrencyLimit
-	// MaxKeys bounds how many keys the breakers, adaptive hedging and the
-	// concurrency limit track, together: each key's state is one entry
-	// (see Stats.UntrackedAdmissions for what happens when all are
-	// pinned). Default DefaultMaxKeys; NewEngine panics on a negative one.
-	MaxKeys int
-}
-
-// DefaultBudgetReserve is the retry budget's reserve by default: the
-// retries of one request at the default of 3 attempts, so that a quiet
-// client absorbs an isolated failure whole.
-const DefaultBudgetReserve = 2
-
-// DefaultBudgetRatio is the retry budget's ratio by default: the retries
-// that fail add at most a quarter of the calls that succeed to the load a
-// downstream sees, and retries that succeed cost nothing (see the budget's
-// doc in EngineConfig). A quarter keeps every retry of a busy client
-// whose attempts fail independently up to 30% of the time: its failed
-// retries are then 0.12 a successful call.
-const DefaultBudgetRatio = 0.25
-
-// NewEngine returns an engine for cfg. It panics, naming the field, on a
-// configuration that makes no sense.
-func NewEngine(cfg EngineConfig) *Engine {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real()
+// NewEngine returns an engine for s, whose zero fields take their
+// defaults (see Settings), observed by the hooks that each of hooks makes
+// for it, combined in order as Combine does. A hooks func is for an
+// adapter whose hooks need the engine (telemetry's Telemetry.Engine keeps
+// it to read its Stats for gauges); one that needs nothing returns its
+// Hooks. NewEngine calls each once, before the engine is ready for use: it
+// may keep e, and must not run calls on it or read its Stats until
+// NewEngine has returned. NewEngine panics, naming the field, on settings
+// that make no sense (Settings.Validate).
+func NewEngine(s Settings, hooks ...func(e *Engine) Hooks) *Engine {
+	if err := s.Validate(); err != nil {
+		panic(err.Error())
 	}
-	e := &Engine{clock: cfg.Clock, budget: newRetryBudget(cfg.BudgetRatio, cfg.BudgetReserve), hooks: cfg.Hooks,
-		seconds: clock.SecondsOf(cfg.Clock)}
-	if cfg.MaxKeys < 0 {
-		panic("resilience: EngineConfig.MaxKeys must not be negative, got " + strconv.Itoa(cfg.MaxKeys))
+	s = s.inEffect()
+	e := &Engine{settings: s, policy: s.policy(), clock: s.Clock,
+		budget: newRetryBudget(offOr(s.BudgetRatio), offOr(s.BudgetReserve)), seconds: clock.SecondsOf(s.Clock)}
+	if s.Breaker != nil || s.AdaptiveHedging != nil || s.ConcurrencyLimit != nil {
+		e.hosts = newHostTable(s.MaxKeys)
 	}
-	if cfg.Breaker != nil || cfg.Adaptive != nil || cfg.Limit != nil {
-		e.hosts = newHostTable(cfg.MaxKeys)
+	if s.Breaker != nil {
+		e.breakers = newBreakerSet(*s.Breaker, e.hosts)
 	}
-	if cfg.Breaker != nil {
-		e.breakers = newBreakerSet(*cfg.Breaker, e.hosts)
-	}
-	if cfg.Adaptive != nil {
-		if err := cfg.Adaptive.Validate(); err != nil {
-			panic(err.Error())
-		}
-		a := *cfg.Adaptive
-		e.adaptive = &a
-	}
-	if cfg.Limit != nil {
-		l := cfg.Limit.withDefaults()
-		e.limit = &l
+	e.adaptive = s.AdaptiveHedging
+	if s.ConcurrencyLimit != nil {
+		e.limit = s.ConcurrencyLimit
 		e.hosts.newLimit = func() *limiter { return newLimiter(e.limit) }
 	}
-	if cfg.HooksFor != nil {
-		e.hooks = Combine(e.hooks, cfg.HooksFor(e))
+	for _, f := range hooks {
+		if f != nil {
+			e.hooks = Combine(e.hooks, f(e))
+		}
 	}
 	h := &e.hooks
 	e.timed = h.OnCallStart != nil || h.OnCallEnd != nil
@@ -160,30 +101,41 @@ func NewEngine(cfg EngineConfig) *Engine {
 // instant returns a decision's time on e's clock, nothing read yet.
 func (e *Engine) instant() instant { return instant{src: e.seconds} }
 
-// Policy is the retry and hedging policy of one call.
+// Settings returns the settings the engine runs with, every default filled
+// in (a copy: changing it changes nothing).
+func (e *Engine) Settings() Settings { return e.settings.clone() }
+
+// Policy returns the policy that a call whose Policy is zero runs under:
+// the engine's settings'. A call's Policy overrides it field by field.
+func (e *Engine) Policy() Policy { return e.policy }
+
+// Policy is the retry and hedging policy of one call (Call.Policy). A
+// zero field takes the engine's setting (see Engine.Policy), so the zero
+// Policy runs a call as the engine was configured; Off turns off what the
+// engine has on. Execute does not check a Policy: a field Validate rejects
+// acts as its nearest sensible value.
 type Policy struct {
 	// MaxAttempts bounds the attempts of a call, retries and hedges
-	// together. Values below 1 mean 1.
+	// together.
 	MaxAttempts int
 	// MaxHedges is how many extra attempts may be in flight beside the
-	// first. Hedging is on when both MaxHedges and HedgeDelay are positive.
+	// first; Off for none. Hedging is on when MaxHedges and HedgeDelay are
+	// positive, or when MaxHedges is and the engine hedges adaptively (see
+	// AdaptiveHedging) and HedgeDelay is 0.
 	MaxHedges int
-	// HedgeDelay is how long to wait for a result before launching a hedge.
+	// HedgeDelay is how long to wait for a result before launching a
+	// hedge: a fixed delay instead of the engine's, adaptive or fixed. Off
+	// for none: the call neither hedges nor takes part in the engine's
+	// adaptive hedging (its latency is not learned from).
 	HedgeDelay time.Duration
-	// Adaptive hedges after the delay learned for the call's key (see
-	// AdaptiveHedging) instead of HedgeDelay, when the engine was built with
-	// EngineConfig.Adaptive and HedgeDelay is 0. Hedging is then on when
-	// MaxHedges is positive.
-	Adaptive bool
-	// Backoff gives the delay before a retry when nothing else is in flight;
-	// nil means retry at once.
+	// Backoff gives the delay before a retry when nothing else is in
+	// flight.
 	Backoff Backoff
-	// PerAttemptTimeout cuts off one attempt (not the whole call) until its
-	// result arrives; 0 means none. Such a timeout is retryable.
+	// PerAttemptTimeout cuts off one attempt (not the whole call) until
+	// its result arrives; Off for none. Such a timeout is retryable.
 	PerAttemptTimeout time.Duration
 	// MaxRetryAfter is the longest server-dictated delay the engine will
-	// honour; a longer one ends the call. Negative means no cap (the
-	// caller's deadline still applies).
+	// honour; a longer one ends the call. Off honours only a zero delay.
 	MaxRetryAfter time.Duration
 	// Criticality orders the call under the concurrency limit (see
 	// ConcurrencyLimit); the zero value is CriticalityDefault.
@@ -191,6 +143,52 @@ type Policy struct {
 	// NoLimit exempts the call from the concurrency limit: its attempts
 	// never wait or are shed (they are still counted in flight).
 	NoLimit bool
+}
+
+// Validate checks p, naming the first field that makes no sense.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("resilience: Policy.MaxAttempts must not be negative, got %d", p.MaxAttempts)
+	case p.MaxHedges < 0 && p.MaxHedges != Off:
+		return fmt.Errorf("resilience: Policy.MaxHedges must not be negative, or must be Off, got %d", p.MaxHedges)
+	case p.HedgeDelay < 0 && p.HedgeDelay != Off:
+		return fmt.Errorf("resilience: Policy.HedgeDelay must not be negative, or must be Off, got %v", p.HedgeDelay)
+	case p.Backoff != nil && isNil(p.Backoff):
+		return errors.New("resilience: Policy.Backoff must not be a nil BackoffFunc")
+	case p.PerAttemptTimeout < 0 && p.PerAttemptTimeout != Off:
+		return fmt.Errorf("resilience: Policy.PerAttemptTimeout must not be negative, or must be Off, got %v", p.PerAttemptTimeout)
+	case p.MaxRetryAfter < 0 && p.MaxRetryAfter != Off:
+		return fmt.Errorf("resilience: Policy.MaxRetryAfter must not be negative, or must be Off, got %v", p.MaxRetryAfter)
+	case p.Criticality < CriticalitySheddable || p.Criticality > CriticalityCritical:
+		return fmt.Errorf("resilience: Policy.Criticality must be one of the criticalities, got %d", int(p.Criticality))
+	}
+	return nil
+}
+
+// fill sets p's zero fields to the engine's: the policy the call runs
+// under. (A policy already filled stays as it is: its fields that are off
+// say so with Off.)
+func (e *Engine) fill(p *Policy) {
+	d := &e.policy
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	if p.MaxHedges == 0 {
+		p.MaxHedges = d.MaxHedges
+	}
+	if p.HedgeDelay == 0 {
+		p.HedgeDelay = d.HedgeDelay
+	}
+	if p.Backoff == nil {
+		p.Backoff = d.Backoff
+	}
+	if p.PerAttemptTimeout == 0 {
+		p.PerAttemptTimeout = d.PerAttemptTimeout
+	}
+	if p.MaxRetryAfter == 0 {
+		p.MaxRetryAfter = d.MaxRetryAfter
+	}
 }
 
 // hedging reports whether p hedges on engine e: with a fixed delay, or with
@@ -201,7 +199,7 @@ func (p Policy) hedging(e *Engine) bool {
 
 // adaptive reports whether p hedges with the delay learned on e.
 func (p Policy) adaptive(e *Engine) bool {
-	return p.Adaptive && p.HedgeDelay == 0 && e.adaptive != nil
+	return p.HedgeDelay == 0 && e.adaptive != nil
 }
 
 // Verdict is the classification of one attempt's result.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/internal/clock/fakeclock"
 	"pgregory.net/rapid"
 )
@@ -180,12 +181,47 @@ func (r *recorder) Events() []string {
 
 var errBoom = errors.New("boom")
 
-func newTestEngine(fc *fakeclock.Clock, rec *recorder, cfg EngineConfig) *Engine {
+// engineSpec is an engine's configuration as these tests write it: a zero
+// field is off, as an engine's was before its settings had defaults (no
+// budget, and through the engine's policy one attempt, no backoff, no
+// wait for a server-dictated delay, no hedging), so each test sets what it
+// exercises; the hooks ride along. newEngine builds the engine.
+type engineSpec struct {
+	BudgetRatio   float64
+	BudgetReserve int
+	Breaker       *BreakerConfig
+	Hooks         Hooks
+	HooksFor      func(e *Engine) Hooks
+	Clock         clock.Clock
+	Adaptive      *AdaptiveHedging
+	Limit         *ConcurrencyLimit
+	MaxKeys       int
+}
+
+// settings returns the Settings that say what c says.
+func (c engineSpec) settings() Settings {
+	orOff := func(v float64) float64 {
+		if v == 0 {
+			return Off
+		}
+		return v
+	}
+	return Settings{MaxAttempts: 1, Backoff: Constant(0), MaxRetryAfter: Off,
+		BudgetRatio: orOff(c.BudgetRatio), BudgetReserve: int(orOff(float64(c.BudgetReserve))),
+		Breaker: c.Breaker, Clock: c.Clock, AdaptiveHedging: c.Adaptive, ConcurrencyLimit: c.Limit, MaxKeys: c.MaxKeys}
+}
+
+// newEngine builds the engine c describes.
+func newEngine(c engineSpec) *Engine {
+	return NewEngine(c.settings(), func(*Engine) Hooks { return c.Hooks }, c.HooksFor)
+}
+
+func newTestEngine(fc *fakeclock.Clock, rec *recorder, cfg engineSpec) *Engine {
 	cfg.Clock = fc
 	if rec != nil {
 		cfg.Hooks = rec.hooks()
 	}
-	return NewEngine(cfg)
+	return newEngine(cfg)
 }
 
 // runAsync starts Execute on its own goroutine.
@@ -198,7 +234,7 @@ func runAsync(ctx context.Context, e *Engine, c Call[int]) <-chan Result[int] {
 func TestEngineRetriesWithBackoffOnTheClock(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	op := &scripted{steps: []step{{v: 503, retryable: true}, {v: 503, retryable: true}, {v: 200}}}
 	done := runAsync(context.Background(), e, Call[int]{Key: "k", Op: op, Policy: Policy{MaxAttempts: 3, Backoff: Exponential(time.Second, time.Minute)}})
 
@@ -239,7 +275,7 @@ func TestEngineRetriesWithBackoffOnTheClock(t *testing.T) {
 
 func TestEngineGiveUpReturnsMostRecentRetryableValue(t *testing.T) {
 	op := &scripted{steps: []step{{v: 502, retryable: true}, {err: errBoom, retryable: true}, {v: 504, retryable: true}}}
-	e := NewEngine(EngineConfig{})
+	e := newEngine(engineSpec{})
 	res := Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3}})
 	if res.Err != nil || res.Value != 504 {
 		t.Fatalf("got %+v, want the 504 with nil error", res)
@@ -253,7 +289,7 @@ func TestEngineGiveUpWrapsEveryAttemptError(t *testing.T) {
 	first := errors.New("first")
 	op := &scripted{steps: []step{{err: first, retryable: true}, {err: errBoom, retryable: true}}}
 	rec := &recorder{}
-	e := NewEngine(EngineConfig{Hooks: rec.hooks()})
+	e := newEngine(engineSpec{Hooks: rec.hooks()})
 	res := Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2}})
 	var ge *Error
 	if !errors.As(res.Err, &ge) || ge.Attempts != 2 || ge.Err != errBoom || ge.Reason != ReasonAttemptsExhausted {
@@ -269,7 +305,7 @@ func TestEngineGiveUpWrapsEveryAttemptError(t *testing.T) {
 
 func TestEngineSingleAttemptErrorIsNotWrapped(t *testing.T) {
 	op := &scripted{steps: []step{{err: errBoom, retryable: true}}}
-	res := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 1}})
+	res := Execute(context.Background(), newEngine(engineSpec{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 1}})
 	if res.Err != errBoom {
 		t.Fatalf("err = %#v, want the bare attempt error", res.Err)
 	}
@@ -278,7 +314,7 @@ func TestEngineSingleAttemptErrorIsNotWrapped(t *testing.T) {
 func TestEngineNonRetryableErrorEndsTheCall(t *testing.T) {
 	op := &scripted{steps: []step{{v: 503, retryable: true}, {err: errBoom}, {v: 200}}}
 	rec := &recorder{}
-	res := Execute(context.Background(), NewEngine(EngineConfig{Hooks: rec.hooks()}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3}})
+	res := Execute(context.Background(), newEngine(engineSpec{Hooks: rec.hooks()}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 3}})
 	var ge *Error
 	if !errors.As(res.Err, &ge) || ge.Reason != ReasonNotRetryable || op.Calls() != 2 {
 		t.Fatalf("err %v after %d calls", res.Err, op.Calls())
@@ -291,7 +327,7 @@ func TestEngineNonRetryableErrorEndsTheCall(t *testing.T) {
 func TestEnginePrepareLimitsAttemptsWithReason(t *testing.T) {
 	op := &scripted{steps: []step{{v: 503, retryable: true}}, maxAllow: 1, why: ReasonNotIdempotent}
 	rec := &recorder{}
-	res := Execute(context.Background(), NewEngine(EngineConfig{Hooks: rec.hooks()}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
+	res := Execute(context.Background(), newEngine(engineSpec{Hooks: rec.hooks()}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
 	if res.Value != 503 || op.Calls() != 1 || rec.end.Reason != ReasonNotIdempotent {
 		t.Fatalf("res %+v calls %d reason %v", res, op.Calls(), rec.end.Reason)
 	}
@@ -300,7 +336,7 @@ func TestEnginePrepareLimitsAttemptsWithReason(t *testing.T) {
 func TestEngineRetryAfterReplacesBackoff(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	op := &scripted{steps: []step{{v: 429, retryable: true, after: 7 * time.Second}, {v: 200}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, Backoff: Constant(time.Hour), MaxRetryAfter: 10 * time.Second}})
 	fc.WaitForArmed(1, 5*time.Second)
@@ -327,7 +363,7 @@ func TestEngineRetryAfterLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fc := fakeclock.New(time.Now())
 			rec := &recorder{}
-			e := newTestEngine(fc, rec, EngineConfig{})
+			e := newTestEngine(fc, rec, engineSpec{})
 			ctx := context.Background()
 			if c.deadline > 0 {
 				var cancel context.CancelFunc
@@ -346,7 +382,7 @@ func TestEngineRetryAfterLimits(t *testing.T) {
 func TestEngineCancelledDuringBackoffReturnsContextError(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}}
 	done := runAsync(ctx, e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, Backoff: Constant(time.Minute)}})
@@ -363,7 +399,7 @@ func TestEngineCancelledDuringBackoffReturnsContextError(t *testing.T) {
 
 func TestEngineBudgetStopsRetries(t *testing.T) {
 	rec := &recorder{}
-	e := NewEngine(EngineConfig{BudgetReserve: 1, Hooks: rec.hooks()})
+	e := newEngine(engineSpec{BudgetReserve: 1, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	res := Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
 	// The floor allows one retry in this second; the second retry is refused.
@@ -377,7 +413,7 @@ func TestEngineBudgetStopsRetries(t *testing.T) {
 
 func TestEngineBreakerRejectsAtAdmission(t *testing.T) {
 	rec := &recorder{}
-	e := NewEngine(EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: rec.hooks()})
+	e := newEngine(engineSpec{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: rec.hooks()})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), e, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 3}})
 	if op.Calls() != 1 || rec.end.Reason != ReasonCircuitOpen {
@@ -398,7 +434,7 @@ func TestEngineBreakerRejectsAtAdmission(t *testing.T) {
 func TestEngineProbeGetsOneAttempt(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}})
+	e := newTestEngine(fc, rec, engineSpec{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), e, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 1}})
 	fc.Advance(time.Second)
@@ -422,7 +458,7 @@ func TestEngineHedgeWinsAndLoserIsCancelled(t *testing.T) {
 func testHedgeWins(t *testing.T, cancelable bool) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	op := &scripted{steps: []step{{block: true}, {v: 200}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: 50 * time.Millisecond}})
 	if !fc.WaitForArmed(1, 5*time.Second) {
@@ -457,7 +493,7 @@ func testHedgeWins(t *testing.T, cancelable bool) {
 
 func TestEngineWinnerContextLivesUntilFinish(t *testing.T) {
 	op := &scripted{steps: []step{{v: 200}}}
-	res := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, PerAttemptTimeout: time.Hour}})
+	res := Execute(context.Background(), newEngine(engineSpec{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, PerAttemptTimeout: time.Hour}})
 	if res.Context.Err() != nil {
 		t.Fatal("winner's context cancelled before Finish")
 	}
@@ -476,7 +512,7 @@ func TestEngineRetryableWhileOtherInFlightLaunchesImmediately(t *testing.T) {
 func testRetryableWhileInFlight(t *testing.T, cancelable bool) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 200}, {v: 503, retryable: true}, {v: 201}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second, Backoff: Constant(time.Hour)}})
@@ -495,7 +531,7 @@ func testRetryableWhileInFlight(t *testing.T, cancelable bool) {
 func TestEnginePerAttemptTimeoutIsRetried(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	op := &scripted{steps: []step{{block: true}, {v: 200}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, PerAttemptTimeout: time.Second}})
 	fc.WaitForArmed(1, 5*time.Second)
@@ -510,7 +546,7 @@ func TestEnginePerAttemptTimeoutIsRetried(t *testing.T) {
 
 func TestEngineAttemptTimeoutErrorIsDistinct(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
+	e := newTestEngine(fc, nil, engineSpec{})
 	op := &scripted{steps: []step{{block: true}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 1, PerAttemptTimeout: time.Second}})
 	fc.WaitForArmed(1, 5*time.Second)
@@ -560,7 +596,7 @@ func TestEngineNeverExceedsMaxAttempts(t *testing.T) {
 		var calls atomic.Int32
 		fc := fakeclock.New(t0)
 		op := &countingOp{scripted: &scripted{steps: steps}, calls: &calls, clock: fc, delay: time.Duration(rapid.IntRange(0, 200).Draw(t, "us")) * time.Microsecond}
-		e := newTestEngine(fc, nil, EngineConfig{})
+		e := newTestEngine(fc, nil, engineSpec{})
 		cancelable := rapid.Bool().Draw(t, "cancelable")
 		Execute[int](context.Background(), e, Call[int]{Op: promptly[int](op, cancelable), Policy: Policy{MaxAttempts: maxAttempts, MaxHedges: hedges, HedgeDelay: 50 * time.Microsecond}})
 		if c := int(calls.Load()); c > maxAttempts {
@@ -599,7 +635,7 @@ func TestEnginePanicOnAttemptGoroutinePropagatesToCaller(t *testing.T) {
 	op := &panicOp{}
 	got := func() (v any) {
 		defer func() { v = recover() }()
-		Execute[int](context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: time.Hour}})
+		Execute[int](context.Background(), newEngine(engineSpec{}), Call[int]{Op: op, Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: time.Hour}})
 		return nil
 	}()
 	if got != "attempt exploded" {
@@ -612,8 +648,8 @@ func TestEnginePanicOnAttemptGoroutinePropagatesToCaller(t *testing.T) {
 // goroutines of its own.
 func TestRecycledOnlyWhenNotHedging(t *testing.T) {
 	seq, hedged := &scripted{steps: []step{{v: 200}}}, &scripted{steps: []step{{v: 200}}}
-	r1 := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: seq, Policy: Policy{MaxAttempts: 3, PerAttemptTimeout: time.Hour}})
-	r2 := Execute(context.Background(), NewEngine(EngineConfig{}), Call[int]{Op: hedged, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
+	r1 := Execute(context.Background(), newEngine(engineSpec{}), Call[int]{Op: seq, Policy: Policy{MaxAttempts: 3, PerAttemptTimeout: time.Hour}})
+	r2 := Execute(context.Background(), newEngine(engineSpec{}), Call[int]{Op: hedged, Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour}})
 	r1.Finish(nil)
 	r2.Finish(nil)
 	if seq.detached() || !hedged.detached() {

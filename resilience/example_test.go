@@ -105,18 +105,16 @@ func (o *echo) Release(string)                            {}
 // Engine shared by every call to one downstream; the engine schedules the
 // attempts, sleeps, spends the budget, asks the breaker and fires the hooks.
 func ExampleExecute() {
-	e := resilience.NewEngine(resilience.EngineConfig{
-		BudgetRatio: 0.1, BudgetReserve: resilience.DefaultBudgetReserve,
-		Hooks: resilience.Hooks{OnCallEnd: func(e resilience.CallEndEvent) {
-			fmt.Println("call", e.Key, "ended:", e.Reason, "after", e.Attempts, "attempts")
-		}},
-	})
+	// The engine's settings are every call's policy; a call's Policy
+	// overrides them field by field (its zero fields take the engine's).
+	e := resilience.NewEngine(resilience.Settings{BudgetRatio: 0.1, Backoff: resilience.Constant(time.Millisecond)},
+		func(*resilience.Engine) resilience.Hooks {
+			return resilience.Hooks{OnCallEnd: func(e resilience.CallEndEvent) {
+				fmt.Println("call", e.Key, "ended:", e.Reason, "after", e.Attempts, "attempts")
+			}}
+		})
 	op := &echo{msg: "hello"}
-	res := resilience.Execute(context.Background(), e, resilience.Call[string]{
-		Key:    "echo-server",
-		Policy: resilience.Policy{MaxAttempts: 3, Backoff: resilience.Constant(time.Millisecond)},
-		Op:     op,
-	})
+	res := resilience.Execute(context.Background(), e, resilience.Call[string]{Key: "echo-server", Op: op})
 	defer res.Finish(nil) // the caller is done with the result
 	fmt.Println(res.Value, res.Err, op.sends)
 	// Output:

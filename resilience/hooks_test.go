@@ -41,10 +41,10 @@ func TestBreakerAndBudgetEventsCarryTheCallContext(t *testing.T) {
 		OnBreakerStateChange: func(e BreakerStateEvent) { changes = append(changes, e) },
 		OnBudgetExhausted:    func(e BudgetEvent) { refusals = append(refusals, e) },
 	}
-	breaking := NewEngine(EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: hooks})
+	breaking := newEngine(engineSpec{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}, Hooks: hooks})
 	op := &scripted{steps: []step{{v: 503, retryable: true}}}
 	Execute(context.Background(), breaking, Call[int]{Key: "h", Subject: "subject", Op: op, Policy: Policy{MaxAttempts: 3}})
-	budgeted := NewEngine(EngineConfig{BudgetReserve: 1, Hooks: hooks})
+	budgeted := newEngine(engineSpec{BudgetReserve: 1, Hooks: hooks})
 	Execute(context.Background(), budgeted, Call[int]{Key: "h", Op: op, Policy: Policy{MaxAttempts: 5}})
 	if len(changes) != 1 || changes[0].Key != "h" || changes[0].To != BreakerOpen || changes[0].Subject != "subject" ||
 		changes[0].Context.Value(ctxKey{}) != "call-1" {
@@ -61,7 +61,7 @@ func TestEngineFiresAttemptStart(t *testing.T) {
 	type attemptKey struct{}
 	var starts []AttemptStartEvent
 	var ends []AttemptEndEvent
-	e := NewEngine(EngineConfig{Hooks: Hooks{
+	e := newEngine(engineSpec{Hooks: Hooks{
 		OnAttemptStart: func(ctx context.Context, e AttemptStartEvent) context.Context {
 			starts = append(starts, e)
 			return context.WithValue(ctx, attemptKey{}, e.Attempt)

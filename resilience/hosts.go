@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// DefaultMaxKeys is how many keys (hosts, for the transport) an engine
-// tracks when EngineConfig.MaxKeys is 0.
-const DefaultMaxKeys = 10000
-
 // hostTable is an engine's per-key state: one host per key, holding that
 // key's circuit breaker, adaptive hedging state and concurrency limit, so
 // that a call finds all three with one lookup. It is bounded: at most max

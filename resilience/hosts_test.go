@@ -60,11 +60,11 @@ func TestHostTableEvictsIdleLeastRecentlyUsedFirst(t *testing.T) {
 // learned state of as many hosts as the engine tracks (issue 24's third
 // defect: with MaxKeys 64 and 60 hosts, 13 were evicted).
 func TestAdaptiveStateIsKeptForEveryTrackedHost(t *testing.T) {
-	e := NewEngine(EngineConfig{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05}, MaxKeys: 64})
+	e := newEngine(engineSpec{Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05}, MaxKeys: 64})
 	op := &countOp{}
 	for i := range 60 {
 		Execute(t.Context(), e, Call[int]{Key: fmt.Sprintf("h%d", i), Op: op,
-			Policy: Policy{MaxAttempts: 2, MaxHedges: 1, Adaptive: true}})
+			Policy: Policy{MaxAttempts: 2, MaxHedges: 1}})
 	}
 	st := e.Stats()
 	n := 0
@@ -133,7 +133,7 @@ func TestHostTableEvictsOneHostForOne(t *testing.T) {
 // flight under its limit is never evicted: its limit and in-flight count
 // stay what the attempts out there hold, and Stats reports them.
 func TestEvictionKeepsAHostWithAttemptsInFlight(t *testing.T) {
-	e := NewEngine(EngineConfig{Limit: &ConcurrencyLimit{InitialLimit: 4}, MaxKeys: 1})
+	e := newEngine(engineSpec{Limit: &ConcurrencyLimit{InitialLimit: 4}, MaxKeys: 1})
 	gate := make(chan struct{})
 	busy := &scripted{steps: []step{{gate: gate, v: 200}}}
 	done := runAsync(context.Background(), e, Call[int]{Key: "busy", Op: busy, Policy: Policy{MaxAttempts: 1}})
@@ -162,7 +162,7 @@ func TestEvictionKeepsAHostWithAttemptsInFlight(t *testing.T) {
 // lists at most MaxKeys hosts (a gauge of tracked hosts never reads above
 // the bound).
 func TestStatsListsNoMoreHostsThanTheBound(t *testing.T) {
-	e := NewEngine(EngineConfig{Breaker: &BreakerConfig{}, MaxKeys: 8})
+	e := newEngine(engineSpec{Breaker: &BreakerConfig{}, MaxKeys: 8})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := range 8 {

@@ -50,7 +50,7 @@ func (o *stackOp) Do(ctx context.Context, a AttemptInfo) (int, error) {
 func TestCancelableHedgingRunsOnTheCallersGoroutine(t *testing.T) {
 	op := &stackOp{marker: "TestCancelableHedgingRunsOnTheCallersGoroutine",
 		scripted: scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}}}
-	e := NewEngine(EngineConfig{})
+	e := newEngine(engineSpec{})
 	res := Execute[int](context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour, PerAttemptTimeout: time.Hour}})
 	res.Finish(nil)
@@ -78,7 +78,7 @@ func TestCancelableHedgingRunsOnTheCallersGoroutine(t *testing.T) {
 func TestCancelableHedgeTakesOverWhileTheCallerWaits(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	op := &stackOp{marker: "resilience.runAsync", scripted: scripted{steps: []step{{block: true}, {v: 200}}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Second}})
@@ -109,7 +109,7 @@ func TestCancelableHedgeTakesOverWhileTheCallerWaits(t *testing.T) {
 // answers after the hedge launched; it wins and the hedge is cancelled.
 func TestCancelableCallersAttemptWinsAfterTheHedge(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
+	e := newTestEngine(fc, nil, engineSpec{})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 201}, {block: true}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
@@ -151,7 +151,7 @@ func waitCalls(t *testing.T, s *scripted, n int) {
 func panicOfHedgedCall(t *testing.T, op Operation[int], then func()) any {
 	t.Helper()
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
+	e := newTestEngine(fc, nil, engineSpec{})
 	got := make(chan any, 1)
 	go func() {
 		defer func() { got <- recover() }()
@@ -236,7 +236,7 @@ func TestCancelableHedgeRefusedLeavesTheCallToTheCaller(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
 	// A budget with nothing in it: ratio 0.0001 (one deposit pays no token), no floor.
-	e := newTestEngine(fc, rec, EngineConfig{BudgetRatio: 0.0001})
+	e := newTestEngine(fc, rec, engineSpec{BudgetRatio: 0.0001})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, v: 200}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
@@ -268,7 +268,7 @@ func TestCancelableHedgeRefusedLeavesTheCallToTheCaller(t *testing.T) {
 // call.
 func TestCancelableTimerRacingTheAnswer(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
+	e := newTestEngine(fc, nil, engineSpec{})
 	for i := range 300 {
 		op := &countingOp{scripted: &scripted{steps: []step{{v: 503, retryable: true}, {v: 200}}},
 			calls: new(atomic.Int32), clock: fc, delay: time.Duration(10+10*(i%3)) * time.Microsecond}
@@ -290,7 +290,7 @@ func TestCancelableTimerRacingTheAnswer(t *testing.T) {
 // its timeout after the attempt started.
 func TestCancelableLateTimeoutKeepsItsLength(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{})
+	e := newTestEngine(fc, nil, engineSpec{})
 	op := &scripted{steps: []step{{block: true}, {block: true}}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
 		Policy: Policy{MaxAttempts: 2, MaxHedges: 1, HedgeDelay: time.Second, PerAttemptTimeout: 3 * time.Second}})

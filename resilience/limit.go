@@ -127,13 +127,6 @@ type ConcurrencyLimit struct {
 	MaxWait time.Duration
 }
 
-// Defaults for the zero fields of ConcurrencyLimit.
-const (
-	DefaultInitialLimit = 20
-	DefaultMinLimit     = 1
-	DefaultMaxLimit     = 1000
-)
-
 // withDefaults validates c and fills zero fields; it panics naming the field
 // when a value makes no sense.
 func (c ConcurrencyLimit) withDefaults() ConcurrencyLimit {

@@ -37,11 +37,11 @@ func TestVerdictNotIdempotentEndsTheCall(t *testing.T) {
 	for _, hooked := range []bool{false, true} {
 		op := &notIdempotentOp{scripted: scripted{steps: []step{{}}}, codes: []int{0, 503, 200}}
 		rec := &recorder{}
-		cfg := EngineConfig{}
+		cfg := engineSpec{}
 		if hooked {
 			cfg.Hooks = rec.hooks()
 		}
-		res := Execute(context.Background(), NewEngine(cfg), Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
+		res := Execute(context.Background(), newEngine(cfg), Call[int]{Op: op, Policy: Policy{MaxAttempts: 5}})
 		if res.Err != nil || res.Value != 503 || op.Calls() != 2 {
 			t.Fatalf("hooks %v: got %d, %v after %d attempts; want the 503 after 2", hooked, res.Value, res.Err, op.Calls())
 		}

@@ -52,7 +52,7 @@ func TestPlainAgreesWithGeneral(t *testing.T) {
 		run := func(path func(context.Context, *Engine, Call[int]) Result[int]) []string {
 			var out plainOutcome
 			clk := &instantClock{now: time.Unix(1_700_000_000, 0)}
-			e := NewEngine(EngineConfig{BudgetRatio: ratio, BudgetReserve: reserve, Clock: clk, Hooks: out.hooks()})
+			e := newEngine(engineSpec{BudgetRatio: ratio, BudgetReserve: reserve, Clock: clk, Hooks: out.hooks()})
 			if !e.plain {
 				t.Fatal("test setup: the engine is not plain")
 			}

@@ -41,7 +41,7 @@ func TestPushbackIsNoSuccessForTheBreaker(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEngine(fakeclock.New(t0), nil, EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 3, OpenDuration: time.Minute}})
+			e := newTestEngine(fakeclock.New(t0), nil, engineSpec{Breaker: &BreakerConfig{FailureThreshold: 3, OpenDuration: time.Minute}})
 			if got := breakerAfter(t, e, tc.attempts, tc.steps...); got != tc.want {
 				t.Errorf("breaker %v, want %v", got, tc.want)
 			}
@@ -65,7 +65,7 @@ func TestPushbackIsNoSuccessForTheBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := fakeclock.New(t0)
-			e := newTestEngine(fc, nil, EngineConfig{BudgetRatio: DefaultBudgetRatio, BudgetReserve: 2})
+			e := newTestEngine(fc, nil, engineSpec{BudgetRatio: DefaultBudgetRatio, BudgetReserve: 2})
 			op := &scripted{steps: []step{downStep}}
 			Execute(context.Background(), e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3}})
 			if got := e.Stats().BudgetTokens; got != 0 || op.Calls() != 3 {
@@ -89,12 +89,12 @@ func TestPushbackEndsTheCallAfterItsAttempt(t *testing.T) {
 		t.Run(fmt.Sprintf("hooks=%v", hooked), func(t *testing.T) {
 			op := &scripted{steps: []step{pushedStep, fineStep}}
 			rec := &recorder{}
-			cfg := EngineConfig{}
+			cfg := engineSpec{}
 			var pushed []bool
 			if hooked {
 				cfg.Hooks = Combine(rec.hooks(), Hooks{OnAttemptEnd: func(e AttemptEndEvent) { pushed = append(pushed, e.Pushback) }})
 			}
-			res := Execute(context.Background(), NewEngine(cfg), Call[int]{Op: op, Policy: pushbackCall})
+			res := Execute(context.Background(), newEngine(cfg), Call[int]{Op: op, Policy: pushbackCall})
 			if res.Err != nil || res.Value != 503 || op.Calls() != 1 {
 				t.Fatalf("got %d, %v after %d attempts; want the 503 after 1", res.Value, res.Err, op.Calls())
 			}
@@ -115,7 +115,7 @@ func TestPushbackFromAHedgeDoesNotWin(t *testing.T) {
 		t.Run(fmt.Sprintf("prompt=%v", prompt), func(t *testing.T) {
 			fc := fakeclock.New(t0)
 			rec := &recorder{}
-			e := newTestEngine(fc, rec, EngineConfig{})
+			e := newTestEngine(fc, rec, engineSpec{})
 			gate := make(chan struct{})
 			op := &scripted{steps: []step{{gate: gate, v: 200}, pushedStep, fineStep}}
 			done := runAsync(context.Background(), e, Call[int]{Op: promptly[int](op, prompt),
@@ -148,7 +148,7 @@ func TestPushbackFromAHedgeDoesNotWin(t *testing.T) {
 func TestPushbackFromAHedgeThenAFailure(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	gate := make(chan struct{})
 	op := &scripted{steps: []step{{gate: gate, err: errBoom}, pushedStep, fineStep}}
 	done := runAsync(context.Background(), e, Call[int]{Op: promptOp[int]{op},
@@ -188,7 +188,7 @@ func TestNoRetryStartsAtTheDeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := fakeclock.New(t0)
 			rec := &recorder{}
-			e := newTestEngine(fc, rec, EngineConfig{})
+			e := newTestEngine(fc, rec, engineSpec{})
 			op := &scripted{steps: []step{downStep, fineStep}}
 			ctx := deadlineCtx{context.Background(), t0.Add(tc.deadline)}
 			done := runAsync(ctx, e, Call[int]{Op: op, Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)}})
@@ -211,7 +211,7 @@ func TestNoRetryStartsAtTheDeadline(t *testing.T) {
 func TestNoAttemptStartsAfterTheDeadlineBesideAnother(t *testing.T) {
 	fc := fakeclock.New(t0)
 	rec := &recorder{}
-	e := newTestEngine(fc, rec, EngineConfig{})
+	e := newTestEngine(fc, rec, engineSpec{})
 	first, hedge := make(chan struct{}), make(chan struct{})
 	op := &scripted{steps: []step{{gate: first, v: 200}, {gate: hedge, err: errBoom}, {v: 201}}}
 	ctx := deadlineCtx{context.Background(), t0.Add(2 * time.Second)}
@@ -236,7 +236,7 @@ func TestNoHedgeStartsAfterTheDeadline(t *testing.T) {
 		t.Run(fmt.Sprintf("prompt=%v", prompt), func(t *testing.T) {
 			fc := fakeclock.New(t0)
 			rec := &recorder{}
-			e := newTestEngine(fc, rec, EngineConfig{})
+			e := newTestEngine(fc, rec, engineSpec{})
 			gate := make(chan struct{})
 			op := &scripted{steps: []step{{gate: gate, v: 200}, {v: 201}}}
 			ctx := deadlineCtx{context.Background(), t0.Add(time.Second)}

@@ -33,23 +33,23 @@ func TestFinishedCallsKeepNothingAlive(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		cfg   EngineConfig
+		cfg   engineSpec
 		pol   Policy
 		steps []step
 	}{
-		{"plain engine, retried", EngineConfig{}, Policy{MaxAttempts: 3},
+		{"plain engine, retried", engineSpec{}, Policy{MaxAttempts: 3},
 			[]step{{v: 503, retryable: true}, {v: 200}}},
-		{"plain engine, gave up with a kept result", EngineConfig{}, Policy{MaxAttempts: 2},
+		{"plain engine, gave up with a kept result", engineSpec{}, Policy{MaxAttempts: 2},
 			[]step{{v: 503, retryable: true}, {v: 503, retryable: true}}},
-		{"hedging armed, timeout, breaker and hooks; retried", EngineConfig{Breaker: br, Hooks: hooks},
+		{"hedging armed, timeout, breaker and hooks; retried", engineSpec{Breaker: br, Hooks: hooks},
 			Policy{MaxAttempts: 3, MaxHedges: 1, HedgeDelay: time.Hour, PerAttemptTimeout: 2 * time.Hour},
 			[]step{{v: 503, retryable: true}, {v: 200}}},
-		{"timeout without hedging, failed", EngineConfig{Breaker: br}, Policy{MaxAttempts: 2, PerAttemptTimeout: time.Hour},
+		{"timeout without hedging, failed", engineSpec{Breaker: br}, Policy{MaxAttempts: 2, PerAttemptTimeout: time.Hour},
 			[]step{{err: errors.New("boom")}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := NewEngine(tc.cfg)
+			e := newEngine(tc.cfg)
 			freed := make(chan string, 3)
 			if !finishCall(e, tc.pol, tc.steps, freed) {
 				t.Fatal("test setup: the call's run was not recycled")

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MrVSiK/gotry/clock"
+	"github.com/MrVSiK/gotry/internal/option"
 )
 
 // Retrier runs any func(context.Context) (T, error) with the same engine as
@@ -15,149 +15,15 @@ import (
 // Hooks and give-up semantics. Build one per dependency and reuse it, so its
 // budget and breakers have memory. Safe for concurrent use.
 type Retrier struct {
-	engine   *Engine
-	settings Settings
-	policy   Policy // settings.Policy(), made once
-	retryIf  func(error) bool
+	engine  *Engine
+	retryIf func(error) bool
 }
-
-// Defaults that the Retrier and the transport share (package transport's
-// constants of the same names are these).
-const (
-	// DefaultMaxAttempts is how many attempts a call may make, retries and
-	// hedges together.
-	DefaultMaxAttempts = 3
-	// DefaultMaxRetryAfter is the longest server-dictated delay waited for:
-	// a server asking for longer is better answered at once than waited
-	// on while the caller's deadline runs down.
-	DefaultMaxRetryAfter = 30 * time.Second
-)
 
 // DefaultBackoff is the backoff when none is set: full jitter from 100ms
 // (the order of a loopback-to-region round trip, so a first retry does
 // not pile onto a failure still in progress), capped at 5s (past which a
 // caller's deadline usually ends first).
 func DefaultBackoff() Backoff { return ExponentialJitter(100*time.Millisecond, 5*time.Second) }
-
-// Option configures a Retrier. Options are applied in order at NewRetrier;
-// a later option overrides an earlier one, except WithHooks, which adds. The
-// option constructors check their arguments when they are called and panic,
-// with a message naming the option and the value, on one that makes no
-// sense; NewRetrier itself panics only where a WithHooksFor func does
-// (telemetry's, when one Retrier is given two different names), and
-// ignores nil options. The options the Retrier shares with package
-// transport set the fields of one Settings, under the same names, from the
-// same defaults, with the same validation (Retrier.Settings reads them
-// back).
-type Option interface{ apply(*retrierConfig) }
-
-type optionFunc func(*retrierConfig)
-
-func (f optionFunc) apply(c *retrierConfig) { f(c) }
-
-type retrierConfig struct {
-	settings Settings
-	hooks    []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
-	retryIf  func(error) bool
-}
-
-// setting returns the option that applies set, after checking it (see
-// checkSetting).
-func setting(option string, set func(*Settings)) Option {
-	checkSetting(option, set)
-	return optionFunc(func(c *retrierConfig) { set(&c.settings) })
-}
-
-// WithMaxAttempts sets the attempt limit, retries and hedges together
-// (default DefaultMaxAttempts). It panics if n < 1.
-func WithMaxAttempts(n int) Option {
-	return setting("WithMaxAttempts", func(s *Settings) { s.MaxAttempts = n })
-}
-
-// WithBackoff sets the delay between retries (default DefaultBackoff). It panics on nil.
-func WithBackoff(b Backoff) Option {
-	return setting("WithBackoff", func(s *Settings) { s.Backoff = b })
-}
-
-// WithPerAttemptTimeout bounds each attempt separately from the caller's
-// deadline (default none); a timed-out attempt is retried. It panics if d < 0.
-func WithPerAttemptTimeout(d time.Duration) Option {
-	return setting("WithPerAttemptTimeout", func(s *Settings) { s.PerAttemptTimeout = d })
-}
-
-// WithHedging launches another attempt when delay passes without a result,
-// up to maxHedges extra in flight (default off; zero turns it off). It
-// panics on negatives.
-func WithHedging(delay time.Duration, maxHedges int) Option {
-	return setting("WithHedging", func(s *Settings) {
-		s.HedgeDelay, s.MaxHedges, s.AdaptiveHedging = delay, maxHedges, nil
-	})
-}
-
-// WithAdaptiveHedging hedges each call after a delay learned from its
-// key's recent latencies, with at most maxHedges extra attempts in flight
-// and hedges held within cfg.MaxExtraLoad of the calls (see
-// AdaptiveHedging for the model, the cold start and the bounds); as
-// transport.WithAdaptiveHedging does for hosts. A later WithHedging turns it
-// off. It panics, naming the field, when cfg makes no sense or
-// maxHedges < 1.
-func WithAdaptiveHedging(cfg AdaptiveHedging, maxHedges int) Option {
-	return setting("WithAdaptiveHedging", func(s *Settings) {
-		s.AdaptiveHedging, s.HedgeDelay, s.MaxHedges = &cfg, 0, maxHedges
-	})
-}
-
-// WithMaxRetryAfter sets the longest delay an error may dictate through a
-// RetryAfter method (see Retry) that the Retrier will wait for (default
-// DefaultMaxRetryAfter, as the transport's); a longer one ends the call
-// with that error. 0 honours only a zero delay. It panics if d < 0.
-func WithMaxRetryAfter(d time.Duration) Option {
-	return setting("WithMaxRetryAfter", func(s *Settings) { s.MaxRetryAfter = d })
-}
-
-// WithRetryBudget sets the retry budget as EngineConfig.BudgetRatio and
-// BudgetReserve describe (default DefaultBudgetRatio and
-// DefaultBudgetReserve): a retry or hedge pays a token and gets it back if
-// it succeeds; each successful call deposits ratio tokens that expire after
-// 10s; a reserve of reserve retries, refilled by successes (one a second at
-// most), pays first and lets a quiet client absorb a failure. Retries that
-// fix independent failures are all paid up to about 30% of attempts
-// failing; during an outage, where retries fail, the reserve is spent once,
-// not every second. WithRetryBudget(0, 0) disables the budget. It panics
-// on a negative, NaN or infinite ratio or a reserve outside 0..1000.
-func WithRetryBudget(ratio float64, reserve int) Option {
-	return setting("WithRetryBudget", func(s *Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
-}
-
-// WithBreaker turns on a breaker per call key (default off). Zero fields of
-// cfg take their defaults; it panics on negative fields.
-func WithBreaker(cfg BreakerConfig) Option {
-	return setting("WithBreaker", func(s *Settings) { s.Breaker = &cfg })
-}
-
-// WithConcurrencyLimit turns on an adaptive concurrency limit per call key
-// (default off; see ConcurrencyLimit): a call over it waits briefly, then
-// fails at once with an error matching ErrOverloaded without running fn;
-// retries and hedges need a permit too. For Retry, what teaches the limit
-// congestion is its per-attempt timeouts (WithPerAttemptTimeout) and the
-// latency of fn's results. It panics, naming the field, on nonsense.
-func WithConcurrencyLimit(cfg ConcurrencyLimit) Option {
-	return setting("WithConcurrencyLimit", func(s *Settings) { s.ConcurrencyLimit = &cfg })
-}
-
-// WithMaxKeys bounds how many call keys the breakers and the concurrency
-// limit track, together (transport.WithMaxHosts for the transport). Default
-// DefaultMaxKeys. It panics when n < 1.
-func WithMaxKeys(n int) Option {
-	return setting("WithMaxKeys", func(s *Settings) { s.MaxKeys = n })
-}
-
-// WithHooks adds hooks. Several WithHooks (and WithHooksFor) options
-// combine: each hook set sees every event, in the order the options were
-// given.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *retrierConfig) { c.hooks = append(c.hooks, func(*Retrier) Hooks { return h }) })
-}
 
 // WithHooksFor adds the hooks that f makes for the Retrier being built, for
 // an adapter whose hooks depend on it (telemetry's Telemetry.Retrier keeps r
@@ -169,19 +35,7 @@ func WithHooksFor(f func(r *Retrier) Hooks) Option {
 	if f == nil {
 		panic("resilience: WithHooksFor: func must not be nil")
 	}
-	return optionFunc(func(c *retrierConfig) { c.hooks = append(c.hooks, f) })
-}
-
-// WithClock runs the Retrier on c: its backoff sleeps, hedge timers,
-// attempt timeouts, breaker and budget windows (default the wall clock; nil
-// is ignored). A test passes a clock.Fake and moves it on instead of
-// sleeping (see the clock package's example).
-func WithClock(c clock.Clock) Option {
-	return optionFunc(func(rc *retrierConfig) {
-		if c != nil {
-			rc.settings.Clock = c
-		}
-	})
+	return ownOption(func(c *retrierConfig) { c.hooks = append(c.hooks, f) })
 }
 
 // WithRetryIf sets which errors are retried when a call gives no predicate
@@ -190,29 +44,55 @@ func WithRetryIf(f func(error) bool) Option {
 	if f == nil {
 		panic("resilience: WithRetryIf: predicate must not be nil")
 	}
-	return optionFunc(func(c *retrierConfig) { c.retryIf = f })
+	return ownOption(func(c *retrierConfig) { c.retryIf = f })
 }
 
-// NewRetrier returns a Retrier.
+// retrierConfig is what a Retrier's own options (WithHooksFor, WithRetryIf)
+// and WithHooks set; the shared options set its Settings.
+type retrierConfig struct {
+	hooks   []func(*Retrier) Hooks // WithHooks and WithHooksFor, in order
+	retryIf func(error) bool
+}
+
+// ownOption is an option only a Retrier takes.
+type ownOption func(*retrierConfig)
+
+func (f ownOption) Configure(t *option.Target[Settings, Hooks]) {
+	c, ok := t.Own.(*retrierConfig)
+	if !ok {
+		panic("resilience: WithHooksFor or WithRetryIf configures a Retrier, given to something else")
+	}
+	f(c)
+}
+
+// NewRetrier returns a Retrier. Options are applied in order; a later
+// option overrides an earlier one, except WithHooks and WithHooksFor,
+// which add. NewRetrier panics only where a WithHooksFor func does
+// (telemetry's, when one Retrier is given two different names) or when
+// given an option of package transport that only a Transport takes (a
+// classifier, say); it ignores nil options.
 func NewRetrier(opts ...Option) *Retrier {
-	c := retrierConfig{settings: DefaultSettings(), retryIf: DefaultRetryIf}
+	s := DefaultSettings()
+	c := retrierConfig{retryIf: DefaultRetryIf}
+	t := option.Target[Settings, Hooks]{Settings: &s, Own: &c,
+		AddHooks: func(h Hooks) { c.hooks = append(c.hooks, func(*Retrier) Hooks { return h }) }}
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&c)
+			o.Configure(&t)
 		}
 	}
-	r := &Retrier{settings: c.settings, policy: c.settings.Policy(), retryIf: c.retryIf}
-	ec := c.settings.EngineConfig()
-	for _, f := range c.hooks {
-		ec.Hooks = Combine(ec.Hooks, f(r))
+	r := &Retrier{retryIf: c.retryIf}
+	fors := make([]func(*Engine) Hooks, len(c.hooks))
+	for i, f := range c.hooks {
+		fors[i] = func(*Engine) Hooks { return f(r) }
 	}
-	r.engine = NewEngine(ec)
+	r.engine = NewEngine(s, fors...)
 	return r
 }
 
-// Settings returns the settings the Retrier was built with (a copy: changing
-// it changes nothing).
-func (r *Retrier) Settings() Settings { return r.settings.Clone() }
+// Settings returns the settings the Retrier runs with, every default
+// filled in (a copy: changing it changes nothing).
+func (r *Retrier) Settings() Settings { return r.engine.Settings() }
 
 // Stats returns a snapshot of the retrier's budget, breakers and limits (see
 // Engine.Stats; its Hosts are the call keys). For gauges: it allocates.
@@ -287,7 +167,7 @@ type retryAfterError interface {
 // still kept has been passed to ReleaseWith. Nil options are ignored. A
 // retryable error with a method RetryAfter() time.Duration in its chain
 // dictates the delay before the next retry, as an HTTP Retry-After does
-// (capped by nothing but ctx's deadline).
+// (up to WithMaxRetryAfter, and never past ctx's deadline).
 func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.Context) (T, error), opts ...RetryOption[T]) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -303,7 +183,7 @@ func Retry[T any](ctx context.Context, r *Retrier, key string, fn func(context.C
 			op.releaseHeld()
 		}
 	}()
-	res := Execute[*result[T]](ctx, r.engine, Call[*result[T]]{Key: key, Policy: r.policy, Op: op})
+	res := Execute[*result[T]](ctx, r.engine, Call[*result[T]]{Key: key, Op: op})
 	done = true
 	res.Finish(nil)
 	var v T

@@ -136,6 +136,7 @@ func (r *run[T]) poolable() bool { return r.sh == nil && !r.lingering && !r.firs
 // Execute runs c on e and returns its result. It never panics on a
 // well-formed call; a panicking hook or Do propagates.
 func Execute[T any](ctx context.Context, e *Engine, c Call[T]) Result[T] {
+	e.fill(&c.Policy)
 	if e.plain && c.Policy.PerAttemptTimeout <= 0 && !c.Policy.hedging(e) {
 		return executePlain(ctx, e, &c)
 	}

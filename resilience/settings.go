@@ -3,104 +3,216 @@ package resilience
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"math"
 	"time"
 
 	"github.com/MrVSiK/gotry/clock"
 )
 
-// Settings is the configuration that the Retrier's options and package
-// transport's options both build: one type, with one set of defaults
-// (DefaultSettings) and one validation (Validate), so that an option of the
-// same name sets the same field, starts from the same default and rejects
-// the same nonsense in both packages. Every field holds the value in
-// effect: none means "the default" by being zero.
-//
-// Users set it through the options. Retrier.Settings (and
-// transport.Transport.Settings) give it back, for a service that logs its
-// configuration at start-up; EngineConfig and Policy turn it into what
-// NewEngine and Execute take, for an Engine configured with the same
-// vocabulary.
+// One rule holds for every configuration struct of this package and of
+// package transport (Settings, BreakerConfig, AdaptiveHedging,
+// ConcurrencyLimit, both Policy types): a zero field takes its documented
+// default, as a zero field of net/http's Transport does, so the zero value
+// of each struct is its defaults; a setting that is on by default is
+// turned off by saying so, with Off. A Policy's default is what its engine
+// (or transport) was built with. Each struct's Validate names the field it
+// rejects, in one shape: "resilience: Struct.Field must ..., got value".
+// Settings (Retrier.Settings, transport.Transport.Settings, Engine.Settings)
+// report the values in effect: every default filled in.
+const (
+	// Off turns off a setting whose zero value means its default:
+	// Settings.BudgetRatio and BudgetReserve (no budget), MaxRetryAfter
+	// (honour no server-dictated delay but zero), and, in a Policy, a
+	// setting inherited from the engine (MaxHedges: no hedge). Any other
+	// negative value is rejected.
+	Off = -1
+
+	// DefaultMaxAttempts is how many attempts a call may make, retries and
+	// hedges together.
+	DefaultMaxAttempts = 3
+	// DefaultMaxRetryAfter is the longest server-dictated delay waited for:
+	// a server asking for longer is better answered at once than waited
+	// on while the caller's deadline runs down.
+	DefaultMaxRetryAfter = 30 * time.Second
+	// DefaultBudgetRatio is the retry budget's ratio: the retries that
+	// fail add at most a quarter of the calls that succeed to the load a
+	// downstream sees, and retries that succeed cost nothing (see
+	// Settings.BudgetRatio). A quarter keeps every retry of a busy client
+	// whose attempts fail independently up to 30% of the time: its failed
+	// retries are then 0.12 a successful call.
+	DefaultBudgetRatio = 0.25
+	// DefaultBudgetReserve is the retry budget's reserve: the retries of
+	// one request at the default of 3 attempts, so that a quiet client
+	// absorbs an isolated failure whole.
+	DefaultBudgetReserve = 2
+	// DefaultMaxKeys is how many keys (hosts, for the transport) an engine
+	// tracks.
+	DefaultMaxKeys = 10000
+
+	// The defaults of BreakerConfig's fields.
+	DefaultFailureThreshold = 5
+	DefaultOpenDuration     = 30 * time.Second
+	DefaultHalfOpenProbes   = 1
+
+	// The defaults of ConcurrencyLimit's fields.
+	DefaultInitialLimit = 20
+	DefaultMinLimit     = 1
+	DefaultMaxLimit     = 1000
+
+	// DefaultMaxExtraLoad is AdaptiveHedging.MaxExtraLoad's default: at
+	// most one hedge per 20 calls.
+	DefaultMaxExtraLoad = 0.05
+)
+
+// Settings is the configuration of an Engine, of a Retrier (its options
+// set it) and of package transport's Transport (the same options set it
+// there): one type, one set of defaults, one validation. A zero field
+// takes its default (DefaultSettings lists them all); Off turns off the
+// budget and the wait for a server-dictated delay. Retrier.Settings,
+// transport.Transport.Settings and Engine.Settings report it back with
+// every default filled in: the values in effect, for a service that logs
+// its configuration at start-up.
 type Settings struct {
 	// MaxAttempts bounds a call's attempts, retries and hedges together
-	// (WithMaxAttempts; at least 1).
+	// (WithMaxAttempts). Default DefaultMaxAttempts; 1 for no retry.
 	MaxAttempts int
 	// Backoff gives the delay before a retry when nothing else is in
-	// flight (WithBackoff; not nil).
+	// flight (WithBackoff). Default DefaultBackoff; Constant(0) for no
+	// delay.
 	Backoff Backoff
-	// PerAttemptTimeout cuts one attempt off; 0 for none
-	// (WithPerAttemptTimeout).
+	// PerAttemptTimeout cuts one attempt off (WithPerAttemptTimeout).
+	// Default none. Such a timeout is retryable.
 	PerAttemptTimeout time.Duration
 	// HedgeDelay and MaxHedges hedge after a fixed delay, when both are
-	// positive (WithHedging).
+	// positive (WithHedging). Default none.
 	HedgeDelay time.Duration
 	MaxHedges  int
 	// AdaptiveHedging, when set, hedges after a delay learned per key
-	// instead, with at most MaxHedges (at least 1) extra attempts in flight
-	// (WithAdaptiveHedging); HedgeDelay is then 0.
+	// instead, with at most MaxHedges (default 1) extra attempts in flight
+	// (WithAdaptiveHedging); HedgeDelay must then be 0. Default none.
 	AdaptiveHedging *AdaptiveHedging
-	// BudgetRatio and BudgetReserve are the retry budget; both 0 disable it
-	// (WithRetryBudget).
+	// BudgetRatio and BudgetReserve set the retry budget that every retry
+	// and hedge pays from, and that learns whether retries work
+	// (WithRetryBudget): a retry or hedge pays a token as it launches and
+	// gets it back if it succeeds. A reserve of BudgetReserve retries pays
+	// first, refilled by successes (one a second at most), so it is spent
+	// once in an outage, not every second; then each successful call's
+	// deposit of BudgetRatio tokens, which expire after 10 s, pays a busy
+	// client while its retries work and the last second earned it too. An
+	// attempt that times out costs a token more. For N engines sharing a
+	// downstream, failed retries ≤ BudgetRatio × successes + N ×
+	// BudgetReserve (plus refills), so an outage, where nothing succeeds,
+	// costs each engine its reserve, however long (the bound in full, and
+	// what a client gets at each failure rate, is in the budget's doc).
+	// Default DefaultBudgetRatio and DefaultBudgetReserve; Off sets either
+	// to none, both Off disable the budget. The ratio must be finite and
+	// not negative, the reserve at most 1000. The budget is lock-free, and
+	// a call that succeeds costs it one atomic add and one load.
 	BudgetRatio   float64
 	BudgetReserve int
 	// Breaker, when set, keeps a circuit breaker per key (WithBreaker).
+	// Default none.
 	Breaker *BreakerConfig
 	// ConcurrencyLimit, when set, keeps an adaptive concurrency limit per
-	// key (WithConcurrencyLimit).
+	// key (WithConcurrencyLimit). Default none.
 	ConcurrencyLimit *ConcurrencyLimit
-	// MaxKeys bounds how many keys (hosts, for the transport) the per-key
-	// state tracks (WithMaxKeys; transport.WithMaxHosts; at least 1).
+	// MaxKeys bounds how many keys (hosts, for the transport) the
+	// breakers, adaptive hedging and the concurrency limit track, together
+	// (WithMaxKeys): each key's state is one entry (see
+	// Stats.UntrackedAdmissions for what happens when all are pinned).
+	// Default DefaultMaxKeys.
 	MaxKeys int
 	// MaxRetryAfter is the longest server-dictated delay waited for
-	// (WithMaxRetryAfter; not negative).
+	// (WithMaxRetryAfter); a longer one ends the call. Default
+	// DefaultMaxRetryAfter; Off honours only a zero delay.
 	MaxRetryAfter time.Duration
-	// Clock is the time source (WithClock; not nil).
+	// Clock is the time source (WithClock). Default the wall clock; tests
+	// inject a fake.
 	Clock clock.Clock
 }
 
-// DefaultSettings returns the settings with no option given: 3 attempts,
-// DefaultBackoff, a budget of DefaultBudgetRatio and DefaultBudgetReserve,
-// a Retry-After cap of DefaultMaxRetryAfter, DefaultMaxKeys keys, the wall
-// clock, and no per-attempt timeout, hedging, breaker or limit.
-func DefaultSettings() Settings {
-	return Settings{
-		MaxAttempts:   DefaultMaxAttempts,
-		Backoff:       DefaultBackoff(),
-		BudgetRatio:   DefaultBudgetRatio,
-		BudgetReserve: DefaultBudgetReserve,
-		MaxKeys:       DefaultMaxKeys,
-		MaxRetryAfter: DefaultMaxRetryAfter,
-		Clock:         clock.Real(),
+// DefaultSettings returns the settings in effect when none is given: 3
+// attempts, DefaultBackoff, a budget of DefaultBudgetRatio and
+// DefaultBudgetReserve, a Retry-After cap of DefaultMaxRetryAfter,
+// DefaultMaxKeys keys, the wall clock, and no per-attempt timeout,
+// hedging, breaker or limit. It is Settings{} with its defaults filled in.
+func DefaultSettings() Settings { return Settings{}.inEffect() }
+
+// inEffect returns s with every zero field, its configuration structs'
+// too, at its default. It shares no configuration struct with s.
+func (s Settings) inEffect() Settings {
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = DefaultMaxAttempts
 	}
+	if s.Backoff == nil {
+		s.Backoff = DefaultBackoff()
+	}
+	if s.BudgetRatio == 0 {
+		s.BudgetRatio = DefaultBudgetRatio
+	}
+	if s.BudgetReserve == 0 {
+		s.BudgetReserve = DefaultBudgetReserve
+	}
+	if s.MaxKeys == 0 {
+		s.MaxKeys = DefaultMaxKeys
+	}
+	if s.MaxRetryAfter == 0 {
+		s.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if s.Clock == nil {
+		s.Clock = clock.Real()
+	}
+	if a := s.AdaptiveHedging; a != nil {
+		f := a.inEffect()
+		s.AdaptiveHedging = &f
+		if s.MaxHedges == 0 {
+			s.MaxHedges = 1
+		}
+	}
+	if b := s.Breaker; b != nil {
+		f := b.withDefaults()
+		s.Breaker = &f
+	}
+	if l := s.ConcurrencyLimit; l != nil {
+		f, _ := l.filled()
+		s.ConcurrencyLimit = &f
+	}
+	return s
+}
+
+// offOr returns 0 for Off, v otherwise: a setting that is off, as the
+// budget and the engine's policy take it.
+func offOr[T int | float64 | time.Duration](v T) T {
+	if v == Off {
+		return 0
+	}
+	return v
 }
 
 // Validate checks s, returning an error that names the first field that
 // makes no sense.
 func (s Settings) Validate() error {
 	switch {
-	case s.MaxAttempts < 1:
-		return fmt.Errorf("resilience: Settings.MaxAttempts must be at least 1, got %d", s.MaxAttempts)
-	case isNil(s.Backoff):
-		return errors.New("resilience: Settings.Backoff must not be nil (use Constant(0) for no delay)")
+	case s.MaxAttempts < 0:
+		return fmt.Errorf("resilience: Settings.MaxAttempts must not be negative, got %d", s.MaxAttempts)
+	case s.Backoff != nil && isNil(s.Backoff):
+		return errors.New("resilience: Settings.Backoff must not be a nil BackoffFunc (nil for the default, Constant(0) for no delay)")
 	case s.PerAttemptTimeout < 0:
 		return fmt.Errorf("resilience: Settings.PerAttemptTimeout must not be negative, got %v", s.PerAttemptTimeout)
 	case s.HedgeDelay < 0:
 		return fmt.Errorf("resilience: Settings.HedgeDelay must not be negative, got %v", s.HedgeDelay)
 	case s.MaxHedges < 0:
 		return fmt.Errorf("resilience: Settings.MaxHedges must not be negative, got %d", s.MaxHedges)
-	case s.AdaptiveHedging != nil && s.MaxHedges < 1:
-		return fmt.Errorf("resilience: Settings.MaxHedges must be at least 1 with AdaptiveHedging, got %d", s.MaxHedges)
 	case s.AdaptiveHedging != nil && s.HedgeDelay != 0:
 		return fmt.Errorf("resilience: Settings.HedgeDelay must be 0 with AdaptiveHedging, got %v", s.HedgeDelay)
-	case s.MaxKeys < 1:
-		return fmt.Errorf("resilience: Settings.MaxKeys must be at least 1, got %d", s.MaxKeys)
-	case s.MaxRetryAfter < 0:
-		return fmt.Errorf("resilience: Settings.MaxRetryAfter must not be negative, got %v", s.MaxRetryAfter)
-	case s.Clock == nil:
-		return errors.New("resilience: Settings.Clock must not be nil")
-	}
-	if err := validateBudget(s.BudgetRatio, s.BudgetReserve); err != nil {
-		return err
+	case math.IsNaN(s.BudgetRatio) || math.IsInf(s.BudgetRatio, 0) || s.BudgetRatio < 0 && s.BudgetRatio != Off:
+		return fmt.Errorf("resilience: Settings.BudgetRatio must be finite and not negative, or Off, got %v", s.BudgetRatio)
+	case s.BudgetReserve < 0 && s.BudgetReserve != Off || s.BudgetReserve > maxReserve:
+		return fmt.Errorf("resilience: Settings.BudgetReserve must be between 0 and %d, or Off, got %d", maxReserve, s.BudgetReserve)
+	case s.MaxKeys < 0:
+		return fmt.Errorf("resilience: Settings.MaxKeys must not be negative, got %d", s.MaxKeys)
+	case s.MaxRetryAfter < 0 && s.MaxRetryAfter != Off:
+		return fmt.Errorf("resilience: Settings.MaxRetryAfter must not be negative, or must be Off, got %v", s.MaxRetryAfter)
 	}
 	if s.AdaptiveHedging != nil {
 		if err := s.AdaptiveHedging.Validate(); err != nil {
@@ -120,8 +232,8 @@ func (s Settings) Validate() error {
 	return nil
 }
 
-// Clone returns a copy of s that shares no configuration struct with it.
-func (s Settings) Clone() Settings {
+// clone returns a copy of s that shares no configuration struct with it.
+func (s Settings) clone() Settings {
 	s.AdaptiveHedging = clonePtr(s.AdaptiveHedging)
 	s.Breaker = clonePtr(s.Breaker)
 	s.ConcurrencyLimit = clonePtr(s.ConcurrencyLimit)
@@ -136,41 +248,15 @@ func clonePtr[T any](p *T) *T {
 	return &v
 }
 
-// EngineConfig returns the engine-wide part of s (budget, breakers,
-// adaptive hedging, the limit, the key bound, the clock), without hooks.
-func (s Settings) EngineConfig() EngineConfig {
-	return EngineConfig{
-		BudgetRatio:   s.BudgetRatio,
-		BudgetReserve: s.BudgetReserve,
-		Breaker:       s.Breaker,
-		Clock:         s.Clock,
-		Adaptive:      s.AdaptiveHedging,
-		Limit:         s.ConcurrencyLimit,
-		MaxKeys:       s.MaxKeys,
-	}
-}
-
-// Policy returns the per-call part of s.
-func (s Settings) Policy() Policy {
+// policy returns the policy that s gives a call whose Policy is zero. s
+// is in effect.
+func (s Settings) policy() Policy {
 	return Policy{
 		MaxAttempts:       s.MaxAttempts,
 		MaxHedges:         s.MaxHedges,
 		HedgeDelay:        s.HedgeDelay,
-		Adaptive:          s.AdaptiveHedging != nil,
 		Backoff:           s.Backoff,
 		PerAttemptTimeout: s.PerAttemptTimeout,
 		MaxRetryAfter:     s.MaxRetryAfter,
-	}
-}
-
-// checkSetting panics, naming option and the field, unless set yields
-// valid settings from the defaults. Each option is checked alone, when it
-// is called; since each sets its fields whole, the options NewRetrier
-// applies in order then yield valid settings together.
-func checkSetting(option string, set func(*Settings)) {
-	s := DefaultSettings()
-	set(&s)
-	if err := s.Validate(); err != nil {
-		panic("resilience: " + option + ": " + strings.TrimPrefix(err.Error(), "resilience: "))
 	}
 }

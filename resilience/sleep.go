@@ -123,7 +123,7 @@ func (r *run[T]) delayFor(a *attempt[T]) (d time.Duration, fromServer bool, reas
 	switch {
 	case fromServer:
 		d = max(a.verd.RetryAfter, 0)
-		if p.MaxRetryAfter >= 0 && d > p.MaxRetryAfter {
+		if d > max(p.MaxRetryAfter, 0) { // Off: only a zero delay
 			return 0, false, ReasonRetryAfterTooLong, false
 		}
 	case p.Backoff != nil:

@@ -18,23 +18,23 @@ type Stats struct {
 	// what the next retry may take: it pays only a client that earned at
 	// least its reserve in the last second, no more than the last second
 	// earned, and nothing while retries are failing (see
-	// EngineConfig.BudgetRatio); the reserve pays first. +Inf when the
+	// Settings.BudgetRatio); the reserve pays first. +Inf when the
 	// budget is disabled.
 	BudgetTokens float64
 	// UntrackedAdmissions counts the calls served untracked (no breaker,
 	// adaptive delay or concurrency limit) because every tracked key was
-	// pinned by an open breaker (see EngineConfig.MaxKeys). It only grows:
+	// pinned by an open breaker (see Settings.MaxKeys). It only grows:
 	// export it as a counter.
 	UntrackedAdmissions uint64
 	// MaxExtraLoad is adaptive hedging's cap on extra load
 	// (AdaptiveHedging.MaxExtraLoad); 0 without adaptive hedging.
 	MaxExtraLoad float64
 	// Breakers reports that the engine keeps a circuit breaker per key
-	// (EngineConfig.Breaker is set). Without them every host's Breaker is
+	// (Settings.Breaker is set). Without them every host's Breaker is
 	// BreakerClosed and its BreakerFor 0.
 	Breakers bool
 	// Limited reports that the engine keeps a concurrency limit per key
-	// (EngineConfig.Limit is set).
+	// (Settings.ConcurrencyLimit is set).
 	Limited bool
 	// Hosts holds one entry per tracked key, sorted by Key.
 	Hosts []HostStats

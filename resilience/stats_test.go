@@ -14,15 +14,15 @@ import (
 // clock.
 func TestStatsOneEntryPerKey(t *testing.T) {
 	fc := fakeclock.New(t0)
-	e := newTestEngine(fc, nil, EngineConfig{
+	e := newTestEngine(fc, nil, engineSpec{
 		BudgetRatio: 0.5, BudgetReserve: 0,
 		Breaker:  &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Minute},
 		Adaptive: &AdaptiveHedging{MaxExtraLoad: 0.05, MaxDelay: 200 * time.Millisecond},
 	})
 	fail := &scripted{steps: []step{{v: 503, retryable: true}}}
 	ok := &scripted{steps: []step{{v: 200}}}
-	Execute(context.Background(), e, Call[int]{Key: "b", Op: ok, Policy: Policy{MaxAttempts: 1, MaxHedges: 1, Adaptive: true}})
-	Execute(context.Background(), e, Call[int]{Key: "a", Op: fail, Policy: Policy{MaxAttempts: 1}})
+	Execute(context.Background(), e, Call[int]{Key: "b", Op: ok, Policy: Policy{MaxAttempts: 1, MaxHedges: 1}})
+	Execute(context.Background(), e, Call[int]{Key: "a", Op: fail, Policy: Policy{MaxAttempts: 1, HedgeDelay: Off}})
 	fc.Advance(3 * time.Second)
 
 	st := e.Stats()
@@ -56,7 +56,7 @@ func TestStatsOneEntryPerKey(t *testing.T) {
 // Without a budget, breakers or adaptive hedging, Stats says so and lists
 // no key.
 func TestStatsEmpty(t *testing.T) {
-	e := newTestEngine(fakeclock.New(t0), nil, EngineConfig{})
+	e := newTestEngine(fakeclock.New(t0), nil, engineSpec{})
 	Execute(context.Background(), e, Call[int]{Key: "a", Op: &scripted{steps: []step{{v: 200}}}, Policy: Policy{MaxAttempts: 1}})
 	st := e.Stats()
 	if !math.IsInf(st.BudgetTokens, 1) || st.Breakers || st.MaxExtraLoad != 0 || len(st.Hosts) != 0 {

@@ -55,7 +55,7 @@ func TestThrottlesNeverOpenTheBreaker(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEngine(fakeclock.New(t0), nil, EngineConfig{Breaker: &BreakerConfig{OpenDuration: time.Minute}})
+			e := newTestEngine(fakeclock.New(t0), nil, engineSpec{Breaker: &BreakerConfig{OpenDuration: time.Minute}})
 			if got := breakerAfter(t, e, tc.attempts, tc.steps...); got != tc.want {
 				t.Errorf("breaker %v, want %v", got, tc.want)
 			}
@@ -78,7 +78,7 @@ func TestThrottleDuringHalfOpenDecidesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := fakeclock.New(t0)
 			rec := &recorder{}
-			e := newTestEngine(fc, rec, EngineConfig{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}})
+			e := newTestEngine(fc, rec, engineSpec{Breaker: &BreakerConfig{FailureThreshold: 1, OpenDuration: time.Second}})
 			if got := breakerAfter(t, e, 1, downStep); got != BreakerOpen {
 				t.Fatalf("breaker %v after a failure at threshold 1, want open", got)
 			}

@@ -7,7 +7,7 @@
 //	tel := telemetry.New(telemetry.WithLogger(zapLogger)) // otel globals; no logs without a logger
 //	tr := transport.New(base, tel.Transport(telemetry.Name("payments")))
 //	r := resilience.NewRetrier(tel.Retrier(telemetry.Name("jobs")))
-//	e := resilience.NewEngine(resilience.EngineConfig{HooksFor: tel.Engine(telemetry.Name("ledger"))})
+//	e := resilience.NewEngine(resilience.Settings{}, tel.Engine(telemetry.Name("ledger")))
 //
 // Telemetry.Transport, Telemetry.Retrier and Telemetry.Engine give spans,
 // metrics, logs and gauges at once, and compose with the package's other options. With

@@ -93,7 +93,7 @@ func (t *Telemetry) Retrier(opts ...HooksOption) resilience.Option {
 // spans, metrics, logs and gauges, as Retrier does for a Retrier (an
 // engine's keys are operations too):
 //
-//	e := resilience.NewEngine(resilience.EngineConfig{HooksFor: tel.Engine(telemetry.Name("ledger"))})
+//	e := resilience.NewEngine(resilience.Settings{}, tel.Engine(telemetry.Name("ledger")))
 func (t *Telemetry) Engine(opts ...HooksOption) func(*resilience.Engine) resilience.Hooks {
 	hc := newHooksConfig(opts)
 	return func(e *resilience.Engine) resilience.Hooks {

@@ -611,8 +611,8 @@ func (streamOp) Release(int)                         {}
 // key as gotry.operation.
 func TestMetricsEngine(t *testing.T) {
 	r := newRig(t)
-	e := resilience.NewEngine(resilience.EngineConfig{HooksFor: r.tel.Engine(Name("ledger")),
-		Breaker: &resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}})
+	e := resilience.NewEngine(resilience.Settings{BudgetRatio: resilience.Off, BudgetReserve: resilience.Off,
+		Breaker: &resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: time.Hour}}, r.tel.Engine(Name("ledger")))
 	res := resilience.Execute(t.Context(), e, resilience.Call[int]{Key: "append", Op: streamOp{},
 		Policy: resilience.Policy{MaxAttempts: 2, Backoff: resilience.Constant(time.Millisecond)}})
 	if res.Err == nil {

@@ -90,7 +90,7 @@ func TestWithAdaptiveHedgingRejectsNonsense(t *testing.T) {
 		cfg       resilience.AdaptiveHedging
 		maxHedges int
 	}{
-		{resilience.AdaptiveHedging{MaxExtraLoad: 0}, 1},
+		{resilience.AdaptiveHedging{MaxExtraLoad: -0.05}, 1},
 		{resilience.AdaptiveHedging{MaxExtraLoad: 1.5}, 1},
 		{resilience.AdaptiveHedging{MaxExtraLoad: 0.05, MinDelay: time.Second, MaxDelay: time.Millisecond}, 1},
 		{resilience.AdaptiveHedging{MaxExtraLoad: 0.05}, 0},

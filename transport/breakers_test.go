@@ -21,7 +21,7 @@ func TestOpenBreakersAreNotEvictedForNewHosts(t *testing.T) {
 		return fakeResponse(r, http.StatusServiceUnavailable, "down"), nil
 	})
 	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxAttempts(1),
-		transport.WithMaxHosts(2),
+		transport.WithMaxKeys(2),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
 	get := func(url string) error {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
@@ -61,7 +61,7 @@ func TestUntrackedAdmissionsCountsRequests(t *testing.T) {
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		return fakeResponse(r, http.StatusServiceUnavailable, "down"), nil
 	})
-	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxHosts(1), noDelay,
+	tr := transport.New(base, transport.WithClock(fc), transport.WithMaxKeys(1), noDelay,
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: 10 * time.Second}))
 	get := func(url string) {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
@@ -87,7 +87,7 @@ func TestNewHostIsTrackedWhenTheOpenDurationEnds(t *testing.T) {
 	})
 	const open = 300 * time.Millisecond
 	fc := fakeclock.New(time.Date(2030, 1, 2, 3, 4, 5, 400_000_000, time.UTC)) // mid-second: a coarse second would be wrong
-	tr := transport.New(base, transport.WithMaxHosts(1), transport.WithMaxAttempts(1), transport.WithClock(fc),
+	tr := transport.New(base, transport.WithMaxKeys(1), transport.WithMaxAttempts(1), transport.WithClock(fc),
 		transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 1, OpenDuration: open}))
 	get := func(url string) {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))

@@ -25,6 +25,13 @@
 // breaker, per-attempt timeouts, hooks and the attempt header are off until
 // their option is given.
 //
+// The options this package shares with resilience's Retrier (attempts,
+// backoff, hedging, the budget, the breaker, the limit, per-attempt
+// timeouts, the Retry-After cap, the key bound, the clock, hooks) are
+// resilience's, written once: [Option] is resilience.Option, and
+// [Transport.Settings] reports the resilience.Settings they set, every
+// default filled in.
+//
 // An option given a value that makes no sense (attempts below 1, a NaN or
 // negative budget ratio, a negative duration, a nil backoff or classifier, a
 // status outside 100–599) panics where it is called, naming the option and
@@ -314,7 +321,7 @@
 //     request itself was refused.
 //   - State changes lazily: no timer and no goroutine per breaker. No hook
 //     is called while a breaker's lock is held, so a state-change hook may
-//     read Stats. Memory is bounded by [WithMaxHosts]; an open breaker is
+//     read Stats. Memory is bounded by [WithMaxKeys]; an open breaker is
 //     never evicted before its OpenDuration ends, and a new host that finds
 //     no room is served untracked (Stats.UntrackedAdmissions).
 //
@@ -378,11 +385,14 @@
 //
 // # Per-request policy
 //
-// [WithPolicy] attaches a [Policy] to a request's context; its zero fields
-// inherit the transport's settings. [NoRetry] is Policy{MaxAttempts: 1,
-// MaxHedges: -1}: one attempt, no hedge. Policy{MaxHedges: -1} turns only
-// hedging off. The budget, breakers and hooks are transport-wide and cannot
-// be overridden per request.
+// [WithPolicy] attaches a [Policy] to a request's context. It follows the
+// rule of every configuration struct of gotry (see package resilience):
+// its zero fields take their defaults, here the transport's settings, and
+// resilience.Off turns off what the transport has on. [NoRetry] is
+// Policy{MaxAttempts: 1, MaxHedges: resilience.Off}: one attempt, no hedge.
+// Policy{MaxHedges: resilience.Off} turns only hedging off. The budget,
+// breakers and hooks are transport-wide and cannot be overridden per
+// request.
 //
 // Under an SDK the Policy goes on the context the SDK operation is called
 // with: SDKs build their requests with the caller's context, so the
@@ -609,7 +619,7 @@
 //     errors never repeat request headers or bodies.
 //   - Retries and hedges together never exceed MaxAttempts; every response
 //     body the transport receives is closed, losers included; no goroutine
-//     outlives a request; per-host memory is bounded by WithMaxHosts.
+//     outlives a request; per-host memory is bounded by WithMaxKeys.
 //
 // # Usage notes
 //

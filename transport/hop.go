@@ -180,11 +180,7 @@ func hopFrom(ctx context.Context) *hop {
 // writer), a few more with a deadline.
 func Middleware(h http.Handler, opts ...Option) http.Handler {
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
+	cfg.apply(opts)
 	trusted, clk := cfg.trustedCallers, cfg.settings.Clock
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hp := &hop{}

@@ -307,7 +307,7 @@ func TestWithConcurrencyLimitRejectsNonsense(t *testing.T) {
 	}{
 		{func() { transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MinLimit: -1}) }, "WithConcurrencyLimit: ConcurrencyLimit.MinLimit"},
 		{func() { transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MinLimit: 9, MaxLimit: 3}) }, "MinLimit 9 is above MaxLimit 3"},
-		{func() { transport.WithMaxHosts(0) }, "WithMaxHosts"},
+		{func() { transport.WithMaxKeys(0) }, "WithMaxKeys"},
 	} {
 		if msg := panicMessage(c.f); !strings.Contains(msg, c.want) {
 			t.Errorf("panic %q, want it to contain %q", msg, c.want)

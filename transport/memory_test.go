@@ -30,7 +30,7 @@ func memoryHosts(t *testing.T) int {
 // TestBreakersStayBoundedOverManyHosts sends one request to each of a great
 // many distinct hosts (h123.test, through an in-memory base: no DNS, no
 // sockets) with the breaker on. The number of tracked breakers stays within
-// the bound (WithMaxHosts) all the way, the heap stops growing once the bound is reached,
+// the bound (WithMaxKeys) all the way, the heap stops growing once the bound is reached,
 // and the cost of a tracked host is logged.
 func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 	if testing.Short() {
@@ -44,7 +44,7 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 		hosts    int
 	}{
 		{"default bound", 0, resilience.DefaultMaxKeys, hosts},
-		{"WithMaxHosts 20000", 20_000, 20_000, hosts / 2},
+		{"WithMaxKeys 20000", 20_000, 20_000, hosts / 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +58,7 @@ func TestBreakersStayBoundedOverManyHosts(t *testing.T) {
 			heapStart := settledHeap()
 			opts := []transport.Option{transport.WithBreaker(resilience.BreakerConfig{})}
 			if tc.maxHosts > 0 {
-				opts = append(opts, transport.WithMaxHosts(tc.maxHosts))
+				opts = append(opts, transport.WithMaxKeys(tc.maxHosts))
 			}
 			tr := transport.New(base, opts...)
 			tracked := func() int {

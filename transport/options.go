@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/MrVSiK/gotry/clock"
+	"github.com/MrVSiK/gotry/internal/option"
 	"github.com/MrVSiK/gotry/resilience"
 )
 
@@ -55,44 +56,51 @@ func defaultConfig() config {
 	}
 }
 
-// Option configures a Transport, or Middleware. Options are applied in
-// order at New (or Middleware); a later option overrides an earlier one,
-// except WithHooks and WithHooksFor, which add. Middleware reads
-// WithTrustedCallers and WithClock and ignores the others; New ignores
-// WithTrustedCallers. The option constructors check their arguments when they are
-// called and panic, with a message naming the option and the value, on one
-// that makes no sense; New itself panics only where a WithHooksFor func
-// does (telemetry's, when one transport is given two different names), and
+// Option configures a Transport, or Middleware: it is resilience.Option,
+// so the options a Transport shares with resilience's Retrier
+// (WithMaxAttempts, WithBackoff, WithRetryBudget, WithHedging,
+// WithAdaptiveHedging, WithBreaker, WithConcurrencyLimit,
+// WithPerAttemptTimeout, WithMaxRetryAfter, WithMaxKeys, WithClock,
+// WithHooks) are resilience's, written once there: each sets a field of
+// resilience.Settings (Transport.Settings reads them back), and this
+// package's functions of the same names return them, with what they mean
+// for HTTP. The others configure only a Transport (a Retrier given one
+// panics). Options are applied in order at New (or Middleware); a later
+// option overrides an earlier one, except WithHooks and WithHooksFor,
+// which add. Middleware reads WithTrustedCallers and WithClock and
+// ignores the others; New ignores WithTrustedCallers. The option
+// constructors check their arguments when they are called and panic,
+// with a message naming the option and the value, on one that makes no
+// sense; New itself panics only where a WithHooksFor func does
+// (telemetry's, when one transport is given two different names), and
 // ignores nil options.
-// The options common to resilience's Retrier (WithMaxAttempts, WithBackoff,
-// WithRetryBudget, WithHedging, WithAdaptiveHedging, WithBreaker,
-// WithConcurrencyLimit, WithPerAttemptTimeout, WithMaxRetryAfter,
-// WithClock, and WithMaxHosts, the Retrier's WithMaxKeys) each set a field
-// of one resilience.Settings, with the same defaults and the same
-// validation there (Transport.Settings reads them back); WithHooks and
-// WithHooksFor mean the same there too.
-type Option interface{ apply(*config) }
+type Option = resilience.Option
 
+// optionFunc is an option only a Transport takes.
 type optionFunc func(*config)
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (f optionFunc) Configure(t *option.Target[resilience.Settings, Hooks]) {
+	c, ok := t.Own.(*config)
+	if !ok {
+		panic("transport: an option of package transport configures a Transport, given to something else")
+	}
+	f(c)
+}
+
+// apply applies opts to c, skipping nil ones.
+func (c *config) apply(opts []Option) {
+	t := option.Target[resilience.Settings, Hooks]{Settings: &c.settings, Own: c,
+		AddHooks: func(h Hooks) { c.hooks = append(c.hooks, func(*Transport) Hooks { return h }) }}
+	for _, o := range opts {
+		if o != nil {
+			o.Configure(&t)
+		}
+	}
+}
 
 // invalid panics with a message naming the option and the value.
 func invalid(option string, format string, args ...any) {
 	panic(fmt.Sprintf("transport: %s: %s", option, fmt.Sprintf(format, args...)))
-}
-
-// setting returns the option that applies set to the settings shared with
-// the Retrier, after checking, as the Retrier's options do, that it yields
-// valid settings from the defaults (resilience.Settings.Validate, whose
-// error names the field); it panics naming option otherwise.
-func setting(option string, set func(*resilience.Settings)) Option {
-	s := resilience.DefaultSettings()
-	set(&s)
-	if err := s.Validate(); err != nil {
-		invalid(option, "%s", strings.TrimPrefix(err.Error(), "resilience: "))
-	}
-	return optionFunc(func(c *config) { set(&c.settings) })
 }
 
 // WithMaxAttempts sets how many attempts a request may make, retries and
@@ -106,16 +114,12 @@ func setting(option string, set func(*resilience.Settings)) Option {
 // response, so a server may see up to twice n arrivals. An SDK's own
 // retries (an OTLP exporter's, the AWS SDK's) are new requests to gotry,
 // each with n attempts of its own: see the package's OTLP exporter example.
-func WithMaxAttempts(n int) Option {
-	return setting("WithMaxAttempts", func(s *resilience.Settings) { s.MaxAttempts = n })
-}
+func WithMaxAttempts(n int) Option { return resilience.WithMaxAttempts(n) }
 
 // WithBackoff sets the delay between retries when nothing else is in flight
 // (default DefaultBackoff). It panics on nil; use resilience.Constant(0) to
 // retry without waiting.
-func WithBackoff(b resilience.Backoff) Option {
-	return setting("WithBackoff", func(s *resilience.Settings) { s.Backoff = b })
-}
+func WithBackoff(b resilience.Backoff) Option { return resilience.WithBackoff(b) }
 
 // WithRetryBudget sets the retry budget, which bounds the retries and
 // hedges of every Transport of a fleet together (default ratio
@@ -144,7 +148,7 @@ func WithBackoff(b resilience.Backoff) Option {
 // WithRetryBudget(0, 0) disables the budget. It panics on a negative, NaN
 // or infinite ratio or a reserve outside 0..1000.
 func WithRetryBudget(ratio float64, reserve int) Option {
-	return setting("WithRetryBudget", func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = ratio, reserve })
+	return resilience.WithRetryBudget(ratio, reserve)
 }
 
 // WithHedging launches another attempt when delay passes without a result, up
@@ -156,9 +160,7 @@ func WithRetryBudget(ratio float64, reserve int) Option {
 // returned from it, so the base must honour the request's context (as
 // http.Transport does).
 func WithHedging(delay time.Duration, maxHedges int) Option {
-	return setting("WithHedging", func(s *resilience.Settings) {
-		s.HedgeDelay, s.MaxHedges, s.AdaptiveHedging = delay, maxHedges, nil
-	})
+	return resilience.WithHedging(delay, maxHedges)
 }
 
 // WithAdaptiveHedging hedges with a delay learned per host instead of a
@@ -175,9 +177,7 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 // later WithHedging turns adaptive hedging off. It panics, naming the field,
 // when cfg makes no sense or maxHedges < 1.
 func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
-	return setting("WithAdaptiveHedging", func(s *resilience.Settings) {
-		s.AdaptiveHedging, s.HedgeDelay, s.MaxHedges = &cfg, 0, maxHedges
-	})
+	return resilience.WithAdaptiveHedging(cfg, maxHedges)
 }
 
 // WithBreaker turns on a circuit breaker per host (default off): per
@@ -187,9 +187,7 @@ func WithAdaptiveHedging(cfg resilience.AdaptiveHedging, maxHedges int) Option {
 // is "example.test"). Zero fields of cfg take resilience's defaults; it panics
 // on negative fields. A throttle (a 429, a 503 with Retry-After, or what a
 // Classifier marks Throttled) does not count: see Classifier.
-func WithBreaker(cfg resilience.BreakerConfig) Option {
-	return setting("WithBreaker", func(s *resilience.Settings) { s.Breaker = &cfg })
-}
+func WithBreaker(cfg resilience.BreakerConfig) Option { return resilience.WithBreaker(cfg) }
 
 // WithConcurrencyLimit turns on an adaptive concurrency limit per host
 // (default off; hosts are keyed as for WithBreaker): how many
@@ -208,26 +206,22 @@ func WithBreaker(cfg resilience.BreakerConfig) Option {
 // next to nothing. Zero fields of cfg take their defaults; it
 // panics, naming the field, on one that makes no sense.
 func WithConcurrencyLimit(cfg resilience.ConcurrencyLimit) Option {
-	return setting("WithConcurrencyLimit", func(s *resilience.Settings) { s.ConcurrencyLimit = &cfg })
+	return resilience.WithConcurrencyLimit(cfg)
 }
 
-// WithMaxHosts bounds how many hosts the per-host state (circuit breakers,
-// adaptive hedging, the concurrency limit) tracks, together. Default
-// resilience.DefaultMaxKeys (10,000). A new host evicts exactly one: idle
+// WithMaxKeys bounds how many hosts (the transport's keys) the per-host
+// state (circuit breakers, adaptive hedging, the concurrency limit)
+// tracks, together. Default resilience.DefaultMaxKeys (10,000). A new host evicts exactly one: idle
 // hosts first, least recently used first; a host with requests in flight
 // under its concurrency limit, or whose breaker is open, is kept (until they
 // end, or its OpenDuration does), and while every tracked host is such a
 // one a new host is served untracked (see Stats). It panics when n < 1.
-func WithMaxHosts(n int) Option {
-	return setting("WithMaxHosts", func(s *resilience.Settings) { s.MaxKeys = n })
-}
+func WithMaxKeys(n int) Option { return resilience.WithMaxKeys(n) }
 
 // WithHooks adds observation hooks. Several WithHooks (and WithHooksFor)
 // options combine: each hook set sees every event, in the order the options
 // were given.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = append(c.hooks, func(*Transport) Hooks { return h }) })
-}
+func WithHooks(h Hooks) Option { return resilience.WithHooks(h) }
 
 // WithHooksFor adds the hooks that f makes for the transport being built,
 // for an adapter whose hooks depend on the transport: telemetry's
@@ -260,9 +254,7 @@ func WithHooksFor(f func(t *Transport) Hooks) Option {
 // requests attempts enough to outlast it: the attempt in flight when the
 // check closes the connection fails with "http2: client connection lost",
 // which is retried (ClassConnectionClosed), on a new connection.
-func WithPerAttemptTimeout(d time.Duration) Option {
-	return setting("WithPerAttemptTimeout", func(s *resilience.Settings) { s.PerAttemptTimeout = d })
-}
+func WithPerAttemptTimeout(d time.Duration) Option { return resilience.WithPerAttemptTimeout(d) }
 
 // WithPerAttemptHeaderTimeout bounds each attempt's wait for its response
 // headers, measured from the moment the server may be expected to have the
@@ -335,9 +327,7 @@ func WithRetryableStatuses(codes ...int) Option {
 // WithMaxRetryAfter sets the longest Retry-After the transport will wait for
 // (default 30s); a longer one ends the request with that response. 0 honours
 // only "Retry-After: 0". It panics if d < 0.
-func WithMaxRetryAfter(d time.Duration) Option {
-	return setting("WithMaxRetryAfter", func(s *resilience.Settings) { s.MaxRetryAfter = d })
-}
+func WithMaxRetryAfter(d time.Duration) Option { return resilience.WithMaxRetryAfter(d) }
 
 // WithMaxBufferedBody sets how many bytes of a request body without GetBody
 // may be buffered so it can be replayed (default 1 MiB). A larger body is
@@ -423,10 +413,4 @@ func validHeaderName(s string) bool {
 // clock.Fake and moves it on instead of sleeping (see the clock package's
 // example); the transport runs the same code on it as on the wall clock.
 // Resilience's Retrier, telemetry and the kit take the same option.
-func WithClock(cl clock.Clock) Option {
-	return optionFunc(func(c *config) {
-		if cl != nil {
-			c.settings.Clock = cl
-		}
-	})
-}
+func WithClock(cl clock.Clock) Option { return resilience.WithClock(cl) }

@@ -9,13 +9,16 @@ import (
 )
 
 // Policy overrides a Transport's settings for one request; attach it with
-// WithPolicy. Zero fields inherit the transport's setting. The budget,
-// breaker and hooks are transport-wide and cannot be overridden.
+// WithPolicy. It follows resilience's rule for configuration: a zero field
+// takes its default, here the transport's setting, and resilience.Off
+// turns off what the transport has on (MaxHedges). The budget, breaker
+// and hooks are transport-wide and cannot be overridden. A Policy that
+// Validate rejects fails the request before any attempt.
 type Policy struct {
 	// MaxAttempts, if positive, replaces the transport's attempt limit.
 	MaxAttempts int
-	// MaxHedges, if positive, replaces the transport's hedge limit; -1
-	// turns hedging off for this request.
+	// MaxHedges, if positive, replaces the transport's hedge limit;
+	// resilience.Off turns hedging off for this request.
 	MaxHedges int
 	// HedgeDelay, if positive, replaces the transport's hedge delay.
 	HedgeDelay time.Duration
@@ -42,7 +45,7 @@ type Policy struct {
 
 // NoRetry is the policy of a request that must be sent exactly once: one
 // attempt, no hedges.
-func NoRetry() Policy { return Policy{MaxAttempts: 1, MaxHedges: -1} }
+func NoRetry() Policy { return Policy{MaxAttempts: 1, MaxHedges: resilience.Off} }
 
 type policyKey struct{}
 
@@ -57,23 +60,24 @@ func PolicyFrom(ctx context.Context) (Policy, bool) {
 	return p, ok
 }
 
-// validate reports the first field of p that makes no sense.
-func (p Policy) validate() error {
+// Validate checks p, naming the first field that makes no sense, in the
+// shape of resilience's Validate methods.
+func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("transport: invalid Policy.MaxAttempts %d: must not be negative", p.MaxAttempts)
-	case p.MaxHedges < -1:
-		return fmt.Errorf("transport: invalid Policy.MaxHedges %d: must be -1 (off), 0 (inherit) or positive", p.MaxHedges)
+		return fmt.Errorf("transport: Policy.MaxAttempts must not be negative, got %d", p.MaxAttempts)
+	case p.MaxHedges < 0 && p.MaxHedges != resilience.Off:
+		return fmt.Errorf("transport: Policy.MaxHedges must not be negative, or must be resilience.Off, got %d", p.MaxHedges)
 	case p.HedgeDelay < 0:
-		return fmt.Errorf("transport: invalid Policy.HedgeDelay %v: must not be negative", p.HedgeDelay)
+		return fmt.Errorf("transport: Policy.HedgeDelay must not be negative, got %v", p.HedgeDelay)
 	case p.PerAttemptTimeout < 0:
-		return fmt.Errorf("transport: invalid Policy.PerAttemptTimeout %v: must not be negative", p.PerAttemptTimeout)
+		return fmt.Errorf("transport: Policy.PerAttemptTimeout must not be negative, got %v", p.PerAttemptTimeout)
 	case p.PerAttemptHeaderTimeout < 0:
-		return fmt.Errorf("transport: invalid Policy.PerAttemptHeaderTimeout %v: must not be negative", p.PerAttemptHeaderTimeout)
+		return fmt.Errorf("transport: Policy.PerAttemptHeaderTimeout must not be negative, got %v", p.PerAttemptHeaderTimeout)
 	case nilBackoffFunc(p.Backoff):
-		return fmt.Errorf("transport: invalid Policy.Backoff: a nil BackoffFunc")
+		return fmt.Errorf("transport: Policy.Backoff must not be a nil BackoffFunc (nil inherits the transport's)")
 	case p.Criticality < resilience.CriticalitySheddable || p.Criticality > resilience.CriticalityCritical:
-		return fmt.Errorf("transport: invalid Policy.Criticality %d: not one of resilience's criticalities", int(p.Criticality))
+		return fmt.Errorf("transport: Policy.Criticality must be one of resilience's criticalities, got %d", int(p.Criticality))
 	}
 	return nil
 }

@@ -44,20 +44,15 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		base = http.DefaultTransport
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
+	cfg.apply(opts)
 	t := &Transport{base: base, cfg: cfg}
 	for _, f := range cfg.hooks {
 		t.hooks = resilience.Combine(t.hooks, f(t))
 	}
 	t.cfg.hooks = nil // made once: New's closures need not stay
-	ec := cfg.settings.EngineConfig()
-	ec.Hooks = t.hooks
-	t.engine = resilience.NewEngine(ec)
-	t.policy = cfg.settings.Policy()
+	t.engine = resilience.NewEngine(cfg.settings, func(*resilience.Engine) Hooks { return t.hooks })
+	t.cfg.settings = t.engine.Settings()
+	t.policy = t.engine.Policy()
 	t.asIs = t.hooks.OnCallStart == nil && t.hooks.OnAttemptStart == nil && cfg.attemptHeader == ""
 	return t
 }
@@ -69,10 +64,10 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 func (t *Transport) Stats() resilience.Stats { return t.engine.Stats() }
 
 // Settings returns the settings shared with resilience's Retrier that the
-// transport was built with (a copy: changing it changes nothing), for a
-// service that logs its configuration at start-up. WithMaxHosts is its
-// MaxKeys.
-func (t *Transport) Settings() resilience.Settings { return t.cfg.settings.Clone() }
+// transport runs with, every default filled in (a copy: changing it
+// changes nothing), for a service that logs its configuration at
+// start-up.
+func (t *Transport) Settings() resilience.Settings { return t.engine.Settings() }
 
 // Unwrap returns the base transport.
 func (t *Transport) Unwrap() http.RoundTripper { return t.base }
@@ -104,7 +99,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// loser. (A direct map lookup: the key is canonical.) A request
 		// that may not be repeated is never hedged; it may be retried only
 		// after a refused stream (see Prepare).
-		rc.Policy.MaxHedges = 0
+		rc.Policy.MaxHedges = resilience.Off
 	}
 	c.joinHops(&rc.Policy)
 	// The request's features are settled (its header timeout is the
@@ -191,7 +186,7 @@ func (*call) CancelsPromptly() {}
 
 // override applies the request's Policy rp to p, the transport's settings.
 func (c *call) override(p *resilience.Policy, rp Policy) error {
-	if err := rp.validate(); err != nil {
+	if err := rp.Validate(); err != nil {
 		return err
 	}
 	if rp.MaxAttempts > 0 {
@@ -200,8 +195,8 @@ func (c *call) override(p *resilience.Policy, rp Policy) error {
 	switch {
 	case rp.MaxHedges > 0:
 		p.MaxHedges = rp.MaxHedges
-	case rp.MaxHedges < 0:
-		p.MaxHedges = 0
+	case rp.MaxHedges == resilience.Off:
+		p.MaxHedges = resilience.Off
 	}
 	if rp.HedgeDelay > 0 {
 		p.HedgeDelay = rp.HedgeDelay

@@ -69,14 +69,12 @@ var (
 		"WithNonIdempotentRetries":    "HTTP methods' idempotency",
 		"WithPerAttemptHeaderTimeout": "HTTP response headers",
 		"WithRetryableStatuses":       "HTTP status codes",
-		"WithMaxHosts":                "the Retrier's WithMaxKeys: a transport's keys are hosts",
 		"WithHopPeers":                "the hop protocol's HTTP headers",
 		"WithPushback":                "the hop protocol's HTTP answer header",
 		"WithTrustedCallers":          "Middleware's callers: HTTP requests",
 	}
 	retrierOnly = map[string]string{
 		"WithRetryIf": "classifies errors; the transport's is WithClassifier",
-		"WithMaxKeys": "the transport's WithMaxHosts",
 	}
 )
 
@@ -108,8 +106,100 @@ func TestSharedDefaults(t *testing.T) {
 	}
 }
 
-// The same nonsense fails in both packages, at construction, with a
-// message naming the option.
+// Each option the transport shares with the Retrier is written once, in
+// package resilience: transport.Option is resilience.Option, and a
+// transport function of a shared option's name only returns resilience's
+// option of that name with its own arguments. This fails if the transport
+// implements a shared option again (or grows a twin of resilience's
+// setting helper); a new shared option is written in resilience alone
+// (and, for its name in this package, forwarded).
+func TestSharedOptionsWrittenOnce(t *testing.T) {
+	if reflect.TypeFor[transport.Option]() != reflect.TypeFor[resilience.Option]() {
+		t.Fatal("transport.Option is not resilience.Option")
+	}
+	shared := map[string]bool{}
+	for _, n := range optionsOf(t, "../resilience") {
+		if _, only := retrierOnly[n]; !only && n != "WithHooksFor" { // its func takes the Transport, or the Retrier, being built
+			shared[n] = true
+		}
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	forwarded := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil {
+				continue
+			}
+			if fd.Name.Name == "setting" {
+				t.Errorf("%s: transport has a setting helper of its own: shared options are resilience's", fset.Position(fd.Pos()))
+			}
+			if !shared[fd.Name.Name] {
+				continue
+			}
+			if !forwards(fd) {
+				t.Errorf("%s: transport.%s does more than return resilience.%s: a shared option is written once, in resilience",
+					fset.Position(fd.Pos()), fd.Name.Name, fd.Name.Name)
+			}
+			forwarded++
+		}
+	}
+	if forwarded != len(shared) {
+		t.Errorf("transport forwards %d of resilience's %d shared options", forwarded, len(shared))
+	}
+}
+
+// forwards reports whether fd's body is exactly
+// "return resilience.<its name>(<its parameters, in order>)".
+func forwards(fd *ast.FuncDecl) bool {
+	if fd.Body == nil || len(fd.Body.List) != 1 {
+		return false
+	}
+	ret, ok := fd.Body.List[0].(*ast.ReturnStmt)
+	if !ok || len(ret.Results) != 1 {
+		return false
+	}
+	call, ok := ret.Results[0].(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != fd.Name.Name {
+		return false
+	}
+	if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "resilience" {
+		return false
+	}
+	var params []string
+	for _, f := range fd.Type.Params.List {
+		for _, n := range f.Names {
+			params = append(params, n.Name)
+		}
+	}
+	if len(call.Args) != len(params) {
+		return false
+	}
+	for i, a := range call.Args {
+		if id, ok := a.(*ast.Ident); !ok || id.Name != params[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// The same nonsense fails in both packages, at construction, with one
+// message naming the option and the field.
 func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -130,27 +220,23 @@ func TestSharedOptionsRejectTheSameNonsense(t *testing.T) {
 		{"WithConcurrencyLimit", func() { transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) },
 			func() { resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: -1}) }},
 		{"WithMaxRetryAfter", func() { transport.WithMaxRetryAfter(-1) }, func() { resilience.WithMaxRetryAfter(-1) }},
-		{"WithMaxHosts", func() { transport.WithMaxHosts(0) }, func() { resilience.WithMaxKeys(0) }},
+		{"WithMaxKeys", func() { transport.WithMaxKeys(0) }, func() { resilience.WithMaxKeys(0) }},
 	}
 	for _, c := range cases {
-		reasons := map[string]string{}
+		msgs := map[string]string{}
 		for side, f := range map[string]func(){"transport": c.transport, "resilience": c.retrier} {
 			msg := func() (msg string) {
 				defer func() { msg = fmt.Sprint(recover()) }()
 				f()
 				return "<nil>"
 			}()
-			want := c.name
-			if side == "resilience" && c.name == "WithMaxHosts" {
-				want = "WithMaxKeys"
+			if !strings.HasPrefix(msg, "resilience: "+c.name+": Settings.") && !strings.HasPrefix(msg, "resilience: "+c.name+": "+strings.TrimPrefix(c.name, "With")) {
+				t.Errorf("%s.%s with nonsense: panic %q, want one naming %s and the field", side, c.name, msg, c.name)
 			}
-			if !strings.HasPrefix(msg, side+": "+want+": ") {
-				t.Errorf("%s.%s with nonsense: panic %q, want one naming %s", side, want, msg, want)
-			}
-			reasons[side] = strings.TrimPrefix(msg, side+": "+want+": ")
+			msgs[side] = msg
 		}
-		if reasons["transport"] != reasons["resilience"] {
-			t.Errorf("%s: the transport says %q, the Retrier %q: one validation gives one reason", c.name, reasons["transport"], reasons["resilience"])
+		if msgs["transport"] != msgs["resilience"] {
+			t.Errorf("%s: the transport says %q, the Retrier %q: one validation gives one reason", c.name, msgs["transport"], msgs["resilience"])
 		}
 	}
 }
@@ -182,10 +268,28 @@ func TestOneSettingsType(t *testing.T) {
 		{"WithRetryBudget", transport.WithRetryBudget(0.2, 5), resilience.WithRetryBudget(0.2, 5),
 			func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = 0.2, 5 }},
 		{"WithBreaker", transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}), resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}),
-			func(s *resilience.Settings) { s.Breaker = &resilience.BreakerConfig{FailureThreshold: 3} }},
+			func(s *resilience.Settings) {
+				s.Breaker = &resilience.BreakerConfig{FailureThreshold: 3, OpenDuration: resilience.DefaultOpenDuration, HalfOpenProbes: resilience.DefaultHalfOpenProbes}
+			}},
+		{"WithBreaker zero", transport.WithBreaker(resilience.BreakerConfig{}), resilience.WithBreaker(resilience.BreakerConfig{}),
+			func(s *resilience.Settings) {
+				s.Breaker = &resilience.BreakerConfig{FailureThreshold: resilience.DefaultFailureThreshold, OpenDuration: resilience.DefaultOpenDuration, HalfOpenProbes: resilience.DefaultHalfOpenProbes}
+			}},
 		{"WithConcurrencyLimit", transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: 50}), resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{MaxLimit: 50}),
-			func(s *resilience.Settings) { s.ConcurrencyLimit = &resilience.ConcurrencyLimit{MaxLimit: 50} }},
-		{"WithMaxHosts", transport.WithMaxHosts(9), resilience.WithMaxKeys(9), func(s *resilience.Settings) { s.MaxKeys = 9 }},
+			func(s *resilience.Settings) {
+				s.ConcurrencyLimit = &resilience.ConcurrencyLimit{InitialLimit: resilience.DefaultInitialLimit, MinLimit: resilience.DefaultMinLimit, MaxLimit: 50}
+			}},
+		{"WithConcurrencyLimit zero", transport.WithConcurrencyLimit(resilience.ConcurrencyLimit{}), resilience.WithConcurrencyLimit(resilience.ConcurrencyLimit{}),
+			func(s *resilience.Settings) {
+				s.ConcurrencyLimit = &resilience.ConcurrencyLimit{InitialLimit: resilience.DefaultInitialLimit, MinLimit: resilience.DefaultMinLimit, MaxLimit: resilience.DefaultMaxLimit}
+			}},
+		{"WithAdaptiveHedging zero", transport.WithAdaptiveHedging(resilience.AdaptiveHedging{}, 1), resilience.WithAdaptiveHedging(resilience.AdaptiveHedging{}, 1),
+			func(s *resilience.Settings) {
+				s.AdaptiveHedging, s.MaxHedges = &resilience.AdaptiveHedging{MaxExtraLoad: resilience.DefaultMaxExtraLoad}, 1
+			}},
+		{"WithRetryBudget off", transport.WithRetryBudget(0, 0), resilience.WithRetryBudget(0, 0),
+			func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = resilience.Off, resilience.Off }},
+		{"WithMaxKeys", transport.WithMaxKeys(9), resilience.WithMaxKeys(9), func(s *resilience.Settings) { s.MaxKeys = 9 }},
 		{"WithMaxRetryAfter", transport.WithMaxRetryAfter(time.Second), resilience.WithMaxRetryAfter(time.Second),
 			func(s *resilience.Settings) { s.MaxRetryAfter = time.Second }},
 		{"WithClock", transport.WithClock(fake), resilience.WithClock(fake), func(s *resilience.Settings) { s.Clock = fake }},
