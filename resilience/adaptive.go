@@ -144,6 +144,9 @@ func (c AdaptiveHedging) inEffect() AdaptiveHedging {
 	if c.MaxExtraLoad == 0 {
 		c.MaxExtraLoad = DefaultMaxExtraLoad
 	}
+	if c.StartingCredit == 0 {
+		c.StartingCredit = int(c.credit())
+	}
 	return c
 }
 

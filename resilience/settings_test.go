@@ -110,7 +110,7 @@ func TestZeroSettingsAreTheDefaults(t *testing.T) {
 		t.Errorf("DefaultSettings() = %+v", want)
 	}
 	s := NewEngine(Settings{AdaptiveHedging: &AdaptiveHedging{}, Breaker: &BreakerConfig{}, ConcurrencyLimit: &ConcurrencyLimit{}}).Settings()
-	if *s.AdaptiveHedging != (AdaptiveHedging{MaxExtraLoad: DefaultMaxExtraLoad}) || s.MaxHedges != 1 {
+	if *s.AdaptiveHedging != (AdaptiveHedging{MaxExtraLoad: DefaultMaxExtraLoad, StartingCredit: 20}) || s.MaxHedges != 1 {
 		t.Errorf("adaptive hedging in effect: %+v, MaxHedges %d", *s.AdaptiveHedging, s.MaxHedges)
 	}
 	if *s.Breaker != (BreakerConfig{DefaultFailureThreshold, DefaultOpenDuration, DefaultHalfOpenProbes}) {

@@ -170,8 +170,8 @@ func WithHedging(delay time.Duration, maxHedges int) Option {
 // response headers): about the (1 − 0.95 × MaxExtraLoad) percentile, or
 // just above a fast band where the latencies show a gap, clamped to
 // [cfg.MinDelay, cfg.MaxDelay], with a hard cap that keeps hedges within
-// MaxExtraLoad of the requests plus a second's worth of credit, even when
-// latency shifts suddenly. See
+// MaxExtraLoad of a host's requests plus its starting credit
+// (StartingCredit: 20 hedges at 5%), even when latency shifts suddenly. See
 // resilience.AdaptiveHedging for the model, the cold start and the bounds.
 // A request whose Policy sets a HedgeDelay hedges after that instead; a
 // later WithHedging turns adaptive hedging off. It panics, naming the field,

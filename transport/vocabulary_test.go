@@ -264,7 +264,9 @@ func TestOneSettingsType(t *testing.T) {
 		{"WithHedging", transport.WithHedging(time.Millisecond, 2), resilience.WithHedging(time.Millisecond, 2),
 			func(s *resilience.Settings) { s.HedgeDelay, s.MaxHedges = time.Millisecond, 2 }},
 		{"WithAdaptiveHedging", transport.WithAdaptiveHedging(ah, 1), resilience.WithAdaptiveHedging(ah, 1),
-			func(s *resilience.Settings) { s.AdaptiveHedging, s.MaxHedges = &ah, 1 }},
+			func(s *resilience.Settings) {
+				s.AdaptiveHedging, s.MaxHedges = &resilience.AdaptiveHedging{MaxExtraLoad: 0.05, StartingCredit: 20}, 1
+			}},
 		{"WithRetryBudget", transport.WithRetryBudget(0.2, 5), resilience.WithRetryBudget(0.2, 5),
 			func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = 0.2, 5 }},
 		{"WithBreaker", transport.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}), resilience.WithBreaker(resilience.BreakerConfig{FailureThreshold: 3}),
@@ -285,7 +287,7 @@ func TestOneSettingsType(t *testing.T) {
 			}},
 		{"WithAdaptiveHedging zero", transport.WithAdaptiveHedging(resilience.AdaptiveHedging{}, 1), resilience.WithAdaptiveHedging(resilience.AdaptiveHedging{}, 1),
 			func(s *resilience.Settings) {
-				s.AdaptiveHedging, s.MaxHedges = &resilience.AdaptiveHedging{MaxExtraLoad: resilience.DefaultMaxExtraLoad}, 1
+				s.AdaptiveHedging, s.MaxHedges = &resilience.AdaptiveHedging{MaxExtraLoad: resilience.DefaultMaxExtraLoad, StartingCredit: 20}, 1
 			}},
 		{"WithRetryBudget off", transport.WithRetryBudget(0, 0), resilience.WithRetryBudget(0, 0),
 			func(s *resilience.Settings) { s.BudgetRatio, s.BudgetReserve = resilience.Off, resilience.Off }},
