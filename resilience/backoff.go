@@ -138,3 +138,9 @@ func isNil(b Backoff) bool {
 
 // clampDelay turns whatever a user Backoff returned into a usable delay.
 func clampDelay(d time.Duration) time.Duration { return max(d, 0) }
+
+// DefaultBackoff is the backoff when none is set: full jitter from 100ms
+// (the order of a loopback-to-region round trip, so a first retry does
+// not pile onto a failure still in progress), capped at 5s (past which a
+// caller's deadline usually ends first).
+func DefaultBackoff() Backoff { return ExponentialJitter(100*time.Millisecond, 5*time.Second) }

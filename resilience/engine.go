@@ -2,8 +2,6 @@ package resilience
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -108,63 +106,6 @@ func (e *Engine) Settings() Settings { return e.settings.clone() }
 // Policy returns the policy that a call whose Policy is zero runs under:
 // the engine's settings'. A call's Policy overrides it field by field.
 func (e *Engine) Policy() Policy { return e.policy }
-
-// Policy is the retry and hedging policy of one call (Call.Policy). A
-// zero field takes the engine's setting (see Engine.Policy), so the zero
-// Policy runs a call as the engine was configured; Off turns off what the
-// engine has on. Execute does not check a Policy: a field Validate rejects
-// acts as its nearest sensible value.
-type Policy struct {
-	// MaxAttempts bounds the attempts of a call, retries and hedges
-	// together.
-	MaxAttempts int
-	// MaxHedges is how many extra attempts may be in flight beside the
-	// first; Off for none. Hedging is on when MaxHedges and HedgeDelay are
-	// positive, or when MaxHedges is and the engine hedges adaptively (see
-	// AdaptiveHedging) and HedgeDelay is 0.
-	MaxHedges int
-	// HedgeDelay is how long to wait for a result before launching a
-	// hedge: a fixed delay instead of the engine's, adaptive or fixed. Off
-	// for none: the call neither hedges nor takes part in the engine's
-	// adaptive hedging (its latency is not learned from).
-	HedgeDelay time.Duration
-	// Backoff gives the delay before a retry when nothing else is in
-	// flight.
-	Backoff Backoff
-	// PerAttemptTimeout cuts off one attempt (not the whole call) until
-	// its result arrives; Off for none. Such a timeout is retryable.
-	PerAttemptTimeout time.Duration
-	// MaxRetryAfter is the longest server-dictated delay the engine will
-	// honour; a longer one ends the call. Off honours only a zero delay.
-	MaxRetryAfter time.Duration
-	// Criticality orders the call under the concurrency limit (see
-	// ConcurrencyLimit); the zero value is CriticalityDefault.
-	Criticality Criticality
-	// NoLimit exempts the call from the concurrency limit: its attempts
-	// never wait or are shed (they are still counted in flight).
-	NoLimit bool
-}
-
-// Validate checks p, naming the first field that makes no sense.
-func (p Policy) Validate() error {
-	switch {
-	case p.MaxAttempts < 0:
-		return fmt.Errorf("resilience: Policy.MaxAttempts must not be negative, got %d", p.MaxAttempts)
-	case p.MaxHedges < 0 && p.MaxHedges != Off:
-		return fmt.Errorf("resilience: Policy.MaxHedges must not be negative, or must be Off, got %d", p.MaxHedges)
-	case p.HedgeDelay < 0 && p.HedgeDelay != Off:
-		return fmt.Errorf("resilience: Policy.HedgeDelay must not be negative, or must be Off, got %v", p.HedgeDelay)
-	case p.Backoff != nil && isNil(p.Backoff):
-		return errors.New("resilience: Policy.Backoff must not be a nil BackoffFunc")
-	case p.PerAttemptTimeout < 0 && p.PerAttemptTimeout != Off:
-		return fmt.Errorf("resilience: Policy.PerAttemptTimeout must not be negative, or must be Off, got %v", p.PerAttemptTimeout)
-	case p.MaxRetryAfter < 0 && p.MaxRetryAfter != Off:
-		return fmt.Errorf("resilience: Policy.MaxRetryAfter must not be negative, or must be Off, got %v", p.MaxRetryAfter)
-	case p.Criticality < CriticalitySheddable || p.Criticality > CriticalityCritical:
-		return fmt.Errorf("resilience: Policy.Criticality must be one of the criticalities, got %d", int(p.Criticality))
-	}
-	return nil
-}
 
 // fill sets p's zero fields to the engine's: the policy the call runs
 // under. (A policy already filled stays as it is: its fields that are off

@@ -174,31 +174,6 @@ func (c ConcurrencyLimit) filled() (ConcurrencyLimit, error) {
 	return c, nil
 }
 
-// Criticality orders calls under a concurrency limit: when the limit is
-// reached, sheddable calls go first and critical ones last.
-type Criticality int
-
-// The criticalities, least critical first. The zero value is
-// CriticalityDefault.
-const (
-	CriticalitySheddable Criticality = iota - 1 // shed once ⌈¾·limit⌉ are in flight; never waits
-	CriticalityDefault                          // up to the limit; waits up to MaxWait
-	CriticalityCritical                         // up to the limit; waits ahead of the default ones, displacing one from a full queue
-)
-
-// String returns "sheddable", "default" or "critical".
-func (c Criticality) String() string {
-	switch c {
-	case CriticalitySheddable:
-		return "sheddable"
-	case CriticalityDefault:
-		return "default"
-	case CriticalityCritical:
-		return "critical"
-	}
-	return fmt.Sprintf("Criticality(%d)", int(c))
-}
-
 // ErrOverloaded is matched (errors.Is) by the error of a call shed by the
 // concurrency limit.
 var ErrOverloaded = errors.New("resilience: overloaded: concurrency limit reached")

@@ -1,5 +1,32 @@
 package resilience
 
+import "fmt"
+
+// Criticality orders calls under a concurrency limit: when the limit is
+// reached, sheddable calls go first and critical ones last.
+type Criticality int
+
+// The criticalities, least critical first. The zero value is
+// CriticalityDefault.
+const (
+	CriticalitySheddable Criticality = iota - 1 // shed once ⌈¾·limit⌉ are in flight; never waits
+	CriticalityDefault                          // up to the limit; waits up to MaxWait
+	CriticalityCritical                         // up to the limit; waits ahead of the default ones, displacing one from a full queue
+)
+
+// String returns "sheddable", "default" or "critical".
+func (c Criticality) String() string {
+	switch c {
+	case CriticalitySheddable:
+		return "sheddable"
+	case CriticalityDefault:
+		return "default"
+	case CriticalityCritical:
+		return "critical"
+	}
+	return fmt.Sprintf("Criticality(%d)", int(c))
+}
+
 // limitQueue holds the first attempts waiting for a permit of one key's
 // concurrency limit, most critical first and, within a criticality, in
 // order of arrival. It is not safe for concurrent use (the limiter's mutex

@@ -19,12 +19,6 @@ type Retrier struct {
 	retryIf func(error) bool
 }
 
-// DefaultBackoff is the backoff when none is set: full jitter from 100ms
-// (the order of a loopback-to-region round trip, so a first retry does
-// not pile onto a failure still in progress), capped at 5s (past which a
-// caller's deadline usually ends first).
-func DefaultBackoff() Backoff { return ExponentialJitter(100*time.Millisecond, 5*time.Second) }
-
 // WithHooksFor adds the hooks that f makes for the Retrier being built, for
 // an adapter whose hooks depend on it (telemetry's Telemetry.Retrier keeps r
 // to read its Stats for gauges). NewRetrier calls f once, before r is ready

@@ -9,61 +9,6 @@ import (
 	"github.com/MrVSiK/gotry/clock"
 )
 
-// One rule holds for every configuration struct of this package and of
-// package transport (Settings, BreakerConfig, AdaptiveHedging,
-// ConcurrencyLimit, both Policy types): a zero field takes its documented
-// default, as a zero field of net/http's Transport does, so the zero value
-// of each struct is its defaults; a setting that is on by default is
-// turned off by saying so, with Off. A Policy's default is what its engine
-// (or transport) was built with. Each struct's Validate names the field it
-// rejects, in one shape: "resilience: Struct.Field must ..., got value".
-// Settings (Retrier.Settings, transport.Transport.Settings, Engine.Settings)
-// report the values in effect: every default filled in.
-const (
-	// Off turns off a setting whose zero value means its default:
-	// Settings.BudgetRatio and BudgetReserve (no budget), MaxRetryAfter
-	// (honour no server-dictated delay but zero), and, in a Policy, a
-	// setting inherited from the engine (MaxHedges: no hedge). Any other
-	// negative value is rejected.
-	Off = -1
-
-	// DefaultMaxAttempts is how many attempts a call may make, retries and
-	// hedges together.
-	DefaultMaxAttempts = 3
-	// DefaultMaxRetryAfter is the longest server-dictated delay waited for:
-	// a server asking for longer is better answered at once than waited
-	// on while the caller's deadline runs down.
-	DefaultMaxRetryAfter = 30 * time.Second
-	// DefaultBudgetRatio is the retry budget's ratio: the retries that
-	// fail add at most a quarter of the calls that succeed to the load a
-	// downstream sees, and retries that succeed cost nothing (see
-	// Settings.BudgetRatio). A quarter keeps every retry of a busy client
-	// whose attempts fail independently up to 30% of the time: its failed
-	// retries are then 0.12 a successful call.
-	DefaultBudgetRatio = 0.25
-	// DefaultBudgetReserve is the retry budget's reserve: the retries of
-	// one request at the default of 3 attempts, so that a quiet client
-	// absorbs an isolated failure whole.
-	DefaultBudgetReserve = 2
-	// DefaultMaxKeys is how many keys (hosts, for the transport) an engine
-	// tracks.
-	DefaultMaxKeys = 10000
-
-	// The defaults of BreakerConfig's fields.
-	DefaultFailureThreshold = 5
-	DefaultOpenDuration     = 30 * time.Second
-	DefaultHalfOpenProbes   = 1
-
-	// The defaults of ConcurrencyLimit's fields.
-	DefaultInitialLimit = 20
-	DefaultMinLimit     = 1
-	DefaultMaxLimit     = 1000
-
-	// DefaultMaxExtraLoad is AdaptiveHedging.MaxExtraLoad's default: at
-	// most one hedge per 20 calls.
-	DefaultMaxExtraLoad = 0.05
-)
-
 // Settings is the configuration of an Engine, of a Retrier (its options
 // set it) and of package transport's Transport (the same options set it
 // there): one type, one set of defaults, one validation. A zero field
@@ -259,4 +204,61 @@ func (s Settings) policy() Policy {
 		PerAttemptTimeout: s.PerAttemptTimeout,
 		MaxRetryAfter:     s.MaxRetryAfter,
 	}
+}
+
+// Policy is the retry and hedging policy of one call (Call.Policy). A
+// zero field takes the engine's setting (see Engine.Policy), so the zero
+// Policy runs a call as the engine was configured; Off turns off what the
+// engine has on. Execute does not check a Policy: a field Validate rejects
+// acts as its nearest sensible value.
+type Policy struct {
+	// MaxAttempts bounds the attempts of a call, retries and hedges
+	// together.
+	MaxAttempts int
+	// MaxHedges is how many extra attempts may be in flight beside the
+	// first; Off for none. Hedging is on when MaxHedges and HedgeDelay are
+	// positive, or when MaxHedges is and the engine hedges adaptively (see
+	// AdaptiveHedging) and HedgeDelay is 0.
+	MaxHedges int
+	// HedgeDelay is how long to wait for a result before launching a
+	// hedge: a fixed delay instead of the engine's, adaptive or fixed. Off
+	// for none: the call neither hedges nor takes part in the engine's
+	// adaptive hedging (its latency is not learned from).
+	HedgeDelay time.Duration
+	// Backoff gives the delay before a retry when nothing else is in
+	// flight.
+	Backoff Backoff
+	// PerAttemptTimeout cuts off one attempt (not the whole call) until
+	// its result arrives; Off for none. Such a timeout is retryable.
+	PerAttemptTimeout time.Duration
+	// MaxRetryAfter is the longest server-dictated delay the engine will
+	// honour; a longer one ends the call. Off honours only a zero delay.
+	MaxRetryAfter time.Duration
+	// Criticality orders the call under the concurrency limit (see
+	// ConcurrencyLimit); the zero value is CriticalityDefault.
+	Criticality Criticality
+	// NoLimit exempts the call from the concurrency limit: its attempts
+	// never wait or are shed (they are still counted in flight).
+	NoLimit bool
+}
+
+// Validate checks p, naming the first field that makes no sense.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("resilience: Policy.MaxAttempts must not be negative, got %d", p.MaxAttempts)
+	case p.MaxHedges < 0 && p.MaxHedges != Off:
+		return fmt.Errorf("resilience: Policy.MaxHedges must not be negative, or must be Off, got %d", p.MaxHedges)
+	case p.HedgeDelay < 0 && p.HedgeDelay != Off:
+		return fmt.Errorf("resilience: Policy.HedgeDelay must not be negative, or must be Off, got %v", p.HedgeDelay)
+	case p.Backoff != nil && isNil(p.Backoff):
+		return errors.New("resilience: Policy.Backoff must not be a nil BackoffFunc")
+	case p.PerAttemptTimeout < 0 && p.PerAttemptTimeout != Off:
+		return fmt.Errorf("resilience: Policy.PerAttemptTimeout must not be negative, or must be Off, got %v", p.PerAttemptTimeout)
+	case p.MaxRetryAfter < 0 && p.MaxRetryAfter != Off:
+		return fmt.Errorf("resilience: Policy.MaxRetryAfter must not be negative, or must be Off, got %v", p.MaxRetryAfter)
+	case p.Criticality < CriticalitySheddable || p.Criticality > CriticalityCritical:
+		return fmt.Errorf("resilience: Policy.Criticality must be one of the criticalities, got %d", int(p.Criticality))
+	}
+	return nil
 }
