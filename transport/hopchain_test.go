@@ -237,7 +237,10 @@ func testChainDeadline(t *testing.T, h2, stall, proxy bool) {
 	if d := returned.Sub(deadline); d > chainMargin {
 		t.Errorf("the client's answer came %v after its deadline", d)
 	}
-	if latestStart < -50*time.Millisecond || leafN < 4 {
+	// The chain must have been working in the window's last third, or the
+	// checks above prove nothing. (At -50 ms a loaded CI machine failed it
+	// at -50.7 ms: attempts start about every 70 ms a hop.)
+	if latestStart < -100*time.Millisecond || leafN < 4 {
 		t.Errorf("the latest attempt started %v after the deadline, %d leaf arrivals: the chain did not retry or hedge through the window", latestStart, leafN)
 	}
 }
