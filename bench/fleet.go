@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -32,9 +31,10 @@ type FleetShape struct {
 	PerClient float64
 }
 
-// fleetShapes are the issue's: 500 requests a second in all, spread over 1
-// to 500 clients.
-var fleetShapes = []FleetShape{{1, 500}, {20, 25}, {100, 5}, {500, 1}}
+// fleetShapes are 500 requests a second in all, spread over 1 to 500
+// clients (issue #28) and over 1,000 quiet ones at one request every two
+// seconds (issue #37: the fleet bound for 500 and 1,000 quiet clients).
+var fleetShapes = []FleetShape{{1, 500}, {20, 25}, {100, 5}, {500, 1}, {1000, 0.5}}
 
 // fleetAttempts is every candidate's attempts per request in the fleet and
 // chain scenarios: gotry's default.
@@ -69,14 +69,14 @@ func failsafeRetryBudget(base http.RoundTripper, rc retryConfig) http.RoundTripp
 	return failsafehttp.NewRoundTripper(base, rp)
 }
 
-// budgetBound is the most attempts a gotry client with the default budget
-// sends for requests that all fail: each request once, plus ratio ×
-// requests and the reserve (nothing refills it: nothing succeeds), and
-// never more than its attempts per request (a client with one request, or
-// none, cannot spend the whole reserve).
+// budgetBound is the most attempts a fresh gotry client with the default
+// budget sends for requests that all fail: each request once, plus its
+// reserve, and never more than its attempts per request (a client with
+// one request, or none, cannot spend the whole reserve). Nothing succeeds,
+// so nothing is deposited, refunded or refilled: the budget's bound
+// (resilience/budget.go) with no successes.
 func budgetBound(requests int64) int64 {
-	b := requests + int64(math.Floor(transport.DefaultBudgetRatio*float64(requests))) + transport.DefaultBudgetReserve
-	return min(b, transport.DefaultMaxAttempts*requests)
+	return min(requests+transport.DefaultBudgetReserve, transport.DefaultMaxAttempts*requests)
 }
 
 // fleetBound is budgetBound summed over a fleet of clients sharing requests
@@ -548,9 +548,10 @@ func writeFleetRows(w io.Writer, rows []FleetRow) {
 	}
 }
 
-// The fleet targets of issue #28.
+// The fleet targets of issues #28 and #37.
 const (
-	fleetMaxPerRequest = 1.15  // outage, any fleet shape, gotry defaults
+	fleetMaxPerRequest = 1.15  // outage, 1 to 500 clients, gotry defaults (issue #28)
+	fleetMaxFewClients = 1.05  // outage, 1 to 100 clients, gotry defaults (issue #37)
 	fleetMinSuccess    = 0.999 // 5% random 503s, fleets and chain
 	chainMaxPerRequest = 1.2   // leaf arrivals per top-level request, leaf down (issue #38; #28 asked 1.5)
 	slowMaxPeak        = 1.2   // slow host: busiest second's arrivals ÷ offered
@@ -559,10 +560,20 @@ const (
 func (res *FleetResult) goals() []goal {
 	var gs []goal
 	for _, r := range res.Outage {
-		if r.Name == fleetCandidates[0].name {
+		if r.Name != fleetCandidates[0].name {
+			continue
+		}
+		if r.Shape.Clients <= 100 {
+			gs = append(gs, goal{fmt.Sprintf("fleet outage, %d × %g/s: ≤ %.2f attempts per request", r.Shape.Clients, r.Shape.PerClient, fleetMaxFewClients),
+				fmt.Sprintf("%.3f", r.PerRequest), r.PerRequest <= fleetMaxFewClients})
+		}
+		if r.Shape.Clients <= 500 {
 			gs = append(gs, goal{fmt.Sprintf("fleet outage, %d × %g/s: ≤ %.2f attempts per request", r.Shape.Clients, r.Shape.PerClient, fleetMaxPerRequest),
 				fmt.Sprintf("%.3f", r.PerRequest), r.PerRequest <= fleetMaxPerRequest})
 		}
+		bound := fleetBound(r.Requests, int64(r.Shape.Clients))
+		gs = append(gs, goal{fmt.Sprintf("fleet outage, %d × %g/s: within the budget's fleet bound (requests + clients × reserve)", r.Shape.Clients, r.Shape.PerClient),
+			fmt.Sprintf("%d attempts, bound %d (%.3f a request)", r.Server, bound, float64(bound)/float64(max(r.Requests, 1))), r.Server <= bound})
 	}
 	for _, r := range res.Flaky {
 		if r.Name == fleetCandidates[0].name {

@@ -106,8 +106,8 @@ type LadderOutageRow struct {
 	Requests, Server int64
 	OK               int64
 	PerRequest       float64
-	// Bound is the most attempts the fleet may send by today's budget:
-	// every client's budgetBound of its share of the requests.
+	// Bound is the most attempts the fleet may send by the budget's
+	// bound: every client's budgetBound of its share of the requests.
 	Bound int64
 }
 
@@ -226,8 +226,8 @@ func (res *LadderResult) write(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\nThe other side: an outage (every answer 503) for %v, gotry defaults, the same schedule. "+
-		"The bound is the most today's budget lets a fleet send when nothing succeeds: each client its requests, plus ⌊%g × requests⌋, plus its reserve of %d, and at most %d attempts a request.\n\n",
-		res.Cell, transport.DefaultBudgetRatio, transport.DefaultBudgetReserve, transport.DefaultMaxAttempts)
+		"The bound is the most the budget lets a fleet send when nothing succeeds (nothing is deposited, refunded or refilled): each client its requests plus its reserve of %d, and at most %d attempts a request.\n\n",
+		res.Cell, transport.DefaultBudgetReserve, transport.DefaultMaxAttempts)
 	fmt.Fprintf(w, "| clients × rate | requests | server attempts | attempts per request | fleet bound | bound per request |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Outage {
 		fmt.Fprintf(w, "| %d × %g/s | %d | %d | %.3f | %d | %.3f |\n", r.Shape.Clients, r.Shape.PerClient, r.Requests, r.Server, r.PerRequest,
@@ -251,6 +251,10 @@ func (res *LadderResult) goals() []goal {
 		gs = append(gs, goal{fmt.Sprintf("ladder, %d × %g/s, %.0f%% independent 503s: gotry defaults succeed for ≥ 1 − p³ less %d standard errors",
 			c.Shape.Clients, c.Shape.PerClient, 100*c.P, ladderSigmas),
 			fmt.Sprintf("%.2f%% (≥ %.2f%%; ideal %.2f%%)", 100*g.Success, 100*floor, 100*c.Ideal), g.Success >= floor})
+	}
+	for _, r := range res.Outage {
+		gs = append(gs, goal{fmt.Sprintf("ladder outage, %d × %g/s: gotry defaults within the budget's fleet bound", r.Shape.Clients, r.Shape.PerClient),
+			fmt.Sprintf("%.3f attempts a request (bound %.3f)", r.PerRequest, float64(r.Bound)/float64(max(r.Requests, 1))), r.Server <= r.Bound})
 	}
 	return gs
 }

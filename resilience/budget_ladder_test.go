@@ -2,9 +2,12 @@ package resilience
 
 import (
 	"container/heap"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // The budget's two sides, on simulated time: what it lets retries fix
@@ -34,6 +37,7 @@ type ladderEvent struct {
 	client  int
 	attempt int // 1-based
 	tok     budgetToken
+	paid    time.Time // when a retry's token was taken (zero for a first attempt)
 }
 
 type ladderQueue []ladderEvent
@@ -102,7 +106,7 @@ func simulateBudget(seed uint64, shape ladderShape, d time.Duration, fails func(
 			continue
 		}
 		delay := time.Duration(rng.Int64N(int64(100*time.Millisecond) << (ev.attempt - 1)))
-		heap.Push(&q, ladderEvent{at: end.Add(delay), client: ev.client, attempt: ev.attempt + 1, tok: tok})
+		heap.Push(&q, ladderEvent{at: end.Add(delay), client: ev.client, attempt: ev.attempt + 1, tok: tok, paid: end})
 	}
 	return res
 }
@@ -185,4 +189,90 @@ func TestBudgetHoldsAnOutage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ladderLog is what a simulated fleet did, for checking the budget's bound:
+// when each call succeeded (its end, when the budget was told) and when
+// each retry that failed had been paid for.
+type ladderLog struct {
+	successes, lostRetries []time.Time
+}
+
+// record wraps fails so that log keeps what the attempts did.
+func (log *ladderLog) record(fails func(ladderEvent, *rand.Rand) bool) func(ladderEvent, *rand.Rand) bool {
+	return func(ev ladderEvent, rng *rand.Rand) bool {
+		failed := fails(ev, rng)
+		switch {
+		case !failed:
+			log.successes = append(log.successes, ev.at.Add(time.Millisecond))
+		case ev.attempt > 1:
+			log.lostRetries = append(log.lostRetries, ev.paid)
+		}
+		return failed
+	}
+}
+
+// fleetBound is the bound the budget's doc states for a fleet of n clients
+// over the interval [a, end]: ratio × S + n × reserve + P, S counting the
+// successes from nine seconds before a's second through end's, and P the
+// refills, at most one per client per second of the interval and no more
+// than the successes in it.
+func (log *ladderLog) fleetBound(n int, a, end time.Time) float64 {
+	first, last := a.Unix(), end.Unix()
+	s := countIn(log.successes, time.Unix(first-9, 0), time.Unix(last+1, 0))
+	p := min(int64(countIn(log.successes, a, end.Add(time.Nanosecond))), int64(n)*(last-first+1))
+	return math.Floor(DefaultBudgetRatio*float64(s)) + float64(n*DefaultBudgetReserve) + float64(p)
+}
+
+// drawLadderShape draws a fleet: 1 to 20 clients, 100 calls a second at
+// most in all, each client at least one call every two seconds.
+func drawLadderShape(t *rapid.T) ladderShape {
+	clients := rapid.IntRange(1, 20).Draw(t, "clients")
+	rate := rapid.Float64Range(0.5, 100/float64(clients)).Draw(t, "rate")
+	return ladderShape{"drawn", clients, rate}
+}
+
+// TestBudgetFleetBoundUnderIndependentFailures: the fleet bound the
+// budget's doc states holds, over the whole run, for any fleet whose
+// attempts fail independently with any probability p (a retry fixes a
+// failure as often as a first attempt avoids one), with the default
+// budget and 3 attempts.
+func TestBudgetFleetBoundUnderIndependentFailures(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		shape := drawLadderShape(t)
+		p := rapid.Float64Range(0, 1).Draw(t, "p")
+		d := time.Duration(rapid.IntRange(1, 20).Draw(t, "seconds")) * time.Second
+		var log ladderLog
+		res := simulateBudget(rapid.Uint64().Draw(t, "seed"), shape, d, log.record(independent(p)))
+		start := time.Unix(1_000_000, 0)
+		end := start.Add(d + time.Second) // past the last retry's end
+		if lost, bound := float64(len(log.lostRetries)), log.fleetBound(shape.clients, start, end); lost > bound {
+			t.Fatalf("%d × %g/s, p = %.3f, %v: %d retries failed, bound %v (%d requests, %d succeeded)",
+				shape.clients, shape.rate, p, d, len(log.lostRetries), bound, res.requests, res.succeeded)
+		}
+	})
+}
+
+// TestBudgetFleetBoundInAnOutage: for any fleet, after any healthy spell
+// (none included), an outage of any length (every attempt fails, retries
+// too) gets at most the fleet bound of failed retries paid for during it:
+// the reserves and what the successes before it deposited, however long it
+// lasts.
+func TestBudgetFleetBoundInAnOutage(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		shape := drawLadderShape(t)
+		start := time.Unix(1_000_000, 0)
+		outage := start.Add(time.Duration(rapid.Int64Range(0, int64(15*time.Second)).Draw(t, "healthy")))
+		d := outage.Sub(start) + time.Duration(rapid.Int64Range(int64(time.Second), int64(20*time.Second)).Draw(t, "outage"))
+		var log ladderLog
+		simulateBudget(rapid.Uint64().Draw(t, "seed"), shape, d, log.record(func(ev ladderEvent, _ *rand.Rand) bool {
+			return !ev.at.Before(outage)
+		}))
+		end := start.Add(d + time.Second)
+		lost := countIn(log.lostRetries, outage, end)
+		if bound := log.fleetBound(shape.clients, outage, end); float64(lost) > bound {
+			t.Fatalf("%d × %g/s, outage from %v for %v: %d retries paid during it failed, bound %v",
+				shape.clients, shape.rate, outage.Sub(start), d-outage.Sub(start), lost, bound)
+		}
+	})
 }

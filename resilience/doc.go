@@ -74,8 +74,9 @@
 // busy client while its retries work, no faster than its last second
 // earned, so savings never burst out at the start of an outage. A timeout
 // costs a token more. By failure rate, with attempts failing independently
-// with probability p, a busy client retries every failure up to p = 30%
-// (1 − p³ succeed at 3 attempts), a quiet one all but about p⁴; in an
+// with probability p, a busy client retries every failure up to p = 20%
+// and all but a few in a thousand at 30% (about 1 − p³ succeed at 3
+// attempts), a quiet one all but about p⁴; in an
 // outage a client sends about 1.0 attempts a request. A retry takes its
 // token before its backoff sleep, giving it back if the retry then does
 // not launch. With the budget empty, no new attempt launches; attempts in

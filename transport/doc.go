@@ -191,8 +191,8 @@
 //
 // By failure rate, at the default 3 attempts, with each attempt failing
 // independently with probability p: a busy Transport retries every failure
-// up to p = 30%, so 1 − p³ of requests succeed (99.9%, 99.2%, 97.3% at 10,
-// 20, 30%); a quiet one (a request a second) lives on its reserve and
+// up to p = 20% and all but a few in a thousand at 30%, so about 1 − p³ of
+// requests succeed (99.9%, 99.2%, 97.3% at 10, 20, 30%); a quiet one (a request a second) lives on its reserve and
 // loses about p⁴ more (96.3% succeed at 30%). During an outage nothing
 // succeeds: nothing is refunded or earned, each replica spends its reserve
 // once and then stops, about 1.0 attempts a request however long the

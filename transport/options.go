@@ -136,9 +136,10 @@ func WithBackoff(b resilience.Backoff) Option { return resilience.WithBackoff(b)
 //
 // What that means by failure rate, at the default 3 attempts, when each
 // attempt fails independently with probability p: a busy Transport retries
-// every failure up to p = 30% (1 − p³ of requests succeed: 99.9%, 99.2%,
-// 97.3% at 10, 20, 30%); a quiet one (a request a second) lives on its
-// reserve and loses about p⁴ more (96.3% succeed at 30%). When retries fail
+// every failure up to p = 20% and all but a few in a thousand at 30%
+// (about 1 − p³ of requests succeed: 99.9%, 99.2%, 97.3% at 10, 20, 30%); a
+// quiet one (a request a second) lives on its reserve and loses about p⁴
+// more (96.3% succeed at 30%). When retries fail
 // too (an outage), nothing is refunded or earned: each Transport spends its
 // reserve once, then retries no more, about 1.0 attempts a request however
 // long the outage lasts; for N replicas, failed retries ≤ ratio ×

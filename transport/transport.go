@@ -34,9 +34,10 @@ var _ http.RoundTripper = (*Transport)(nil)
 
 // New wraps base (http.DefaultTransport when nil). With no options the
 // transport retries idempotent requests up to 3 attempts with full-jitter
-// backoff, under a retry budget of 10% of requests and a reserve of 2
-// retries (see WithRetryBudget); the breaker, hedging and the concurrency
-// limit are off (resilience.DefaultSettings). New never panics and ignores nil options; an
+// backoff, under the default retry budget (failed retries at most a
+// quarter of the requests that succeed, plus a reserve of 2; see
+// WithRetryBudget); the breaker, hedging and the concurrency limit are off
+// (resilience.DefaultSettings). New never panics and ignores nil options; an
 // option constructor panics, naming itself and the value, when given
 // nonsense (see Option).
 func New(base http.RoundTripper, opts ...Option) *Transport {

@@ -96,9 +96,9 @@
 //     TestS3ThrottleBurstKeepsEveryWrite): 8 concurrent 256 KiB
 //     PutObjects meet 600 ms of 503 SlowDown on every request, then S3
 //     works. With the set-up above every write succeeds and reads back
-//     byte for byte, in 2 or 3 attempts (16–19 requests for 8 writes), a
-//     median of 0.8–1.0 s per write and 2.6 s at most (thirty runs, ten of
-//     them under the race detector, the SDK's real backoff); the breaker
+//     byte for byte, in 2 or 3 attempts (16–21 requests for 8 writes), a
+//     median of 0.8–1.9 s per write and 2.6 s at most (thirty-five runs,
+//     fifteen of them under the race detector, the SDK's real backoff); the breaker
 //     stays closed and the limit, cut to 1–4 by the SlowDowns, shed
 //     nothing. Before, five SlowDowns opened the breaker for 30 s and all
 //     8 writes failed with circuit_open after one request each; with

@@ -21,9 +21,8 @@ import (
 // does not resend those, so gotry is the only layer that retries them, and
 // a single retry heals each. Every Get must succeed.
 //
-// It is written for the budget's redesign and may fail before it (run it
-// with go test -run Issue37 in contrib/kubernetes); see the log line for the
-// counts.
+// Run it with go test -run Issue37 in contrib/kubernetes; the log line
+// gives the counts.
 func TestIssue37KubernetesEveryGetSucceeds(t *testing.T) {
 	const gets, qps = 60, 20
 	srv := newFakeAPIServer(t)

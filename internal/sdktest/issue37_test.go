@@ -18,8 +18,7 @@ import (
 
 // Issue #37: the retry budget must not lose requests to independent,
 // partial failures. The tests named TestIssue37... hold that with a real
-// client through gotry's defaults; they are written to pass once the
-// budget is redesigned, and may fail before (run them with
+// client through gotry's defaults (run them with
 // go test -run Issue37 ./internal/sdktest/).
 
 // issue37Faults are the faults a quarter of first attempts meet, in turn:
