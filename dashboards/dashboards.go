@@ -231,7 +231,7 @@ func gotryDashboard(uid string) (dashboard.Dashboard, error) { //nolint:staticch
 		Time("now-1h", "now").
 		Timezone(common.TimeZoneBrowser).
 		Variables(variables())
-	for _, r := range []row{overviewRow(), latencyRow(), retriesRow(), hedgingRow(), budgetRow(), breakersRow(), overloadRow(), fleetRow()} {
+	for _, r := range []row{overviewRow(), latencyRow(), retriesRow(), hedgingRow(), budgetRow(), breakersRow(), overloadRow(), fleetRow(), chainRow()} {
 		b.WithRow(dashboard.NewRowBuilder(r.title))
 		for _, p := range r.panels {
 			b.WithPanel(p)

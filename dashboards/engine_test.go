@@ -53,6 +53,9 @@ func syntheticSeries() string {
 		add(MetricLimitShed, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="initial", gotry_criticality="default"`, host), "0+4x20")
 		add(MetricLimitShed, fmt.Sprintf(`server_address=%q, gotry_attempt_kind="hedge", gotry_criticality="default"`, host), "0+2x20")
 		add(requestCount, h+`, gotry_reason="overloaded"`, "0+4x20")
+		add(requestCount, h+`, gotry_reason="pushback", http_response_status_code="503", error_type="503"`, "0+2x20")
+		add(requestCount, h+`, gotry_reason="past_deadline", http_response_status_code="503", error_type="503"`, "0+1x20")
+		add(requestCount, h+`, gotry_reason="canceled", error_type="timeout"`, "0+1x20")
 	}
 	add(MetricBudgetTokens, `gotry_transport="default"`, "5x20")
 	add(MetricHedgeMaxExtraLoad, `gotry_transport="default"`, "0.05x20")

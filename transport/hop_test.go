@@ -646,3 +646,47 @@ func TestPushbackFromAHedgeDoesNotWin(t *testing.T) {
 		t.Errorf("server saw %d attempts, want 2 (the hedge's pushback stops a third)", got)
 	}
 }
+
+// TestRetriesLeftWithHedging: each attempt of a hedging request tells the
+// next hop the attempts that may still follow it: the first, 2; its hedge,
+// 1 (one retry is left after it); the retry after both failed, 0. A POST
+// without an idempotency key is never hedged, and says 0.
+func TestRetriesLeftWithHedging(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		want   []string // "attempt: RetriesLeftHeader", in order of arrival
+	}{
+		{"GET", http.MethodGet, []string{"1; initial: 2", "2; hedge: 1", "3; retry: 0"}},
+		{"POST", http.MethodPost, []string{"1; initial: 0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hedged := make(chan struct{})
+			var seen events[string]
+			leaf := newHopServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				a := r.Header.Get("Gotry-Attempt")
+				seen.add(a + ": " + r.Header.Get(transport.RetriesLeftHeader))
+				switch {
+				case a == "2; hedge":
+					close(hedged)
+				case a == "1; initial" && tc.method == http.MethodGet:
+					select { // the first attempt fails once its hedge has arrived
+					case <-hedged:
+					case <-r.Context().Done():
+					}
+				}
+				down(w, r)
+			}))
+			client := peerClient(t, transport.WithHedging(20*time.Millisecond, 1), transport.WithAttemptHeader("Gotry-Attempt"))
+			resp, err := client.RoundTrip(newRequest(t, testCtx(t), tc.method, leaf.URL, strings.NewReader("x")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+			if got := seen.get(); !slices.Equal(got, tc.want) {
+				t.Errorf("leaf saw %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -389,3 +389,64 @@ func TestTransportSendsNothingWithNoTimeLeft(t *testing.T) {
 		})
 	}
 }
+
+// TestMiddlewareSendsTheCallersTimeLeftDown: under Middleware, a Transport
+// called with the request's context sends a peer what is left of the time
+// its trusted caller gave, on the fake clock: all of it on the first
+// attempt, less the backoff on the retry; and it starts no retry whose
+// backoff would end at or after that deadline (the call ends with the
+// answer it has, past_deadline).
+func TestMiddlewareSendsTheCallersTimeLeftDown(t *testing.T) {
+	tests := []struct {
+		name       string
+		callers    string // the trusted caller's TimeoutHeader
+		sleeps     bool   // a backoff sleep starts
+		want       []string
+		wantReason resilience.EndReason
+	}{
+		{"time for a retry", "250", true, []string{"250", "150"}, resilience.ReasonAttemptsExhausted},
+		{"no time for a retry", "80", false, []string{"80"}, resilience.ReasonPastDeadline},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newClock()
+			var sent events[string]
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				sent.add(strings.Join(r.Header[transport.TimeoutHeader], ","))
+				return fakeResponse(r, 503, "down"), nil
+			})
+			var reason resilience.EndReason
+			hooks := transport.Hooks{OnCallEnd: func(e resilience.CallEndEvent) { reason = e.Reason }}
+			tr := transport.New(base, loopbackPeers, transport.WithClock(fc), transport.WithMaxAttempts(2),
+				transport.WithBackoff(resilience.Constant(100*time.Millisecond)), transport.WithRetryBudget(0, 0),
+				transport.WithHooks(hooks))
+			h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://127.0.0.1:1/", nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				readBody(t, resp)
+				w.WriteHeader(resp.StatusCode)
+			}), trustLoopback, transport.WithClock(fc))
+			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(testCtx(t))
+			req.RemoteAddr = "127.0.0.1:4321"
+			req.Header.Set(transport.TimeoutHeader, tc.callers)
+			rec := httptest.NewRecorder()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.ServeHTTP(rec, req)
+			}()
+			if tc.sleeps {
+				waitArmed(t, fc, 1)
+				fc.Advance(100 * time.Millisecond)
+			}
+			recv(t, done, "the handler")
+			if got := sent.get(); !slices.Equal(got, tc.want) || reason != tc.wantReason || rec.Code != 503 {
+				t.Errorf("the peer was sent %s %q, the call ended %v, answered %d; want %q, %v, 503", transport.TimeoutHeader, got, reason, rec.Code, tc.want, tc.wantReason)
+			}
+		})
+	}
+}

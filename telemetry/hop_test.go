@@ -1,0 +1,65 @@
+package telemetry
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/MrVSiK/gotry/transport"
+)
+
+// The hop protocol in the metrics and spans (issue #38).
+
+// A peer's 503 with pushback: gotry.request.duration counts the request
+// under gotry_reason="pushback", and gotry.attempts its one attempt, as
+// retryable: the answer is not retried, and it is no success.
+func TestMetricsShowPushbackAnswers(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(503, transport.PushbackHeader, transport.PushbackRetried), status(200))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithHopPeers(func(string) bool { return true }))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+	rm := r.collect(t)
+	_, reqs := find(t, rm, MetricRequestDuration)
+	if len(reqs) != 1 || reqs[0].count != 1 || !reqs[0].attrs.HasValue(KeyReason) {
+		t.Fatalf("%s: %d points, want one", MetricRequestDuration, len(reqs))
+	}
+	if v, _ := reqs[0].attrs.Value(KeyReason); v.AsString() != "pushback" {
+		t.Errorf("%s: %s %q, want pushback", MetricRequestDuration, KeyReason, v.AsString())
+	}
+	_, atts := find(t, rm, MetricAttempts)
+	if len(atts) != 1 || atts[0].value != 1 {
+		t.Fatalf("%s: %d points, want one attempt", MetricAttempts, len(atts))
+	}
+	if v, _ := atts[0].attrs.Value(KeyAttemptOutcome); v.AsString() != "retryable" {
+		t.Errorf("%s: %s %q, want retryable", MetricAttempts, KeyAttemptOutcome, v.AsString())
+	}
+}
+
+// A call made under transport.Middleware for a trusted caller that sent
+// transport.TimeoutHeader shows the time it had left of that propagated
+// deadline on its request span.
+func TestTraceTimeLeftOfAPropagatedDeadline(t *testing.T) {
+	r := newRig(t)
+	srv := newServer(t, status(200))
+	tr := transport.New(base(t), r.tel.Transport())
+	h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+		req, _ := http.NewRequestWithContext(in.Context(), http.MethodGet, srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		drain(t, resp)
+	}), transport.WithTrustedCallers(func(*http.Request) bool { return true }))
+	in := httptest.NewRequest(http.MethodGet, "/", nil)
+	in.Header.Set(transport.TimeoutHeader, "30000")
+	h.ServeHTTP(httptest.NewRecorder(), in)
+	spans := ordered(r.waitEnded(t, 2), "gotry GET")
+	if left := attrs(spans[0].Attributes())[keyTimeLeft].AsFloat64(); left <= 25 || left > 30 {
+		t.Errorf("%s = %v, want just under the caller's 30", keyTimeLeft, left)
+	}
+}
