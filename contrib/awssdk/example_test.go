@@ -2,9 +2,13 @@ package awssdk_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/MrVSiK/gotry/contrib/awssdk"
 	"github.com/MrVSiK/gotry/transport"
+	"github.com/MrVSiK/gotry/transport/transporttest"
 )
 
 // The AWS SDK for Go v2 over gotry: the SDK's retryer retries (S3's error
@@ -53,4 +58,44 @@ func ExampleS3Transport() {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// What S3Classifier changes for gotry's breaker, with a scripted
+// RoundTripper (package transporttest) in place of S3: six 503 SlowDowns in
+// a row are throttles, which the breaker does not count, so all six reach
+// S3; six 500 InternalErrors are failures, and after the fifth (the
+// breaker's default threshold) the breaker opens and the sixth request
+// fails at once without being sent. Under the SDK, S3Retryer makes that
+// refusal final.
+func ExampleS3Classifier() {
+	rt := transporttest.New(nil)
+	rt.Handle("slowdown.s3.test/", transporttest.Steps(transporttest.Status(http.StatusServiceUnavailable)))
+	rt.Handle("failing.s3.test/", transporttest.Steps(transporttest.Status(http.StatusInternalServerError)))
+	client := &http.Client{Transport: awssdk.S3Transport(rt)}
+
+	for _, host := range []string{"slowdown.s3.test", "failing.s3.test"} {
+		var got []string
+		for range 6 {
+			resp, err := client.Get("http://" + host + "/bucket/key")
+			switch {
+			case errors.Is(err, transport.ErrCircuitOpen):
+				got = append(got, "circuit-open")
+			case err != nil:
+				got = append(got, "error")
+			default:
+				resp.Body.Close()
+				got = append(got, strconv.Itoa(resp.StatusCode))
+			}
+		}
+		sent := 0
+		for _, r := range rt.Requests() {
+			if r.URL.Host == host {
+				sent++
+			}
+		}
+		fmt.Printf("%s: %s (%d sent)\n", host, strings.Join(got, " "), sent)
+	}
+	// Output:
+	// slowdown.s3.test: 503 503 503 503 503 503 (6 sent)
+	// failing.s3.test: 500 500 500 500 500 circuit-open (5 sent)
 }

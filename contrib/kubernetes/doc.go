@@ -7,7 +7,7 @@
 //
 // It is a module of its own, github.com/MrVSiK/gotry/contrib/kubernetes.
 // The package imports only gotry and the standard library; its tests and
-// its Example require client-go, k8s.io/api and k8s.io/apimachinery, which
+// ExampleWrap require client-go, k8s.io/api and k8s.io/apimachinery, which
 // therefore appear on its users' build lists (go list -m all), at least at
 // the versions its go.mod requires. Run the tests with make sdk-test.
 //

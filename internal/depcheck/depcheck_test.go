@@ -77,9 +77,14 @@ func goList(t *testing.T, args ...string) []byte {
 	// rules below span the modules it lists (the root, telemetry, the
 	// demo, internal/sdktest, bench).
 	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root(t), "go.work"))
-	out, err := cmd.CombinedOutput()
+	// Standard output only: on a cold module cache the go command reports
+	// each download on standard error ("go: downloading ..."), and those
+	// lines are not packages.
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
 	return out
 }
