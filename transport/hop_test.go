@@ -88,16 +88,25 @@ func service(t *testing.T, next string) http.Handler {
 // unwrappedService is service without Middleware.
 func unwrappedService(t *testing.T, next string, opts ...transport.Option) http.Handler {
 	opts = append([]transport.Option{noDelay, transport.WithRetryBudget(0, 0), loopbackPeers}, opts...)
-	tr := transport.New(newBase(t), opts...)
+	return relay(t, transport.New(newBase(t), opts...), next, nil)
+}
+
+// relay is a service's handler: it GETs next through tr with the incoming
+// request's context and answers with the status it got (502 on an error).
+// prepare, if not nil, sees the incoming request and may change the
+// outgoing one first.
+func relay(t *testing.T, tr http.RoundTripper, next string, prepare func(in, out *http.Request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, next, nil)
+		if prepare != nil {
+			prepare(r, req)
+		}
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		readBody(t, resp)
 		w.WriteHeader(resp.StatusCode)
 	})
 }
@@ -607,43 +616,6 @@ func TestPushbackIsNoSuccessForTheBudget(t *testing.T) {
 				t.Errorf("budget holds %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestPushbackFromAHedgeDoesNotWin: a hedge answered 503 with pushback
-// while the first attempt is still running does not win: the caller gets
-// the first attempt's 200, and no third attempt is sent.
-func TestPushbackFromAHedgeDoesNotWin(t *testing.T) {
-	release := make(chan struct{})
-	var n atomic.Int32
-	srv := newHopServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			select { // the first attempt answers once the hedge's answer was judged
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-			io.WriteString(w, "first")
-			return
-		}
-		w.Header().Set(transport.PushbackHeader, transport.PushbackRetried)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	hooks := transport.Hooks{OnAttemptEnd: func(e resilience.AttemptEndEvent) {
-		if e.Attempt == 2 && e.Pushback {
-			close(release)
-		}
-	}}
-	client := peerClient(t, transport.WithHedging(20*time.Millisecond, 2), transport.WithHooks(hooks))
-	resp, err := client.RoundTrip(newRequest(t, testCtx(t), http.MethodGet, srv.URL, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body := readBody(t, resp); resp.StatusCode != 200 || body != "first" {
-		t.Errorf("got %d %q, want the first attempt's 200", resp.StatusCode, body)
-	}
-	if got := srv.hits.Load(); got != 2 {
-		t.Errorf("server saw %d attempts, want 2 (the hedge's pushback stops a third)", got)
 	}
 }
 

@@ -154,18 +154,10 @@ func TestHostileHopHeadersChangeNothingUntrusted(t *testing.T) {
 				leaf := newHopServer(t, down)
 				tr := peerClient(t)
 				var s seen
-				h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					s.called, s.header = true, r.Header.Clone()
-					s.deadline, _ = r.Context().Deadline()
-					req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, leaf.URL, nil)
-					req.Header = r.Header.Clone() // a handler that forwards its headers
-					resp, err := tr.RoundTrip(req)
-					if err != nil {
-						http.Error(w, err.Error(), http.StatusBadGateway)
-						return
-					}
-					readBody(t, resp)
-					w.WriteHeader(resp.StatusCode)
+				h := transport.Middleware(relay(t, tr, leaf.URL, func(in, out *http.Request) {
+					s.called, s.header = true, in.Header.Clone()
+					s.deadline, _ = in.Context().Deadline()
+					out.Header = in.Header.Clone() // a handler that forwards its headers
 				}), su.opts...)
 				req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(testCtx(t))
 				req.RemoteAddr = su.remoteAddr
@@ -218,16 +210,8 @@ func TestTrustedCallerHopHeadersAsDocumented(t *testing.T) {
 			leaf := newHopServer(t, down)
 			tr := peerClient(t)
 			var deadline bool
-			front := httptest.NewServer(transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, deadline = r.Context().Deadline()
-				req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, leaf.URL, nil)
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadGateway)
-					return
-				}
-				readBody(t, resp)
-				w.WriteHeader(resp.StatusCode)
+			front := httptest.NewServer(transport.Middleware(relay(t, tr, leaf.URL, func(in, _ *http.Request) {
+				_, deadline = in.Context().Deadline()
 			}), trustLoopback))
 			t.Cleanup(front.Close)
 			req := newRequest(t, testCtx(t), http.MethodGet, front.URL, nil)
@@ -420,16 +404,7 @@ func TestMiddlewareSendsTheCallersTimeLeftDown(t *testing.T) {
 			tr := transport.New(base, loopbackPeers, transport.WithClock(fc), transport.WithMaxAttempts(2),
 				transport.WithBackoff(resilience.Constant(100*time.Millisecond)), transport.WithRetryBudget(0, 0),
 				transport.WithHooks(hooks))
-			h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://127.0.0.1:1/", nil)
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadGateway)
-					return
-				}
-				readBody(t, resp)
-				w.WriteHeader(resp.StatusCode)
-			}), trustLoopback, transport.WithClock(fc))
+			h := transport.Middleware(relay(t, tr, "http://127.0.0.1:1/", nil), trustLoopback, transport.WithClock(fc))
 			req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(testCtx(t))
 			req.RemoteAddr = "127.0.0.1:4321"
 			req.Header.Set(transport.TimeoutHeader, tc.callers)

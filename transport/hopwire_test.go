@@ -61,16 +61,7 @@ func newWireServer(t *testing.T, proto string, h http.Handler) *wireServer {
 // request's context, and answers with next's status.
 func wireService(t *testing.T, proto string, next *wireServer, mopts ...transport.Option) *wireServer {
 	tr := transport.New(next.base, noDelay, transport.WithRetryBudget(0, 0), loopbackPeers)
-	return newWireServer(t, proto, transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, next.URL, nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		readBody(t, resp)
-		w.WriteHeader(resp.StatusCode)
-	}), mopts...))
+	return newWireServer(t, proto, transport.Middleware(relay(t, tr, next.URL, nil), mopts...))
 }
 
 // TestHopHeadersOverTheWire: a trusted caller's promise and time left
@@ -151,8 +142,9 @@ func TestHostileHopHeadersOverTheWire(t *testing.T) {
 
 // TestPushbackFromAHedgeDoesNotWinOverTheWire: a hedge answered 503 with
 // pushback does not cancel the first attempt, which answers 200 once the
-// hedge's answer was judged, over either protocol (over HTTP/2 both share
-// one connection, and cancelling is a stream reset).
+// hedge's answer was judged, and no third attempt is sent (the pushback
+// stops it), over either protocol (over HTTP/2 both share one connection,
+// and cancelling is a stream reset).
 func TestPushbackFromAHedgeDoesNotWinOverTheWire(t *testing.T) {
 	for _, proto := range wireProtos {
 		t.Run(proto, func(t *testing.T) {
