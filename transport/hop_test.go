@@ -37,16 +37,21 @@ type hopServer struct {
 
 func newHopServer(t *testing.T, h http.Handler) *hopServer {
 	s := &hopServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewServer(s.recording(h))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// recording is h after counting the request and keeping its headers.
+func (s *hopServer) recording(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.hits.Add(1)
 		s.mu.Lock()
 		s.left = append(s.left, r.Header.Get(transport.RetriesLeftHeader))
 		s.hdrs = append(s.hdrs, r.Header.Clone())
 		s.mu.Unlock()
 		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(s.Close)
-	return s
+	})
 }
 
 func (s *hopServer) lefts() []string {

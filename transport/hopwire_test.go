@@ -31,17 +31,12 @@ func newWireServer(t *testing.T, proto string, h http.Handler) *wireServer {
 	t.Helper()
 	h2 := proto == "HTTP/2"
 	s := &hopServer{}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewUnstartedServer(s.recording(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if (r.ProtoMajor == 2) != h2 {
 			t.Errorf("a request over %s, want %s", r.Proto, proto)
 		}
-		s.hits.Add(1)
-		s.mu.Lock()
-		s.left = append(s.left, r.Header.Get(transport.RetriesLeftHeader))
-		s.hdrs = append(s.hdrs, r.Header.Clone())
-		s.mu.Unlock()
 		h.ServeHTTP(w, r)
-	}))
+	})))
 	var base *http.Transport
 	if h2 {
 		s.EnableHTTP2 = true
