@@ -11,9 +11,9 @@ import (
 const errorTypeTimeout = "timeout"
 
 // chainRow: the hop protocol of transport.Middleware, seen from a caller:
-// the answers a peer pushed back (it retried below and still failed), and
-// the requests that ran out of their deadline, a caller's propagated one
-// included.
+// the answers a peer pushed back (it retried below and still failed), the
+// requests that ran out of their deadline, a caller's propagated one
+// included, and how much of it requests start with.
 func chainRow() row {
 	byHost := func(extra ...string) string {
 		return sumBy(rate(selector(requestCount, extra...)), LabelServer)
@@ -28,5 +28,10 @@ func chainRow() row {
 			unitReqPerSec, 12,
 			t(byHost(eq(LabelReason, ReasonPastDeadline)), "{{"+LabelServer+"}} past deadline"),
 			t(byHost(eq(LabelErrorType, errorTypeTimeout)), "{{"+LabelServer+"}} timeout")),
+		graph("Time left at the start of requests by downstream",
+			"The 10th percentile and the median, by host, of what was left of a request's deadline when it started (gotry_request_time_left_seconds; requests without a deadline are not counted). Under transport.Middleware a trusted caller's deadline, sent in Gotry-Timeout-Ms, counts when it is sooner than the service's own. A 10th percentile near the host's request latency, or under a few milliseconds, says callers hand that downstream too little time: those requests end past_deadline or timeout (the panel beside). The histogram's top bucket is 60 s, so longer deadlines show as 60 s.",
+			unitSeconds, 24,
+			t(quantile(0.1, selector(timeLeftBucket), LabelServer), "{{"+LabelServer+"}} p10"),
+			t(quantile(0.5, selector(timeLeftBucket), LabelServer), "{{"+LabelServer+"}} p50")),
 	}}
 }

@@ -156,10 +156,11 @@ func giveUp() string {
 
 // The series the panels query.
 const (
-	requestCount  = MetricRequestDuration + "_count"
-	requestBucket = MetricRequestDuration + "_bucket"
-	attemptBucket = MetricAttemptDuration + "_bucket"
-	backoffBucket = MetricBackoffDelay + "_bucket"
+	requestCount   = MetricRequestDuration + "_count"
+	requestBucket  = MetricRequestDuration + "_bucket"
+	attemptBucket  = MetricAttemptDuration + "_bucket"
+	backoffBucket  = MetricBackoffDelay + "_bucket"
+	timeLeftBucket = MetricRequestTimeLeft + "_bucket"
 )
 
 // datasource refers to the dashboard's datasource variable.

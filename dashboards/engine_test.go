@@ -33,6 +33,10 @@ func syntheticSeries() string {
 		for _, bucket := range []struct{ le, values string }{{"0", "0+50x20"}, {"1", "0+58x20"}, {"+Inf", "0+60x20"}} {
 			add(MetricRequestRetries+"_bucket", h+`, le="`+bucket.le+`"`, bucket.values)
 		}
+		// Time left at the start: a tenth of the requests with under 50 ms.
+		for _, bucket := range []struct{ le, values string }{{"0.05", "0+6x20"}, {"0.5", "0+20x20"}, {"5", "0+50x20"}, {"60", "0+58x20"}, {"+Inf", "0+60x20"}} {
+			add(timeLeftBucket, h+`, le="`+bucket.le+`"`, bucket.values)
+		}
 		add(MetricRequestRetries+"_sum", h, "0+12x20")
 		add(MetricRequestRetries+"_count", h, "0+60x20")
 		add(MetricHTTPClientDuration+"_count", h+`, error_type="503", http_response_status_code="503"`, "0+6x20")

@@ -67,6 +67,11 @@ const (
 	MetricAttemptsInFlight = "gotry_attempts_in_flight"
 	// MetricRequestRetries is a histogram of retries per request.
 	MetricRequestRetries = "gotry_request_retries"
+	// MetricRequestTimeLeft is a histogram of what was left of each
+	// request's context deadline when it started (requests without one
+	// record nothing); under transport.Middleware, a trusted caller's
+	// propagated deadline counts.
+	MetricRequestTimeLeft = "gotry_request_time_left_seconds"
 	// MetricBreakerStateDuration is an asynchronous gauge per host of how
 	// long its breaker has been in its current state (the state a label).
 	MetricBreakerStateDuration = "gotry_breaker_state_duration_seconds"
@@ -256,6 +261,7 @@ func Contract() []Metric {
 		{MetricBreakerStateDuration, Gauge, []string{LabelServer, LabelBreakerState, LabelTransport}},
 		{MetricAttemptsInFlight, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricRequestRetries, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelTransport}},
+		{MetricRequestTimeLeft, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelTransport}},
 		{MetricHTTPClientDuration, Histogram, []string{LabelMethod, LabelServer, LabelPort, LabelStatusCode, LabelErrorType, LabelTransport}},
 		{MetricLimitCurrent, Gauge, []string{LabelServer, LabelTransport}},
 		{MetricLimitInFlight, Gauge, []string{LabelServer, LabelTransport}},

@@ -151,7 +151,8 @@ const (
 	// of the request context's deadline when the request started, as a
 	// float: under transport.Middleware, the deadline a trusted caller
 	// propagated (transport.TimeoutHeader) included. Absent without a
-	// deadline.
+	// deadline. The histogram MetricRequestTimeLeft, of the same name,
+	// records the same value per request.
 	keyTimeLeft = attribute.Key("gotry.request.time_left")
 	// keyRequestDuration (invented, logs only) is the request's seconds.
 	keyRequestDuration = attribute.Key("gotry.request.duration")

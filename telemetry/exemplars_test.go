@@ -3,9 +3,11 @@ package telemetry
 import (
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/MrVSiK/gotry/telemetry/internal/traffic"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -47,15 +49,16 @@ func appendTraces[N int64 | float64](ids []string, ex []metricdata.Exemplar[N]) 
 
 // TestExemplarsWhereTracesAreLinked: the latency histograms (which the
 // dashboards link to Jaeger) carry the request's trace as an exemplar; the
-// in-flight count and the retries per request, whose samples stand for no
-// request worth opening, and the attempt counter, whose attempts the
+// in-flight count and the retries and time left per request, whose samples
+// stand for no request worth opening (the request's duration links its
+// trace), and the attempt counter, whose attempts the
 // attempt histograms already link, are measured without one (each exemplar
 // costs the SDK a clock read and a copy).
 func TestExemplarsWhereTracesAreLinked(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(200))
 	tr := transport.New(base(t), r.tel.Transport())
-	mustGet(t, tr, srv.URL)
+	traffic.MustGetWithin(t, tr, srv.URL, time.Minute) // a deadline, for the time left
 	spans := r.waitEnded(t, 2)
 	trace := spans[0].SpanContext().TraceID().String()
 	rm := r.collect(t)
@@ -69,6 +72,7 @@ func TestExemplarsWhereTracesAreLinked(t *testing.T) {
 		{MetricAttempts, false},
 		{MetricAttemptsInFlight, false},
 		{MetricRequestRetries, false},
+		{MetricRequestTimeLeft, false},
 	} {
 		ids, found := exemplarTraces(rm, c.name)
 		if !found {

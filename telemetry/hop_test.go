@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/transport"
 )
 
@@ -61,5 +63,52 @@ func TestTraceTimeLeftOfAPropagatedDeadline(t *testing.T) {
 	spans := ordered(r.waitEnded(t, 2), "gotry GET")
 	if left := attrs(spans[0].Attributes())[keyTimeLeft].AsFloat64(); left <= 25 || left > 30 {
 		t.Errorf("%s = %v, want just under the caller's 30", keyTimeLeft, left)
+	}
+}
+
+// A deadline a trusted caller propagated through transport.Middleware
+// shows in gotry.request.time_left of the calls made under it: exactly
+// the caller's 30 s, with Middleware and the transport on one fake clock
+// that never moves. An untrusted caller's header is ignored, so its
+// request has no deadline and records nothing.
+func TestMetricsTimeLeftOfAPropagatedDeadline(t *testing.T) {
+	tests := []struct {
+		name    string
+		trusted func(*http.Request) bool
+		count   uint64
+		sum     float64
+	}{
+		{"trusted caller", func(*http.Request) bool { return true }, 1, 30},
+		{"untrusted caller", nil, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			srv := newServer(t, status(200))
+			fc := clock.NewFake(time.Now())
+			tr := transport.New(base(t), r.tel.Transport(), transport.WithClock(fc))
+			h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+				req, _ := http.NewRequestWithContext(in.Context(), http.MethodGet, srv.URL, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				drain(t, resp)
+			}), transport.WithTrustedCallers(tc.trusted), transport.WithClock(fc))
+			in := httptest.NewRequest(http.MethodGet, "/", nil)
+			in.Header.Set(transport.TimeoutHeader, "30000")
+			h.ServeHTTP(httptest.NewRecorder(), in)
+			ps := timeLeftPoints(t, r.collect(t))
+			var count uint64
+			var sum float64
+			for _, p := range ps {
+				count += p.Count
+				sum += p.Sum
+			}
+			if count != tc.count || sum != tc.sum {
+				t.Errorf("%s: %d requests summing to %vs, want %d summing to %vs", MetricRequestTimeLeft, count, sum, tc.count, tc.sum)
+			}
+		})
 	}
 }

@@ -71,6 +71,13 @@ const (
 	// "overloaded"; a shed retry ends it with the last result; a shed hedge
 	// is not sent) and criticality.
 	MetricLimitShed = "gotry.limit.shed"
+	// MetricRequestTimeLeft (invented) is the distribution of what was left
+	// of each request's context deadline when it started (the request
+	// span's gotry.request.time_left, as a histogram): under
+	// transport.Middleware, a deadline a trusted caller propagated counts.
+	// Requests without a deadline record nothing. Its low end shows callers
+	// that hand a downstream too little time.
+	MetricRequestTimeLeft = "gotry.request.time_left"
 )
 
 // durationBuckets are the explicit histogram boundaries, in seconds, of every
@@ -78,6 +85,13 @@ const (
 func durationBuckets() []float64 {
 	return []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 }
+
+// timeLeftBuckets are the boundaries of gotry.request.time_left, in
+// seconds: the duration buckets, so that the time requests start with reads
+// against how long they take, and 60 s above them, a common client timeout.
+// Under 5 ms a deadline leaves no room for a network round trip (a call to
+// a peer with less than transport.MinHopTimeout left is not sent at all).
+func timeLeftBuckets() []float64 { return append(durationBuckets(), 60) }
 
 // retryBuckets are the boundaries of gotry.request.retries: each count of
 // retries up to 5 on its own, then 10.
@@ -88,6 +102,7 @@ type instruments struct {
 	meter metric.Meter
 
 	requestDuration    metric.Float64Histogram
+	requestTimeLeft    metric.Float64Histogram // only requests with a deadline
 	attemptDuration    metric.Float64Histogram
 	httpDuration       metric.Float64Histogram             // http.client.request.duration
 	inFlight           metric.Int64ObservableUpDownCounter // read from Telemetry.inFlight
@@ -115,9 +130,9 @@ type instruments struct {
 func newInstruments(mp metric.MeterProvider) instruments {
 	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))
 	nm := noop.NewMeterProvider().Meter(ScopeName)
-	hist := func(name, desc string) metric.Float64Histogram {
+	histIn := func(name, desc string, bounds []float64) metric.Float64Histogram {
 		opts := []metric.Float64HistogramOption{metric.WithUnit("s"), metric.WithDescription(desc),
-			metric.WithExplicitBucketBoundaries(durationBuckets()...)}
+			metric.WithExplicitBucketBoundaries(bounds...)}
 		h, err := m.Float64Histogram(name, opts...)
 		if err != nil || h == nil {
 			otel.Handle(err)
@@ -125,6 +140,7 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		}
 		return h
 	}
+	hist := func(name, desc string) metric.Float64Histogram { return histIn(name, desc, durationBuckets()) }
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		if err != nil || c == nil {
@@ -134,8 +150,10 @@ func newInstruments(mp metric.MeterProvider) instruments {
 		return c
 	}
 	in := instruments{
-		meter:              m,
-		requestDuration:    hist(MetricRequestDuration, "Duration of whole requests through gotry, every attempt and backoff included."),
+		meter:           m,
+		requestDuration: hist(MetricRequestDuration, "Duration of whole requests through gotry, every attempt and backoff included."),
+		requestTimeLeft: histIn(MetricRequestTimeLeft, "Time left of the request context's deadline when the request started; requests without a deadline record nothing.",
+			timeLeftBuckets()),
 		attemptDuration:    hist(MetricAttemptDuration, "Duration of single attempts, until response headers or an error."),
 		attempts:           counter(MetricAttempts, "{attempt}", "Attempts launched, by kind and outcome."),
 		retries:            counter(MetricRetries, "{retry}", "Retries scheduled, by trigger and delay source."),
@@ -296,7 +314,8 @@ func (a *attempt) record(ctx context.Context, code int, err error, dur time.Dura
 }
 
 // noExemplar is the context of the measurements that keep no exemplar: the
-// retries per request (a request's trace is linked from its duration) and
+// retries and the time left per request (a request's trace is linked from
+// its duration) and
 // the attempt counter (each attempt's trace is linked from
 // gotry.attempt.duration and http.client.request.duration, whose series
 // carry the same kind and outcome, and which the dashboards show). A context
@@ -419,8 +438,11 @@ func (c *call) recordTransition(ctx context.Context, key string, from, to resili
 	c.hs.t.inst.breakerTransitions.Add(ctx, 1, metric.WithAttributes(kv...))
 }
 
-// recordEnd records gotry.request.duration and gotry.request.retries
-// and, for a give-up, gotry.retries.suppressed.
+// recordEnd records gotry.request.duration and gotry.request.retries,
+// gotry.request.time_left for a request that had a deadline and, for a
+// give-up, gotry.retries.suppressed. The time left is known from the start
+// but recorded here, with the set gotry.request.retries uses (the identity
+// known at the start): one cache lookup serves all four.
 func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	in := &c.hs.t.inst
 	k := c.setKey(shapeEnd)
@@ -444,6 +466,9 @@ func (c *call) recordEnd(ctx context.Context, e callEnd) {
 	})
 	in.requestDuration.Record(ctx, e.dur.Seconds(), m[0].rec...)
 	in.requestRetries.Record(noExemplar, int64(e.retries), m[2].rec...)
+	if c.timeLeft > 0 {
+		in.requestTimeLeft.Record(noExemplar, c.timeLeft.Seconds(), m[2].rec...)
+	}
 	if e.reason.GaveUp() {
 		in.suppressed.Add(ctx, 1, m[1].add...)
 	}
@@ -551,7 +576,7 @@ type setKey struct {
 
 const (
 	shapeAttempt  uint8 = iota // [gotry.attempts, gotry.attempt.duration, http.client.request.duration]
-	shapeEnd                   // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries]
+	shapeEnd                   // [gotry.request.duration, gotry.retries.suppressed, gotry.request.retries and gotry.request.time_left]
 	shapeShed                  // [gotry.limit.shed]
 	shapeInFlight              // gotry.attempts.in_flight's cell (inFlightCells)
 )

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
+	"net/http"
 	"runtime"
 	"sort"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/MrVSiK/gotry/clock"
 	"github.com/MrVSiK/gotry/resilience"
@@ -70,9 +73,12 @@ func find(t *testing.T, rm metricdata.ResourceMetrics, name string) (metricdata.
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{attrs: p.Attributes, value: p.Sum, count: p.Count})
 					want := durationBuckets()
-					if name == MetricHTTPClientRequestDuration {
+					switch name {
+					case MetricHTTPClientRequestDuration:
 						// The conventions' advisory buckets.
 						want = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+					case MetricRequestTimeLeft:
+						want = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 					}
 					if !equalFloats(p.Bounds, want) {
 						t.Errorf("%s: bounds %v, want %v", name, p.Bounds, want)
@@ -214,6 +220,8 @@ func TestMetricsContract(t *testing.T) {
 		// Every attempt has ended: none in flight.
 		{MetricAttemptsInFlight, "{attempt}", map[string]float64{"server.address=127.0.0.1": 0}},
 		{MetricRequestRetries, "{retry}", map[string]float64{h: 8}},
+		// Only the first request, which retries, has a deadline.
+		{MetricRequestTimeLeft, "s", map[string]float64{h: 1}},
 		{MetricHedges, "{hedge}", map[string]float64{"gotry.hedge.trigger=fixed," + h: 1}},
 		{MetricRetriesSuppressed, "{request}", map[string]float64{
 			"gotry.reason=attempts_exhausted," + h: 3,
@@ -413,6 +421,106 @@ func TestRequestRetriesSum(t *testing.T) {
 	if len(ps) != 1 || ps[0].count != 2 || ps[0].value != 2 {
 		t.Fatalf("%s: %+v, want 2 requests with 2 retries in all", MetricRequestRetries, ps)
 	}
+}
+
+// gotry.request.time_left records, once for each request whose context has
+// a deadline, what was left of it at the start, read on the transport's
+// clock (a fake one here, which never moves, so the value is exact), with
+// the request's span sampled or not; a request without a deadline records
+// nothing.
+func TestRequestTimeLeft(t *testing.T) {
+	unsampled := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	tests := []struct {
+		name      string
+		opts      []Option
+		deadlines []time.Duration // one request each, in order; 0: none
+		count     uint64
+		sum       float64
+		buckets   map[float64]uint64 // upper bound -> count, the buckets not empty
+	}{
+		{"a deadline", nil, []time.Duration{20 * time.Second}, 1, 20, map[float64]uint64{30: 1}},
+		{"no deadline", nil, []time.Duration{0}, 0, 0, nil},
+		{"only the requests with a deadline", nil, []time.Duration{20 * time.Second, 0, 2500 * time.Millisecond}, 2, 22.5,
+			map[float64]uint64{2.5: 1, 30: 1}},
+		{"past the last bound", nil, []time.Duration{90 * time.Second}, 1, 90, map[float64]uint64{math.Inf(1): 1}},
+		{"an unsampled request", []Option{WithTracerProvider(unsampled)}, []time.Duration{20 * time.Second}, 1, 20,
+			map[float64]uint64{30: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.opts...)
+			srv := newServer(t, status(200))
+			fc := clock.NewFake(time.Now())
+			tr := transport.New(base(t), r.tel.Transport(), transport.WithClock(fc))
+			for _, d := range tc.deadlines {
+				ctx := t.Context()
+				if d > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithDeadline(ctx, fc.Now().Add(d))
+					defer cancel()
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				drain(t, resp)
+			}
+			ps := timeLeftPoints(t, r.collect(t))
+			if tc.count == 0 {
+				if len(ps) != 0 {
+					t.Fatalf("%s: %d series, want none", MetricRequestTimeLeft, len(ps))
+				}
+				return
+			}
+			if len(ps) != 1 {
+				t.Fatalf("%s: %d series, want one", MetricRequestTimeLeft, len(ps))
+			}
+			p := ps[0]
+			if p.Count != tc.count || p.Sum != tc.sum {
+				t.Errorf("%s: %d requests summing to %vs, want %d summing to %vs", MetricRequestTimeLeft, p.Count, p.Sum, tc.count, tc.sum)
+			}
+			if got := nonEmptyBuckets(p); !maps.Equal(got, tc.buckets) {
+				t.Errorf("%s: buckets %v, want %v", MetricRequestTimeLeft, got, tc.buckets)
+			}
+			const identity = "http.request.method=GET,server.address=127.0.0.1,server.port=P"
+			if got := render(p.Attributes); got != identity {
+				t.Errorf("%s: attributes {%s}, want {%s}", MetricRequestTimeLeft, got, identity)
+			}
+		})
+	}
+}
+
+// timeLeftPoints returns the data points of gotry.request.time_left (its
+// bounds checked by find), none when nothing was recorded.
+func timeLeftPoints(t *testing.T, rm metricdata.ResourceMetrics) []metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == MetricRequestTimeLeft {
+				find(t, rm, m.Name)
+				return m.Data.(metricdata.Histogram[float64]).DataPoints
+			}
+		}
+	}
+	return nil
+}
+
+// nonEmptyBuckets maps the upper bound (+Inf for the last) of each bucket of
+// p holding values to how many it holds.
+func nonEmptyBuckets(p metricdata.HistogramDataPoint[float64]) map[float64]uint64 {
+	out := map[float64]uint64{}
+	for i, n := range p.BucketCounts {
+		if n == 0 {
+			continue
+		}
+		le := math.Inf(1)
+		if i < len(p.Bounds) {
+			le = p.Bounds[i]
+		}
+		out[le] = n
+	}
+	return out
 }
 
 // gotry.breaker.state.duration says how long each host's breaker has been

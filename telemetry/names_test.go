@@ -82,6 +82,7 @@ var exportedNames = map[string]string{
 	"MetricLimitCurrent":              MetricLimitCurrent,
 	"MetricLimitInFlight":             MetricLimitInFlight,
 	"MetricLimitShed":                 MetricLimitShed,
+	"MetricRequestTimeLeft":           MetricRequestTimeLeft,
 }
 
 // family is the kind of name a constant holds, from its identifier.

@@ -123,7 +123,8 @@ type call struct {
 	attemptName        string // the attempt spans' name
 	// timeLeft is what was left of the request context's deadline when the
 	// call started (under transport.Middleware, the caller's propagated
-	// deadline included); 0 without one. Set only when the span records.
+	// deadline included), read on the engine's clock; 0 without one. The
+	// request span and gotry.request.time_left report it.
 	timeLeft time.Duration
 
 	// mhost and mport are the metric server.address and server.port, after

@@ -91,13 +91,12 @@ func (c *call) startCall(ctx context.Context, req *http.Request, start time.Time
 		opts = append(opts[:1:1], trace.WithTimestamp(start))
 	}
 	ctx, c.span = t.tracer.Start(ctx, c.spanName, opts...)
-	if c.span.IsRecording() {
-		if req != nil {
-			c.url = fullURL(req.URL, t.cfg.dropQuery)
-		}
-		if dl, ok := ctx.Deadline(); ok && !start.IsZero() {
-			c.timeLeft = max(dl.Sub(start), time.Nanosecond) // a deadline already past shows as (almost) none left
-		}
+	if c.span.IsRecording() && req != nil {
+		c.url = fullURL(req.URL, t.cfg.dropQuery)
+	}
+	// For the span and gotry.request.time_left, sampled or not.
+	if dl, ok := ctx.Deadline(); ok && !start.IsZero() {
+		c.timeLeft = max(dl.Sub(start), time.Nanosecond) // a deadline already past shows as (almost) none left
 	}
 	return ctx
 }

@@ -47,6 +47,7 @@ var promContract = []struct {
 	{"gotry_limit_in_flight", nil, []string{"gotry_transport", "server_address"}},
 	{"gotry_limit_shed_total", nil, []string{"gotry_transport", "server_address", "gotry_attempt_kind", "gotry_criticality"}},
 	{"gotry_request_retries", hist("gotry_request_retries"), []string{"gotry_transport", "http_request_method", "server_address", "server_port"}},
+	{"gotry_request_time_left_seconds", hist("gotry_request_time_left_seconds"), []string{"gotry_transport", "http_request_method", "server_address", "server_port"}},
 	{"http_client_request_duration_seconds", hist("http_client_request_duration_seconds"),
 		[]string{"gotry_transport", "http_request_method", "server_address", "server_port", "http_response_status_code", "error_type"}},
 }

@@ -17,6 +17,7 @@
 package traffic
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -36,8 +37,13 @@ import (
 // clock.
 const BreakerOpen = 250 * time.Millisecond
 
+// TimeLeft is the deadline of Exercise's first request, the one that
+// retries: its gotry.request.time_left is just under it.
+const TimeLeft = time.Minute
+
 // Exercise drives every metric at least once through real transports and
-// loopback servers: retries on 503 (backoff) and 429 (Retry-After: 0) and
+// loopback servers: retries on 503 (backoff) and 429 (Retry-After: 0),
+// within a deadline of TimeLeft, and
 // a give-up after exhausted attempts ("retries"), a hedge won against a
 // stalled attempt ("hedged"), a budget refusal ("budgeted"), and a breaker
 // that opens, rejects and closes after a probe, then opens again
@@ -53,7 +59,7 @@ func Exercise(t testing.TB, hooks func(name string) transport.Option) {
 	srv := NewServer(t, Status(503), Status(429, "Retry-After", "0"), Status(200))
 	// A reserve of 4: the first request spends 2, the give-up below 2 more.
 	tr := transport.New(Base(t), hooks("retries"), backoff, transport.WithRetryBudget(transport.DefaultBudgetRatio, 4))
-	MustGet(t, tr, srv.URL)
+	MustGetWithin(t, tr, srv.URL, TimeLeft)
 
 	// Give-up: always 503.
 	down := NewServer(t, Status(503))
@@ -148,11 +154,28 @@ func MustGet(t testing.TB, rt http.RoundTripper, u string) {
 	}
 }
 
+// MustGetWithin is MustGet with a deadline d from now on the request's
+// context.
+func MustGetWithin(t testing.TB, rt http.RoundTripper, u string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	if err := Await(t, send(ctx, t, rt, u), u); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Send sends a GET of u through rt on its own goroutine; the result
 // arrives on the channel, the body already read and closed.
 func Send(t testing.TB, rt http.RoundTripper, u string) <-chan error {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+	return send(t.Context(), t, rt, u)
+}
+
+// send is Send with the request's context.
+func send(ctx context.Context, t testing.TB, rt http.RoundTripper, u string) <-chan error {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
