@@ -17,13 +17,7 @@ import (
 // retryable: the answer is not retried, and it is no success.
 func TestMetricsShowPushbackAnswers(t *testing.T) {
 	r := newRig(t)
-	srv := newServer(t, status(503, transport.PushbackHeader, transport.PushbackRetried), status(200))
-	tr := transport.New(base(t), r.tel.Transport(), transport.WithHopPeers(func(string) bool { return true }))
-	resp, err := get(t, tr, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drain(t, resp)
+	getFromAPeerPushingBack(t, r)
 	rm := r.collect(t)
 	_, reqs := find(t, rm, MetricRequestDuration)
 	if len(reqs) != 1 || reqs[0].count != 1 || !reqs[0].attrs.HasValue(KeyReason) {
@@ -41,6 +35,40 @@ func TestMetricsShowPushbackAnswers(t *testing.T) {
 	}
 }
 
+// getFromAPeerPushingBack makes one request through a transport with r's
+// telemetry to a peer that answers 503 with pushback.
+func getFromAPeerPushingBack(t *testing.T, r *rig) {
+	t.Helper()
+	srv := newServer(t, status(503, transport.PushbackHeader, transport.PushbackRetried), status(200))
+	tr := transport.New(base(t), r.tel.Transport(), transport.WithHopPeers(func(string) bool { return true }))
+	resp, err := get(t, tr, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, resp)
+}
+
+// callUnderMiddleware serves a caller's request carrying 30 s in
+// transport.TimeoutHeader with a handler behind transport.Middleware
+// (trusting callers as trusted says, with opts) that GETs url through tr
+// with the request's context.
+func callUnderMiddleware(t *testing.T, tr http.RoundTripper, url string, trusted func(*http.Request) bool, opts ...transport.Option) {
+	t.Helper()
+	opts = append([]transport.Option{transport.WithTrustedCallers(trusted)}, opts...)
+	h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
+		req, _ := http.NewRequestWithContext(in.Context(), http.MethodGet, url, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		drain(t, resp)
+	}), opts...)
+	in := httptest.NewRequest(http.MethodGet, "/", nil)
+	in.Header.Set(transport.TimeoutHeader, "30000")
+	h.ServeHTTP(httptest.NewRecorder(), in)
+}
+
 // A call made under transport.Middleware for a trusted caller that sent
 // transport.TimeoutHeader shows the time it had left of that propagated
 // deadline on its request span.
@@ -48,18 +76,7 @@ func TestTraceTimeLeftOfAPropagatedDeadline(t *testing.T) {
 	r := newRig(t)
 	srv := newServer(t, status(200))
 	tr := transport.New(base(t), r.tel.Transport())
-	h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
-		req, _ := http.NewRequestWithContext(in.Context(), http.MethodGet, srv.URL, nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		drain(t, resp)
-	}), transport.WithTrustedCallers(func(*http.Request) bool { return true }))
-	in := httptest.NewRequest(http.MethodGet, "/", nil)
-	in.Header.Set(transport.TimeoutHeader, "30000")
-	h.ServeHTTP(httptest.NewRecorder(), in)
+	callUnderMiddleware(t, tr, srv.URL, func(*http.Request) bool { return true })
 	spans := ordered(r.waitEnded(t, 2), "gotry GET")
 	if left := attrs(spans[0].Attributes())[keyTimeLeft].AsFloat64(); left <= 25 || left > 30 {
 		t.Errorf("%s = %v, want just under the caller's 30", keyTimeLeft, left)
@@ -87,18 +104,7 @@ func TestMetricsTimeLeftOfAPropagatedDeadline(t *testing.T) {
 			srv := newServer(t, status(200))
 			fc := clock.NewFake(time.Now())
 			tr := transport.New(base(t), r.tel.Transport(), transport.WithClock(fc))
-			h := transport.Middleware(http.HandlerFunc(func(w http.ResponseWriter, in *http.Request) {
-				req, _ := http.NewRequestWithContext(in.Context(), http.MethodGet, srv.URL, nil)
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				drain(t, resp)
-			}), transport.WithTrustedCallers(tc.trusted), transport.WithClock(fc))
-			in := httptest.NewRequest(http.MethodGet, "/", nil)
-			in.Header.Set(transport.TimeoutHeader, "30000")
-			h.ServeHTTP(httptest.NewRecorder(), in)
+			callUnderMiddleware(t, tr, srv.URL, tc.trusted, transport.WithClock(fc))
 			ps := timeLeftPoints(t, r.collect(t))
 			var count uint64
 			var sum float64

@@ -471,13 +471,7 @@ func TestTraceEmptyResponseEndsWithRoundTrip(t *testing.T) {
 // request ends with the reason pushback after that one attempt.
 func TestTracePushbackFromAPeer(t *testing.T) {
 	r := newRig(t)
-	srv := newServer(t, status(503, transport.PushbackHeader, transport.PushbackRetried), status(200))
-	tr := transport.New(base(t), r.tel.Transport(), transport.WithHopPeers(func(string) bool { return true }))
-	resp, err := get(t, tr, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drain(t, resp)
+	getFromAPeerPushingBack(t, r)
 	spans := r.waitEnded(t, 2)
 	want(t, "request span", ordered(spans, "gotry GET")[0].Attributes(), map[attribute.Key]any{
 		KeyAttempts: int64(1), KeyReason: "pushback", keyStatusCode: int64(503),
