@@ -53,7 +53,8 @@ const (
 //     fails deposits nothing, so in an outage nothing is earned.
 //
 // The deposits pay only a client that earns at least its reserve a second
-// (reserve/ratio = 8 successful calls a second by default), only while
+// (reserve/ratio = 8 successful calls a second by default; in the first
+// second after its first success, at that rate over the time since), only while
 // retries work (over the last second, retries and hedges that failed number
 // at most twice those that succeeded, plus the reserve), and only what the
 // last second earned as well as the window: the deposits saved in a calm
@@ -153,6 +154,10 @@ const (
 type retryBudget struct {
 	ratio   float64 // immutable, read by every deposit
 	reserve uint64  // immutable: the reserve's capacity
+	// born is when the first call succeeded (Unix nanoseconds), 0 before
+	// it: written once, then only read (by every deposit), so its line
+	// stays shared between cores.
+	born atomic.Int64
 	// stripes hands out stripe numbers (*int), round robin as it makes
 	// them. A sync.Pool keeps one per P, so the requests a core runs keep
 	// depositing in the same stripe and its line stays in that core's
@@ -320,6 +325,22 @@ func (b *retryBudget) recent(ws *[budgetBuckets]atomic.Uint64, now time.Time, e 
 	return float64(sum(ws, e, 1)) + past(now)*float64(sum(ws, prev, 1))
 }
 
+// quietBelow is what the second up to now must have earned for the
+// deposits to pay: the reserve. For a budget whose first success came less
+// than a second ago it is the reserve's share of the time since, so that a
+// busy client's first milliseconds are judged at the rate it runs at, not
+// over a second it did not exist in (a client at 100 calls a second whose
+// first calls fail twice would otherwise be refused until its eighth
+// success). The deposits a client so new can pay are still at most ratio ×
+// its successes, so the fleet bound is unchanged.
+func (b *retryBudget) quietBelow(now time.Time) float64 {
+	born := b.born.Load()
+	if age := now.UnixNano() - born; born != 0 && age < int64(time.Second) {
+		return float64(b.reserve) * float64(max(age, 0)) / float64(time.Second)
+	}
+	return float64(b.reserve)
+}
+
 // budgetToken is one token taken from a budget, which Refund gives back. The
 // zero value refunds nothing.
 type budgetToken struct {
@@ -376,7 +397,7 @@ func (b *retryBudget) take(now time.Time, afterTimeout bool) (budgetToken, bool)
 		return budgetToken{}, false // retries are not working: the deposits pay nothing
 	}
 	earned := b.recentEarned(now, e)
-	if earned < float64(b.reserve) {
+	if earned < b.quietBelow(now) {
 		return budgetToken{}, false // a quiet client: its reserve pays alone
 	}
 	w := &b.spent[e%budgetBuckets]
@@ -405,6 +426,9 @@ func (b *retryBudget) Succeed(now time.Time, tok budgetToken) {
 		return
 	}
 	e := epochOf(now)
+	if b.born.Load() == 0 {
+		b.born.CompareAndSwap(0, max(now.UnixNano(), 1))
+	}
 	if tok.w != nil {
 		tok.Refund()
 		add(&b.won[e%budgetBuckets], e, 1)

@@ -779,3 +779,53 @@ func TestBudgetTimeoutsCostTheReserve(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetNewBusyClientIsJudgedAtItsRate: a client at 100 calls a second
+// whose first calls fail is judged, in the first second after its first
+// success, at the rate it runs at: 63 ms in, with its reserve out on two
+// retries and 5 successes (1.25 tokens) earned, its third retry is paid
+// from the deposits, where judged over a whole second it would be refused
+// until its eighth success. A quiet client is no richer for being new: 2
+// successes (0.5 token) pay no retry, and once a second old a client
+// earning 1.25 tokens a second is quiet again.
+func TestBudgetNewBusyClientIsJudgedAtItsRate(t *testing.T) {
+	b := newRetryBudget(DefaultBudgetRatio, DefaultBudgetReserve)
+	at := func(ms int) time.Time { return t0.Add(500*time.Millisecond + time.Duration(ms)*time.Millisecond) }
+	for i := range 5 {
+		b.Succeed(at(10*i), budgetToken{})
+	}
+	for range DefaultBudgetReserve {
+		if _, ok := b.take(at(45), false); !ok {
+			t.Fatal("the reserve refused a retry")
+		}
+	}
+	tok, ok := b.take(at(63), false)
+	if !ok || !paidFromDeposits(b, tok) {
+		t.Fatalf("a new client 63 ms old at 100 calls a second: retry allowed %v, want paid from the deposits", ok)
+	}
+	if b.Withdraw(at(63)) {
+		t.Fatal("a second retry was paid from 1.25 tokens earned")
+	}
+
+	quiet := newRetryBudget(DefaultBudgetRatio, DefaultBudgetReserve)
+	quiet.Succeed(at(0), budgetToken{})
+	quiet.Succeed(at(500), budgetToken{})
+	for range DefaultBudgetReserve {
+		quiet.Withdraw(at(600))
+	}
+	if quiet.Withdraw(at(600)) {
+		t.Fatal("a new quiet client with 0.5 token earned was paid a retry beyond its reserve")
+	}
+
+	old := newRetryBudget(DefaultBudgetRatio, DefaultBudgetReserve)
+	old.Succeed(at(-2000), budgetToken{})
+	for i := range 5 {
+		old.Succeed(at(10*i), budgetToken{})
+	}
+	for range DefaultBudgetReserve {
+		old.Withdraw(at(45))
+	}
+	if old.Withdraw(at(63)) {
+		t.Fatal("a client two seconds old earning 1.25 tokens a second was paid beyond its reserve")
+	}
+}
