@@ -126,8 +126,9 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // it succeeds; each successful call deposits ratio tokens that expire
 // after 10s; a reserve of reserve retries, refilled by successes (one a
 // second at most), pays first and lets a quiet client absorb a failure.
-// Retries that fix independent failures are all paid up to about 30% of
-// attempts failing; during an outage, where retries fail, the reserve is
+// A busy client's retries that fix independent failures are all paid up
+// to 20% of attempts failing, and all but a few in a thousand at 30%;
+// during an outage, where retries fail, the reserve is
 // spent once, not every second. A 0 argument means none:
 // WithRetryBudget(0, 0) disables the budget. It panics on a negative, NaN
 // or infinite ratio or a reserve outside 0..1000.
