@@ -34,7 +34,7 @@ func TestParseDefaults(t *testing.T) {
 		c.OTLPTraces || c.OTLPMetrics || o.plain || o.upstreamOnly {
 		t.Fatalf("defaults differ from demo.DefaultConfig: %+v", o)
 	}
-	if strings.Join(c.Hosts, ",") != "inventory,payments,search" {
+	if strings.Join(c.Hosts, ",") != "inventory,payments,search,checkout" {
 		t.Fatalf("hosts %q", c.Hosts)
 	}
 }

@@ -120,7 +120,7 @@ type Endpoints struct {
 }
 
 // DefaultConfig returns the configuration of `make demo`: 60s of 50 req/s
-// over three hosts with the default faults, payments down 10s every 40s,
+// over four hosts (checkout a service calling payments) with the default faults, payments down 10s every 40s,
 // search's capacity down to 10 req/s for 10s every 60s, and a transport with
 // 4 attempts, hedging at 80ms (search adaptively, at most 5% extra load), a
 // 1s per-attempt timeout, the budget, a breaker that opens for 5s and a
@@ -429,6 +429,7 @@ func newTransport(cfg *Config, base http.RoundTripper, observe ...transport.Opti
 		transport.WithRetryBudget(cfg.BudgetRatio, cfg.BudgetReserve),
 		transport.WithPerAttemptTimeout(cfg.PerAttemptTimeout),
 		transport.WithAttemptHeader(AttemptHeader),
+		transport.WithHopPeers(isHopPeer),
 	}
 	opts = append(opts, observe...)
 	switch {

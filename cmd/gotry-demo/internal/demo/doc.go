@@ -8,10 +8,12 @@
 // for before it returns, and every server and provider is shut down (and
 // flushed), so it can run inside a test under goleak.
 //
-// The upstream's virtual hosts ("inventory", "payments", "search") are
-// separate listeners on 127.0.0.1 with random ports; the client reaches them
-// as http://inventory/ and so on through Upstream.DialContext, so spans,
-// metrics and breakers carry the host's name rather than 127.0.0.1.
+// The upstream's virtual hosts ("inventory", "payments", "search", and
+// "checkout", a service behind transport.Middleware that calls payments:
+// see chainService) are separate listeners on 127.0.0.1 with random ports;
+// the client reaches them as http://inventory/ and so on through
+// Upstream.DialContext, so spans, metrics and breakers carry the host's
+// name rather than 127.0.0.1.
 //
 // Its phases (DefaultConfig): payments goes down (an outage, the breaker's
 // case), every host browns out (a burst of 503s, the budget's case), and

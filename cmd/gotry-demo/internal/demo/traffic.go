@@ -24,11 +24,15 @@ type target struct {
 	hedgeDelay time.Duration
 	// noLimit exempts the request from the concurrency limit (a Policy).
 	noLimit bool
+	// timeout, when set, bounds the request (retries included) instead of
+	// the load's timeout.
+	timeout time.Duration
 }
 
 // demoTargets are the requests to the virtual hosts: inventory and search are
 // GETs, payments a PUT with a JSON body (idempotent by method, and one that
-// net/http will not resend on its own, so connection resets reach gotry).
+// net/http will not resend on its own, so connection resets reach gotry),
+// checkout a GET of an order within chainDeadline (see chainService).
 func demoTargets(hosts []string) []target {
 	var ts []target
 	for _, h := range hosts {
@@ -40,6 +44,9 @@ func demoTargets(hosts []string) []target {
 			t.method = http.MethodPut
 			t.url = func(n int) string { return fmt.Sprintf("http://%s/payments/%d", h, n) }
 			t.body = func(n int) []byte { return fmt.Appendf(nil, `{"id":%d,"amount_cents":%d}`, n, 100+n%9000) }
+		case chainHost:
+			t.url = func(n int) string { return fmt.Sprintf("http://%s/orders/%d", h, n) }
+			t.timeout = chainDeadline
 		}
 		ts = append(ts, t)
 	}
@@ -124,7 +131,11 @@ func (l *load) do(n int) {
 	// seed, not a fixed rotation.
 	r := rand.New(rand.NewPCG(l.seed, uint64(n)))
 	t := l.targets[r.IntN(len(l.targets))]
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	timeout := l.timeout
+	if t.timeout > 0 {
+		timeout = t.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if t.hedgeDelay > 0 || t.noLimit {
 		ctx = transport.WithPolicy(ctx, transport.Policy{HedgeDelay: t.hedgeDelay, NoLimit: t.noLimit})

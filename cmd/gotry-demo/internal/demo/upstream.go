@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ const attrAttempt = attribute.Key("demo.gotry_attempt")
 var attemptKinds = [...]string{"initial", "retry", "hedge"}
 
 // defaultHosts are the upstream's virtual hosts.
-var defaultHosts = []string{"inventory", "payments", "search"}
+var defaultHosts = []string{"inventory", "payments", "search", chainHost}
 
 // DefaultHosts returns the names of the demo's virtual hosts.
 func DefaultHosts() []string { return append([]string(nil), defaultHosts...) }
@@ -70,6 +71,9 @@ type Upstream struct {
 	wg    sync.WaitGroup // one per Serve goroutine
 	stop  chan struct{}  // closed by Shutdown: queued and capped requests end at once
 	once  sync.Once      // closes stop
+	// closeChain closes the idle connections of the chain service's
+	// transport (see chainService); nil without it.
+	closeChain func()
 }
 
 // vhost is one virtual host: a listener, a server and its fault dice.
@@ -78,11 +82,14 @@ type vhost struct {
 	ln     net.Listener
 	srv    *http.Server
 	faults Faults
-	outage Outage
-	burst  Burst
-	drop   Drop
-	start  time.Time
-	stop   <-chan struct{} // the Upstream's
+	// service, when set, answers instead of the dice: chainHost's
+	// service (see chainService).
+	service http.Handler
+	outage  Outage
+	burst   Burst
+	drop    Drop
+	start   time.Time
+	stop    <-chan struct{} // the Upstream's
 
 	// slots holds a token per request in service under the capacity drop:
 	// a request blocked sending to it waits in the channel's queue, which
@@ -144,6 +151,9 @@ func StartUpstream(cfg UpstreamConfig) (*Upstream, error) {
 			name: name, ln: ln, faults: cfg.Faults, outage: cfg.Outage, burst: cfg.Burst, drop: cfg.Drop,
 			start: u.start, stop: u.stop, slots: make(chan struct{}, max(cfg.Drop.Capacity, 1)),
 			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
+		}
+		if name == chainHost && slices.Contains(hosts, chainCallee) {
+			h.service, u.closeChain = chainService(u.DialContext)
 		}
 		var handler http.Handler = h
 		if cfg.TracerProvider != nil {
@@ -275,6 +285,9 @@ func (u *Upstream) Shutdown(ctx context.Context) error {
 		}
 	}
 	u.wg.Wait()
+	if u.closeChain != nil {
+		u.closeChain()
+	}
 	return errors.Join(errs...)
 }
 
@@ -299,6 +312,10 @@ func (h *vhost) roll(now time.Time) (fault, time.Duration) {
 func (h *vhost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	h.countAttempt(r)
+	if h.service != nil {
+		h.service.ServeHTTP(w, r)
+		return
+	}
 	now := time.Now()
 	f, d := h.roll(now)
 	if (f == faultNone || f == faultSlow) && h.drop.Active(h.name, now.Sub(h.start)) {
