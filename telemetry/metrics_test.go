@@ -457,7 +457,7 @@ func TestRequestTimeLeft(t *testing.T) {
 				if d > 0 {
 					var cancel context.CancelFunc
 					ctx, cancel = context.WithDeadline(ctx, fc.Now().Add(d))
-					defer cancel()
+					t.Cleanup(cancel)
 				}
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 				resp, err := tr.RoundTrip(req)
